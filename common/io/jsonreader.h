@@ -1,0 +1,17 @@
+// A JSON reader for snapshots saved as JSON (PyTorch's web viewer accepts them): RFC 8259 into a ValueTree, with
+// the same limits and error style as the pickle reader. Reentrant; one call per thread.
+#pragma once
+
+#include "io/error.h"
+#include "io/picklereader.h"
+#include "io/valuetree.h"
+
+#include <span>
+
+namespace memscope::io {
+
+// Parses one JSON document. Integers that fit in 64 bits become Int nodes, other numbers Float nodes.
+// Nesting is limited to 512 levels. Errors carry code, message and byte offset (no path).
+Error parseJson(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, const ProgressFn& progress = {});
+
+} // namespace memscope::io

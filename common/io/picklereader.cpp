@@ -1,0 +1,766 @@
+// The pickle virtual machine. See picklereader.h.
+//
+// Opcode numbers and argument encodings: CPython Lib/pickletools.py. Behaviour copied from CPython's unpickler
+// (Modules/_pickle.c) where it matters: MEMOIZE stores at the count of filled memo slots, INT "00"/"01" are
+// False/True (protocol 0), LONG1/LONG4 are little-endian two's complement, a dict's last duplicate key wins.
+#include "io/picklereader.h"
+
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace memscope::io {
+
+namespace {
+
+namespace op {
+    // Protocol 0/1 (text and early binary)
+    constexpr uint8_t Mark = '(';
+    constexpr uint8_t Stop = '.';
+    constexpr uint8_t Pop = '0';
+    constexpr uint8_t PopMark = '1';
+    constexpr uint8_t Dup = '2';
+    constexpr uint8_t Float = 'F';
+    constexpr uint8_t Int = 'I';
+    constexpr uint8_t BinInt = 'J';
+    constexpr uint8_t BinInt1 = 'K';
+    constexpr uint8_t Long = 'L';
+    constexpr uint8_t BinInt2 = 'M';
+    constexpr uint8_t None = 'N';
+    constexpr uint8_t PersId = 'P';
+    constexpr uint8_t BinPersId = 'Q';
+    constexpr uint8_t Reduce = 'R';
+    constexpr uint8_t String = 'S';
+    constexpr uint8_t BinString = 'T';
+    constexpr uint8_t ShortBinString = 'U';
+    constexpr uint8_t Unicode = 'V';
+    constexpr uint8_t BinUnicode = 'X';
+    constexpr uint8_t Append = 'a';
+    constexpr uint8_t Build = 'b';
+    constexpr uint8_t Global = 'c';
+    constexpr uint8_t Dict = 'd';
+    constexpr uint8_t EmptyDict = '}';
+    constexpr uint8_t Appends = 'e';
+    constexpr uint8_t Get = 'g';
+    constexpr uint8_t BinGet = 'h';
+    constexpr uint8_t Inst = 'i';
+    constexpr uint8_t LongBinGet = 'j';
+    constexpr uint8_t List = 'l';
+    constexpr uint8_t EmptyList = ']';
+    constexpr uint8_t Obj = 'o';
+    constexpr uint8_t Put = 'p';
+    constexpr uint8_t BinPut = 'q';
+    constexpr uint8_t LongBinPut = 'r';
+    constexpr uint8_t SetItem = 's';
+    constexpr uint8_t Tuple = 't';
+    constexpr uint8_t EmptyTuple = ')';
+    constexpr uint8_t SetItems = 'u';
+    constexpr uint8_t BinFloat = 'G';
+    // Protocol 2
+    constexpr uint8_t Proto = 0x80;
+    constexpr uint8_t NewObj = 0x81;
+    constexpr uint8_t Ext1 = 0x82;
+    constexpr uint8_t Ext2 = 0x83;
+    constexpr uint8_t Ext4 = 0x84;
+    constexpr uint8_t Tuple1 = 0x85;
+    constexpr uint8_t Tuple2 = 0x86;
+    constexpr uint8_t Tuple3 = 0x87;
+    constexpr uint8_t NewTrue = 0x88;
+    constexpr uint8_t NewFalse = 0x89;
+    constexpr uint8_t Long1 = 0x8a;
+    constexpr uint8_t Long4 = 0x8b;
+    // Protocol 3
+    constexpr uint8_t BinBytes = 'B';
+    constexpr uint8_t ShortBinBytes = 'C';
+    // Protocol 4
+    constexpr uint8_t ShortBinUnicode = 0x8c;
+    constexpr uint8_t BinUnicode8 = 0x8d;
+    constexpr uint8_t BinBytes8 = 0x8e;
+    constexpr uint8_t EmptySet = 0x8f;
+    constexpr uint8_t AddItems = 0x90;
+    constexpr uint8_t FrozenSet = 0x91;
+    constexpr uint8_t NewObjEx = 0x92;
+    constexpr uint8_t StackGlobal = 0x93;
+    constexpr uint8_t Memoize = 0x94;
+    constexpr uint8_t Frame = 0x95;
+    // Protocol 5
+    constexpr uint8_t ByteArray8 = 0x96;
+    constexpr uint8_t NextBuffer = 0x97;
+    constexpr uint8_t ReadonlyBuffer = 0x98;
+} // namespace op
+
+const char* unsafeOpcodeName(uint8_t code)
+{
+    switch (code) {
+    case op::Global: return "GLOBAL";
+    case op::StackGlobal: return "STACK_GLOBAL";
+    case op::Reduce: return "REDUCE";
+    case op::Build: return "BUILD";
+    case op::Inst: return "INST";
+    case op::Obj: return "OBJ";
+    case op::NewObj: return "NEWOBJ";
+    case op::NewObjEx: return "NEWOBJ_EX";
+    case op::Ext1: return "EXT1";
+    case op::Ext2: return "EXT2";
+    case op::Ext4: return "EXT4";
+    case op::PersId: return "PERSID";
+    case op::BinPersId: return "BINPERSID";
+    case op::NextBuffer: return "NEXT_BUFFER";
+    case op::ReadonlyBuffer: return "READONLY_BUFFER";
+    default: return nullptr;
+    }
+}
+
+void appendUtf8(std::string& out, uint32_t cp)
+{
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+int hexValue(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+class Machine {
+public:
+    Machine(std::span<const uint8_t> data, ValueTree& tree, const PickleLimits& limits, const ProgressFn& progress)
+        : m_data(data)
+        , m_tree(tree)
+        , m_limits(limits)
+        , m_progress(progress)
+    {
+    }
+
+    Error run(NodeId& root);
+
+private:
+    Error fail(ErrorCode code, std::string message, uint64_t offset) const
+    {
+        Error e;
+        e.code = code;
+        e.message = std::move(message);
+        e.offset = offset;
+        e.hasOffset = true;
+        return e;
+    }
+    bool setError(Error e)
+    {
+        m_error = std::move(e);
+        return false;
+    }
+    bool have(uint64_t n) const { return m_pos + n <= m_data.size() && m_pos + n >= m_pos; }
+    template <typename T>
+    T readLE()
+    {
+        T v;
+        std::memcpy(&v, m_data.data() + m_pos, sizeof(T));
+        m_pos += sizeof(T);
+        return v;
+    }
+    // A text argument up to (not including) '\n'; false when there is no newline.
+    bool readLine(std::string_view& line)
+    {
+        const auto* begin = m_data.data() + m_pos;
+        const auto* nl = static_cast<const uint8_t*>(std::memchr(begin, '\n', m_data.size() - m_pos));
+        if (!nl)
+            return false;
+        line = std::string_view(reinterpret_cast<const char*>(begin), static_cast<size_t>(nl - begin));
+        m_pos += line.size() + 1;
+        return true;
+    }
+
+    std::span<const uint8_t> m_data;
+    ValueTree& m_tree;
+    const PickleLimits& m_limits;
+    const ProgressFn& m_progress;
+    uint64_t m_pos = 0;
+    std::vector<NodeId> m_stack;
+    std::vector<size_t> m_marks;
+    std::vector<NodeId> m_memo;
+    uint64_t m_memoFilled = 0;
+    Error m_error;
+};
+
+// Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L').
+bool parseTextInt(std::string_view text, int64_t& value, bool& overflow)
+{
+    overflow = false;
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\r'))
+        text.remove_suffix(1);
+    if (!text.empty() && text.back() == 'L')
+        text.remove_suffix(1);
+    const char* begin = text.data();
+    const char* end = text.data() + text.size();
+    if (begin != end && *begin == '+')
+        ++begin;
+    if (begin == end)
+        return false;
+    auto [ptr, ec] = std::from_chars(begin, end, value);
+    if (ec == std::errc::result_out_of_range) {
+        overflow = true;
+        return false;
+    }
+    return ec == std::errc {} && ptr == end;
+}
+
+// Decodes the body of a Python string literal (STRING opcode, protocol 0): the escapes of codecs.escape_decode.
+bool decodeEscapedString(std::string_view quoted, std::string& out)
+{
+    if (quoted.size() < 2 || (quoted.front() != '\'' && quoted.front() != '"') || quoted.back() != quoted.front())
+        return false;
+    std::string_view body = quoted.substr(1, quoted.size() - 2);
+    out.clear();
+    for (size_t i = 0; i < body.size(); ++i) {
+        char c = body[i];
+        if (c != '\\') {
+            appendUtf8(out, static_cast<uint8_t>(c)); // bytes above 0x7f read as Latin-1
+            continue;
+        }
+        if (++i >= body.size())
+            return false;
+        c = body[i];
+        switch (c) {
+        case '\\': out += '\\'; break;
+        case '\'': out += '\''; break;
+        case '"': out += '"'; break;
+        case 'a': out += '\a'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'v': out += '\v'; break;
+        case '\n': break;
+        case 'x': {
+            if (i + 2 >= body.size())
+                return false;
+            int h = hexValue(body[i + 1]), l = hexValue(body[i + 2]);
+            if (h < 0 || l < 0)
+                return false;
+            appendUtf8(out, static_cast<uint32_t>(h * 16 + l));
+            i += 2;
+            break;
+        }
+        default:
+            if (c >= '0' && c <= '7') {
+                uint32_t v = 0;
+                size_t n = 0;
+                while (n < 3 && i < body.size() && body[i] >= '0' && body[i] <= '7') {
+                    v = v * 8 + static_cast<uint32_t>(body[i] - '0');
+                    ++i;
+                    ++n;
+                }
+                --i;
+                appendUtf8(out, v & 0xFF);
+            } else {
+                out += '\\'; // unknown escapes stay as written, as in Python
+                out += c;
+            }
+        }
+    }
+    return true;
+}
+
+// Decodes raw-unicode-escape (UNICODE opcode, protocol 0): Latin-1 bytes plus \uXXXX and \UXXXXXXXX.
+bool decodeRawUnicodeEscape(std::string_view text, std::string& out)
+{
+    out.clear();
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '\\' && i + 1 < text.size() && (text[i + 1] == 'u' || text[i + 1] == 'U')) {
+            const size_t digits = text[i + 1] == 'u' ? 4 : 8;
+            if (i + 2 + digits > text.size())
+                return false;
+            uint32_t cp = 0;
+            for (size_t k = 0; k < digits; ++k) {
+                int h = hexValue(text[i + 2 + k]);
+                if (h < 0)
+                    return false;
+                cp = cp * 16 + static_cast<uint32_t>(h);
+            }
+            if (cp > 0x10FFFF)
+                return false;
+            appendUtf8(out, cp);
+            i += 1 + digits;
+        } else {
+            appendUtf8(out, static_cast<uint8_t>(c));
+        }
+    }
+    return true;
+}
+
+Error Machine::run(NodeId& root)
+{
+    const uint64_t size = m_data.size();
+    uint64_t nextProgress = 1u << 20;
+    std::string scratch;
+
+    while (m_pos < size) {
+        if (m_progress && m_pos >= nextProgress) {
+            nextProgress = m_pos + (1u << 20);
+            if (!m_progress(m_pos, size))
+                return fail(ErrorCode::Cancelled, "loading was cancelled", m_pos);
+        }
+        const uint64_t at = m_pos;
+        const uint8_t code = m_data[m_pos++];
+
+        auto truncated = [&] {
+            return fail(ErrorCode::Truncated, "the file ends in the middle of an opcode: it is truncated", at);
+        };
+        auto underflow = [&] {
+            return fail(ErrorCode::Corrupt, "the pickle's stack is empty where a value is needed: the file is corrupt",
+                        at);
+        };
+        auto pushNode = [&](NodeId n) -> bool {
+            if (m_stack.size() >= m_limits.maxStack)
+                return false;
+            m_stack.push_back(n);
+            return true;
+        };
+        auto tooManyValues = [&] {
+            return fail(ErrorCode::TooDeep, "more values on the pickle's stack than the reader allows", at);
+        };
+        auto stringArg = [&](NodeType type, uint64_t length) -> bool {
+            if (!have(length))
+                return setError(truncated());
+            if (length > UINT32_MAX)
+                return setError(fail(ErrorCode::TooLarge, "a string longer than 4 GiB", at));
+            const NodeId n = m_tree.addInputString(type, m_pos, static_cast<uint32_t>(length));
+            m_pos += length;
+            if (!pushNode(n))
+                return setError(tooManyValues());
+            return true;
+        };
+        auto popMark = [&](size_t& markPos) -> bool {
+            if (m_marks.empty())
+                return false;
+            markPos = m_marks.back();
+            m_marks.pop_back();
+            return markPos <= m_stack.size();
+        };
+        auto memoStore = [&](uint64_t index) -> bool {
+            if (m_stack.empty())
+                return setError(underflow());
+            // Python's pickler numbers memo slots 0, 1, 2...: an index beyond the file's size cannot come from it.
+            if (index >= m_limits.maxMemo || index > size)
+                return setError(fail(ErrorCode::TooDeep, "memo index " + std::to_string(index) + " is beyond the reader's limit",
+                            at));
+            if (index >= m_memo.size())
+                m_memo.resize(index + 1, NoNode);
+            if (m_memo[index] == NoNode)
+                ++m_memoFilled;
+            m_memo[index] = m_stack.back();
+            return true;
+        };
+        auto memoLoad = [&](uint64_t index) -> bool {
+            if (index >= m_memo.size() || m_memo[index] == NoNode)
+                return setError(fail(ErrorCode::Corrupt,
+                            "memo reference " + std::to_string(index) + " was never stored: the file is corrupt", at));
+            if (!pushNode(m_memo[index]))
+                return setError(tooManyValues());
+            return true;
+        };
+        auto pushInt = [&](int64_t v) -> bool {
+            if (!pushNode(m_tree.addInt(v)))
+                return setError(tooManyValues());
+            return true;
+        };
+        auto longBytes = [&](uint64_t n) -> bool {
+            if (!have(n))
+                return setError(truncated());
+            const uint8_t* p = m_data.data() + m_pos;
+            m_pos += n;
+            if (n == 0)
+                return pushInt(0);
+            const bool negative = (p[n - 1] & 0x80) != 0;
+            // Bytes above the 8th must only extend the sign, and the 8th byte's top bit must agree with it.
+            for (uint64_t i = 8; i < n; ++i) {
+                if (p[i] != (negative ? 0xFF : 0x00))
+                    return setError(fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", at));
+            }
+            if (n > 8 && ((p[7] & 0x80) != 0) != negative)
+                return setError(fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", at));
+            uint64_t v = negative ? ~uint64_t(0) : 0;
+            const uint64_t take = n < 8 ? n : 8;
+            for (uint64_t i = 0; i < take; ++i) {
+                v &= ~(uint64_t(0xFF) << (8 * i));
+                v |= uint64_t(p[i]) << (8 * i);
+            }
+            return pushInt(static_cast<int64_t>(v));
+        };
+        auto tupleFrom = [&](size_t first) -> bool {
+            const NodeId t = m_tree.addContainer(NodeType::Tuple);
+            m_tree.append(t, std::span<const NodeId>(m_stack.data() + first, m_stack.size() - first));
+            m_stack.resize(first);
+            m_stack.push_back(t);
+            return true;
+        };
+
+        bool ok = true;
+        switch (code) {
+        case op::Proto: {
+            if (!have(1))
+                return truncated();
+            const uint8_t proto = m_data[m_pos++];
+            if (proto > 5)
+                return fail(ErrorCode::TooNew,
+                            "pickle protocol " + std::to_string(proto) + " is newer than the newest known (5)", at);
+            break;
+        }
+        case op::Frame: {
+            if (!have(8))
+                return truncated();
+            const uint64_t frameSize = readLE<uint64_t>();
+            if (!have(frameSize))
+                return truncated();
+            break;
+        }
+        case op::Stop: {
+            if (m_stack.empty())
+                return underflow();
+            if (!m_marks.empty())
+                return fail(ErrorCode::Corrupt, "the pickle stops with an unclosed MARK: the file is corrupt", at);
+            root = m_stack.back();
+            return {};
+        }
+        case op::Mark:
+            if (m_marks.size() >= m_limits.maxMarkDepth)
+                return fail(ErrorCode::TooDeep,
+                            "nested more than " + std::to_string(m_limits.maxMarkDepth) + " levels deep", at);
+            m_marks.push_back(m_stack.size());
+            break;
+        case op::Pop:
+            if (m_stack.empty())
+                return underflow();
+            // Python's POP also discards a MARK that is on top of the stack.
+            if (!m_marks.empty() && m_marks.back() == m_stack.size())
+                m_marks.pop_back();
+            else
+                m_stack.pop_back();
+            break;
+        case op::PopMark: {
+            size_t mark;
+            if (!popMark(mark))
+                return fail(ErrorCode::Corrupt, "POP_MARK without a MARK: the file is corrupt", at);
+            m_stack.resize(mark);
+            break;
+        }
+        case op::Dup:
+            if (m_stack.empty())
+                return underflow();
+            if (!pushNode(m_stack.back()))
+                return tooManyValues();
+            break;
+        case op::None:
+            if (!pushNode(m_tree.addNone()))
+                return tooManyValues();
+            break;
+        case op::NewTrue:
+        case op::NewFalse:
+            if (!pushNode(m_tree.addBool(code == op::NewTrue)))
+                return tooManyValues();
+            break;
+        case op::BinInt:
+            if (!have(4))
+                return truncated();
+            ok = pushInt(readLE<int32_t>());
+            break;
+        case op::BinInt1:
+            if (!have(1))
+                return truncated();
+            ok = pushInt(readLE<uint8_t>());
+            break;
+        case op::BinInt2:
+            if (!have(2))
+                return truncated();
+            ok = pushInt(readLE<uint16_t>());
+            break;
+        case op::Long1: {
+            if (!have(1))
+                return truncated();
+            const uint8_t n = readLE<uint8_t>();
+            ok = longBytes(n);
+            break;
+        }
+        case op::Long4: {
+            if (!have(4))
+                return truncated();
+            const int32_t n = readLE<int32_t>();
+            if (n < 0)
+                return fail(ErrorCode::Corrupt, "LONG4 with a negative length: the file is corrupt", at);
+            ok = longBytes(static_cast<uint64_t>(n));
+            break;
+        }
+        case op::Int:
+        case op::Long: {
+            std::string_view line;
+            if (!readLine(line))
+                return truncated();
+            if (code == op::Int && (line == "00" || line == "01")) {
+                if (!pushNode(m_tree.addBool(line == "01")))
+                    return tooManyValues();
+                break;
+            }
+            int64_t v = 0;
+            bool overflow = false;
+            if (!parseTextInt(line, v, overflow))
+                return overflow ? fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", at)
+                                : fail(ErrorCode::Corrupt, "a malformed integer: the file is corrupt", at);
+            ok = pushInt(v);
+            break;
+        }
+        case op::Float: {
+            std::string_view line;
+            if (!readLine(line))
+                return truncated();
+            scratch.assign(line);
+            char* end = nullptr;
+            const double v = std::strtod(scratch.c_str(), &end);
+            if (scratch.empty() || end != scratch.c_str() + scratch.size())
+                return fail(ErrorCode::Corrupt, "a malformed float: the file is corrupt", at);
+            if (!pushNode(m_tree.addFloat(v)))
+                return tooManyValues();
+            break;
+        }
+        case op::BinFloat: {
+            if (!have(8))
+                return truncated();
+            uint64_t bits = 0;
+            for (int i = 0; i < 8; ++i)
+                bits = (bits << 8) | m_data[m_pos + i]; // big-endian, unlike every other binary argument
+            m_pos += 8;
+            double v;
+            std::memcpy(&v, &bits, sizeof v);
+            if (!pushNode(m_tree.addFloat(v)))
+                return tooManyValues();
+            break;
+        }
+        case op::ShortBinUnicode:
+        case op::ShortBinString:
+        case op::ShortBinBytes:
+            if (!have(1))
+                return truncated();
+            ok = stringArg(code == op::ShortBinBytes ? NodeType::Bytes : NodeType::String, readLE<uint8_t>());
+            break;
+        case op::BinUnicode:
+        case op::BinString:
+        case op::BinBytes: {
+            if (!have(4))
+                return truncated();
+            const uint64_t n = code == op::BinString ? static_cast<uint64_t>(static_cast<uint32_t>(readLE<int32_t>()))
+                                                      : readLE<uint32_t>();
+            ok = stringArg(code == op::BinBytes ? NodeType::Bytes : NodeType::String, n);
+            break;
+        }
+        case op::BinUnicode8:
+        case op::BinBytes8:
+        case op::ByteArray8:
+            if (!have(8))
+                return truncated();
+            ok = stringArg(code == op::BinUnicode8 ? NodeType::String : NodeType::Bytes, readLE<uint64_t>());
+            break;
+        case op::String:
+        case op::Unicode: {
+            std::string_view line;
+            if (!readLine(line))
+                return truncated();
+            std::string decoded;
+            const bool decodedOk = code == op::String ? decodeEscapedString(line, decoded)
+                                               : decodeRawUnicodeEscape(line, decoded);
+            if (!decodedOk)
+                return fail(ErrorCode::Corrupt, "a malformed text string: the file is corrupt", at);
+            if (!pushNode(m_tree.addOwnedString(NodeType::String, decoded)))
+                return tooManyValues();
+            break;
+        }
+        case op::EmptyList:
+        case op::EmptyDict:
+        case op::EmptyTuple:
+        case op::EmptySet: {
+            const NodeType t = code == op::EmptyDict ? NodeType::Dict
+                : code == op::EmptyTuple             ? NodeType::Tuple
+                                                     : NodeType::List;
+            if (!pushNode(m_tree.addContainer(t)))
+                return tooManyValues();
+            break;
+        }
+        case op::Append: {
+            if (m_stack.size() < 2)
+                return underflow();
+            const NodeId list = m_stack[m_stack.size() - 2];
+            if (m_tree.type(list) != NodeType::List)
+                return fail(ErrorCode::Corrupt, "APPEND to something that is not a list: the file is corrupt", at);
+            m_tree.append(list, std::span<const NodeId>(&m_stack.back(), 1));
+            m_stack.pop_back();
+            break;
+        }
+        case op::Appends:
+        case op::AddItems:
+        case op::SetItems: {
+            size_t mark;
+            if (!popMark(mark) || mark == 0)
+                return fail(ErrorCode::Corrupt, "APPENDS/SETITEMS without a container under the MARK: the file is corrupt",
+                            at);
+            const NodeId target = m_stack[mark - 1];
+            const NodeType want = code == op::SetItems ? NodeType::Dict : NodeType::List;
+            if (m_tree.type(target) != want)
+                return fail(ErrorCode::Corrupt, code == op::SetItems
+                                ? "SETITEMS on something that is not a dict: the file is corrupt"
+                                : "APPENDS on something that is not a list: the file is corrupt",
+                            at);
+            const size_t count = m_stack.size() - mark;
+            if (code == op::SetItems && count % 2 != 0)
+                return fail(ErrorCode::Corrupt, "SETITEMS with an odd number of values: the file is corrupt", at);
+            m_tree.append(target, std::span<const NodeId>(m_stack.data() + mark, count));
+            m_stack.resize(mark);
+            break;
+        }
+        case op::SetItem: {
+            if (m_stack.size() < 3)
+                return underflow();
+            const NodeId dict = m_stack[m_stack.size() - 3];
+            if (m_tree.type(dict) != NodeType::Dict)
+                return fail(ErrorCode::Corrupt, "SETITEM on something that is not a dict: the file is corrupt", at);
+            m_tree.append(dict, std::span<const NodeId>(m_stack.data() + m_stack.size() - 2, 2));
+            m_stack.resize(m_stack.size() - 2);
+            break;
+        }
+        case op::List:
+        case op::Dict:
+        case op::FrozenSet: {
+            size_t mark;
+            if (!popMark(mark))
+                return fail(ErrorCode::Corrupt, "LIST/DICT without a MARK: the file is corrupt", at);
+            const size_t count = m_stack.size() - mark;
+            if (code == op::Dict && count % 2 != 0)
+                return fail(ErrorCode::Corrupt, "DICT with an odd number of values: the file is corrupt", at);
+            const NodeId c = m_tree.addContainer(code == op::Dict ? NodeType::Dict : NodeType::List);
+            m_tree.append(c, std::span<const NodeId>(m_stack.data() + mark, count));
+            m_stack.resize(mark);
+            m_stack.push_back(c);
+            break;
+        }
+        case op::Tuple: {
+            size_t mark;
+            if (!popMark(mark))
+                return fail(ErrorCode::Corrupt, "TUPLE without a MARK: the file is corrupt", at);
+            ok = tupleFrom(mark);
+            break;
+        }
+        case op::Tuple1:
+        case op::Tuple2:
+        case op::Tuple3: {
+            const size_t n = code - op::Tuple1 + 1u;
+            if (m_stack.size() < n)
+                return underflow();
+            ok = tupleFrom(m_stack.size() - n);
+            break;
+        }
+        case op::Put: {
+            std::string_view line;
+            if (!readLine(line))
+                return truncated();
+            int64_t index = 0;
+            bool overflow = false;
+            if (!parseTextInt(line, index, overflow) || index < 0)
+                return fail(ErrorCode::Corrupt, "a malformed memo index: the file is corrupt", at);
+            ok = memoStore(static_cast<uint64_t>(index));
+            break;
+        }
+        case op::BinPut:
+            if (!have(1))
+                return truncated();
+            ok = memoStore(readLE<uint8_t>());
+            break;
+        case op::LongBinPut:
+            if (!have(4))
+                return truncated();
+            ok = memoStore(readLE<uint32_t>());
+            break;
+        case op::Memoize:
+            ok = memoStore(m_memoFilled);
+            break;
+        case op::Get: {
+            std::string_view line;
+            if (!readLine(line))
+                return truncated();
+            int64_t index = 0;
+            bool overflow = false;
+            if (!parseTextInt(line, index, overflow) || index < 0)
+                return fail(ErrorCode::Corrupt, "a malformed memo index: the file is corrupt", at);
+            ok = memoLoad(static_cast<uint64_t>(index));
+            break;
+        }
+        case op::BinGet:
+            if (!have(1))
+                return truncated();
+            ok = memoLoad(readLE<uint8_t>());
+            break;
+        case op::LongBinGet:
+            if (!have(4))
+                return truncated();
+            ok = memoLoad(readLE<uint32_t>());
+            break;
+        default:
+            if (const char* name = unsafeOpcodeName(code))
+                return fail(ErrorCode::Refused,
+                            std::string("not a memory snapshot and possibly unsafe: the pickle uses ") + name
+                                + ", which would run code when loaded in Python; refused",
+                            at);
+            {
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "0x%02x", code);
+                return fail(ErrorCode::Corrupt, std::string("unknown pickle opcode ") + hex + ": the file is corrupt",
+                            at);
+            }
+        }
+        if (!ok)
+            return std::move(m_error);
+    }
+    return fail(ErrorCode::Truncated, "the pickle ends without a STOP opcode: the file is truncated", size);
+}
+
+} // namespace
+
+Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, const PickleLimits& limits,
+                  const ProgressFn& progress)
+{
+    root = NoNode;
+    Machine machine(data, tree, limits, progress);
+    return machine.run(root);
+}
+
+bool looksLikePickle(std::span<const uint8_t> data)
+{
+    if (data.empty())
+        return false;
+    if (data[0] == op::Proto)
+        return data.size() >= 2 && data[1] <= 5;
+    // Protocol 0/1 files start with a container or MARK opcode; for a snapshot, a dict or list.
+    return data[0] == op::Mark || data[0] == op::EmptyDict || data[0] == op::EmptyList;
+}
+
+} // namespace memscope::io

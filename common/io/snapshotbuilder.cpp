@@ -1,0 +1,811 @@
+// ValueTree -> model::Snapshot. See snapshotbuilder.h.
+//
+// The schema: torch/csrc/cuda/memory_snapshot.cpp (_memory_snapshot_pickled) writes the dict keys; the legacy
+// block layout (history/real_size) and the bare-list top level are handled as torch/cuda/_memory_viz.py does.
+#include "io/snapshotbuilder.h"
+
+#include <string>
+#include <unordered_map>
+
+namespace memscope::io {
+
+using namespace memscope::model;
+
+namespace {
+
+const char* typeName(NodeType t)
+{
+    switch (t) {
+    case NodeType::None: return "None";
+    case NodeType::Bool: return "a bool";
+    case NodeType::Int: return "an int";
+    case NodeType::Float: return "a float";
+    case NodeType::String: return "a string";
+    case NodeType::Bytes: return "bytes";
+    case NodeType::List: return "a list";
+    case NodeType::Tuple: return "a tuple";
+    case NodeType::Dict: return "a dict";
+    }
+    return "?";
+}
+
+// Keys the builder knows, across all object kinds.
+enum class Key : uint8_t {
+    Unknown,
+    // top level
+    Segments,
+    DeviceTraces,
+    AllocatorSettings,
+    ExternalAnnotations,
+    // segment
+    Device,
+    Address,
+    TotalSize,
+    AllocatedSize,
+    ActiveSize,
+    RequestedSize,
+    Stream,
+    SegmentType,
+    SegmentPoolId,
+    IsExpandable,
+    Frames,
+    Blocks,
+    // block
+    Size,
+    State,
+    History,
+    // trace entry
+    Action,
+    Addr,
+    TimeUs,
+    CompileContext,
+    UserMetadata,
+    DeviceFree,
+    // frame
+    Name,
+    Filename,
+    Line,
+    // history item
+    RealSize,
+    // annotation
+    Stage,
+};
+
+Key keyFor(std::string_view k)
+{
+    static const std::unordered_map<std::string_view, Key> table = {
+        { "segments", Key::Segments },
+        { "device_traces", Key::DeviceTraces },
+        { "allocator_settings", Key::AllocatorSettings },
+        { "external_annotations", Key::ExternalAnnotations },
+        { "device", Key::Device },
+        { "address", Key::Address },
+        { "total_size", Key::TotalSize },
+        { "allocated_size", Key::AllocatedSize },
+        { "active_size", Key::ActiveSize },
+        { "requested_size", Key::RequestedSize },
+        { "stream", Key::Stream },
+        { "segment_type", Key::SegmentType },
+        { "segment_pool_id", Key::SegmentPoolId },
+        { "is_expandable", Key::IsExpandable },
+        { "frames", Key::Frames },
+        { "blocks", Key::Blocks },
+        { "size", Key::Size },
+        { "state", Key::State },
+        { "history", Key::History },
+        { "action", Key::Action },
+        { "addr", Key::Addr },
+        { "time_us", Key::TimeUs },
+        { "compile_context", Key::CompileContext },
+        { "user_metadata", Key::UserMetadata },
+        { "device_free", Key::DeviceFree },
+        { "name", Key::Name },
+        { "filename", Key::Filename },
+        { "line", Key::Line },
+        { "real_size", Key::RealSize },
+        { "stage", Key::Stage },
+    };
+    auto it = table.find(k);
+    return it == table.end() ? Key::Unknown : it->second;
+}
+
+model::Action actionFor(std::string_view a)
+{
+    using A = model::Action;
+    if (a == "alloc")
+        return A::Alloc;
+    if (a == "free_requested")
+        return A::FreeRequested;
+    if (a == "free_completed")
+        return A::FreeCompleted;
+    if (a == "segment_alloc")
+        return A::SegmentAlloc;
+    if (a == "segment_free")
+        return A::SegmentFree;
+    if (a == "segment_map")
+        return A::SegmentMap;
+    if (a == "segment_unmap")
+        return A::SegmentUnmap;
+    if (a == "snapshot")
+        return A::Snapshot;
+    if (a == "oom")
+        return A::Oom;
+    // "free" is what PyTorch before 2.1 wrote for a free; it meant free_completed.
+    if (a == "free")
+        return A::FreeCompleted;
+    return A::Unknown;
+}
+
+BlockState stateFor(std::string_view s)
+{
+    if (s == "active_allocated")
+        return BlockState::ActiveAllocated;
+    if (s == "active_pending_free")
+        return BlockState::ActivePendingFree;
+    if (s == "inactive")
+        return BlockState::Inactive;
+    return BlockState::Unknown;
+}
+
+class Builder {
+public:
+    Builder(const ValueTree& tree, Snapshot& snapshot)
+        : m_tree(tree)
+        , m_s(snapshot)
+        , m_interner(snapshot)
+    {
+    }
+
+    Error build(NodeId root);
+
+private:
+    struct KeyInfo {
+        Key key;
+        StringId name;
+    };
+
+    // Resolves a dict key node: cached by node id, since a pickle shares its key strings through the memo.
+    bool keyInfo(NodeId keyNode, KeyInfo& info)
+    {
+        if (m_tree.type(keyNode) != NodeType::String)
+            return false;
+        if (keyNode < m_keyCache.size() && m_keyCache[keyNode].name != EmptyString) {
+            info = m_keyCache[keyNode];
+            return true;
+        }
+        const std::string_view text = m_tree.string(keyNode);
+        info = KeyInfo { keyFor(text), m_s.strings.intern(text) };
+        if (text.empty())
+            return true;
+        if (keyNode >= m_keyCache.size())
+            m_keyCache.resize(std::max<size_t>(keyNode + 1, m_keyCache.size() * 2), KeyInfo { Key::Unknown, EmptyString });
+        m_keyCache[keyNode] = info;
+        return true;
+    }
+
+    Error notSnapshot(const std::string& where, const std::string& what) const
+    {
+        Error e;
+        e.code = ErrorCode::NotSnapshot;
+        e.message = "not a memory snapshot: " + where + (where.empty() ? "" : ": ") + what;
+        return e;
+    }
+    Error wrongType(const std::string& where, std::string_view key, NodeId node, const char* expected) const
+    {
+        return notSnapshot(where, "'" + std::string(key) + "' is " + typeName(m_tree.type(node)) + ", expected "
+                               + expected);
+    }
+
+    bool asInt(NodeId n, int64_t& out) const
+    {
+        const NodeType t = m_tree.type(n);
+        if (t == NodeType::Int || t == NodeType::Bool) {
+            out = m_tree.integer(n);
+            return true;
+        }
+        return false;
+    }
+    bool asString(NodeId n, StringId& out)
+    {
+        const NodeType t = m_tree.type(n);
+        if (t != NodeType::String && t != NodeType::Bytes)
+            return false;
+        out = m_s.strings.intern(m_tree.string(n));
+        return true;
+    }
+
+    // Unknown keys: kept as owned values in Snapshot::extras.
+    Error keepExtra(uint32_t& extraIndex, StringId key, NodeId value, const std::string& where)
+    {
+        Value v;
+        uint64_t budget = 1u << 20;
+        if (!toValue(m_tree, value, v, budget))
+            return notSnapshot(where, "the value of '" + std::string(m_s.str(key)) + "' is nested too deeply or too large");
+        if (extraIndex == UINT32_MAX) {
+            extraIndex = static_cast<uint32_t>(m_s.extras.size());
+            m_s.extras.emplace_back();
+        }
+        m_s.extras[extraIndex].emplace_back(std::string(m_s.str(key)), std::move(v));
+        return {};
+    }
+
+    LayoutId layout(const std::vector<StringId>& keys)
+    {
+        if (keys == m_lastLayoutKeys)
+            return m_lastLayout;
+        m_lastLayoutKeys = keys;
+        m_lastLayout = m_s.layouts.intern(keys);
+        return m_lastLayout;
+    }
+
+    Error stack(NodeId framesNode, StackId& out, const std::string& where);
+    Error segment(NodeId node, size_t index);
+    Error block(NodeId node, Segment& seg, DeviceAddr& offset, const std::string& where);
+    Error traceEntry(NodeId node, int device, size_t index, TraceEntry& e);
+    Error annotations(NodeId node);
+
+    const ValueTree& m_tree;
+    Snapshot& m_s;
+    StackInterner m_interner;
+    std::vector<KeyInfo> m_keyCache;
+    std::unordered_map<NodeId, StackId> m_stackByNode;
+    std::unordered_map<NodeId, FrameId> m_frameByNode;
+    std::vector<FrameId> m_frameScratch;
+    std::vector<StringId> m_keys;
+    std::vector<StringId> m_lastLayoutKeys;
+    LayoutId m_lastLayout {};
+    std::unordered_map<int64_t, bool> m_streamSeen;
+};
+
+Error Builder::stack(NodeId framesNode, StackId& out, const std::string& where)
+{
+    if (auto it = m_stackByNode.find(framesNode); it != m_stackByNode.end()) {
+        out = it->second;
+        return {};
+    }
+    const NodeType t = m_tree.type(framesNode);
+    if (t == NodeType::None) {
+        out = EmptyStack;
+        return {};
+    }
+    if (t != NodeType::List && t != NodeType::Tuple)
+        return wrongType(where, "frames", framesNode, "a list");
+    std::vector<FrameId> frames;
+    frames.reserve(m_tree.childCount(framesNode));
+    Error err;
+    m_tree.forEachChild(framesNode, [&](NodeId f) {
+        if (err)
+            return;
+        if (auto it = m_frameByNode.find(f); it != m_frameByNode.end()) {
+            frames.push_back(it->second);
+            return;
+        }
+        if (m_tree.type(f) != NodeType::Dict) {
+            err = notSnapshot(where, "a frame is " + std::string(typeName(m_tree.type(f))) + ", expected a dict");
+            return;
+        }
+        StringId name = EmptyString, filename = EmptyString;
+        int64_t line = 0;
+        m_tree.forEachItem(f, [&](NodeId k, NodeId v) {
+            KeyInfo ki;
+            if (err || !keyInfo(k, ki))
+                return;
+            switch (ki.key) {
+            case Key::Name:
+                if (!asString(v, name))
+                    err = wrongType(where + ", frame", "name", v, "a string");
+                break;
+            case Key::Filename:
+                if (!asString(v, filename))
+                    err = wrongType(where + ", frame", "filename", v, "a string");
+                break;
+            case Key::Line:
+                if (!asInt(v, line))
+                    err = wrongType(where + ", frame", "line", v, "an int");
+                break;
+            default: break; // unknown frame keys carry nothing a view can use
+            }
+        });
+        const FrameId id = m_interner.frame(name, filename, line);
+        m_frameByNode.emplace(f, id);
+        frames.push_back(id);
+    });
+    if (err)
+        return err;
+    out = m_interner.stack(frames);
+    m_stackByNode.emplace(framesNode, out);
+    return {};
+}
+
+Error Builder::block(NodeId node, Segment& seg, DeviceAddr& offset, const std::string& where)
+{
+    if (m_tree.type(node) != NodeType::Dict)
+        return notSnapshot(where, "is " + std::string(typeName(m_tree.type(node))) + ", expected a dict");
+    Block b;
+    std::vector<StringId> keys;
+    Error err;
+    m_tree.forEachItem(node, [&](NodeId k, NodeId v) {
+        KeyInfo ki;
+        if (err)
+            return;
+        if (!keyInfo(k, ki)) {
+            err = notSnapshot(where, "a key is " + std::string(typeName(m_tree.type(k))) + ", expected a string");
+            return;
+        }
+        keys.push_back(ki.name);
+        const std::string_view kn = m_s.str(ki.name);
+        switch (ki.key) {
+        case Key::Address:
+            b.hasAddress = true;
+            if (!asInt(v, b.address))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::Size:
+            if (!asInt(v, b.size))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::RequestedSize:
+            b.hasRequestedSize = true;
+            if (!asInt(v, b.requestedSize))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::State:
+            if (!asString(v, b.stateName))
+                err = wrongType(where, kn, v, "a string");
+            else
+                b.state = stateFor(m_s.str(b.stateName));
+            break;
+        case Key::Frames:
+            b.hasFrames = true;
+            err = stack(v, b.stack, where);
+            break;
+        case Key::History: {
+            if (m_tree.type(v) != NodeType::List) {
+                err = wrongType(where, kn, v, "a list");
+                break;
+            }
+            b.hasHistory = true;
+            b.historyBegin = static_cast<uint32_t>(m_s.history.size());
+            m_tree.forEachChild(v, [&](NodeId h) {
+                if (err)
+                    return;
+                if (m_tree.type(h) != NodeType::Dict) {
+                    err = notSnapshot(where, "a history item is not a dict");
+                    return;
+                }
+                HistoryItem item;
+                m_tree.forEachItem(h, [&](NodeId hk, NodeId hv) {
+                    KeyInfo hki;
+                    if (err || !keyInfo(hk, hki))
+                        return;
+                    if (hki.key == Key::Addr && !asInt(hv, item.addr))
+                        err = wrongType(where + ", history", "addr", hv, "an int");
+                    else if (hki.key == Key::RealSize && !asInt(hv, item.realSize))
+                        err = wrongType(where + ", history", "real_size", hv, "an int");
+                    else if (hki.key == Key::Frames) {
+                        item.hasFrames = true;
+                        err = stack(hv, item.stack, where + ", history");
+                    }
+                });
+                m_s.history.push_back(item);
+            });
+            b.historyCount = static_cast<uint32_t>(m_s.history.size() - b.historyBegin);
+            break;
+        }
+        default:
+            err = keepExtra(b.extraIndex, ki.name, v, where);
+        }
+    });
+    if (err)
+        return err;
+    if (!b.hasAddress)
+        b.address = seg.address + offset; // legacy blocks carry no address: they tile the segment in order
+    if (b.stateName == EmptyString)
+        b.stateName = m_s.strings.intern(blockStateName(b.state));
+    offset += b.size;
+    b.layout = layout(keys);
+    m_s.blocks.push_back(b);
+    return {};
+}
+
+Error Builder::segment(NodeId node, size_t index)
+{
+    const std::string where = "segment " + std::to_string(index);
+    if (m_tree.type(node) != NodeType::Dict)
+        return notSnapshot(where, "is " + std::string(typeName(m_tree.type(node))) + ", expected a dict");
+    Segment seg;
+    NodeId blocksNode = NoNode;
+    std::vector<StringId> keys;
+    Error err;
+    m_tree.forEachItem(node, [&](NodeId k, NodeId v) {
+        KeyInfo ki;
+        if (err)
+            return;
+        if (!keyInfo(k, ki)) {
+            err = notSnapshot(where, "a key is " + std::string(typeName(m_tree.type(k))) + ", expected a string");
+            return;
+        }
+        keys.push_back(ki.name);
+        const std::string_view kn = m_s.str(ki.name);
+        int64_t v64 = 0;
+        switch (ki.key) {
+        case Key::Device:
+            if (!asInt(v, v64) || v64 < 0 || v64 > 4096)
+                err = wrongType(where, kn, v, "a device number");
+            seg.device = static_cast<int32_t>(v64);
+            break;
+        case Key::Address:
+            if (!asInt(v, seg.address))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::TotalSize:
+            if (!asInt(v, seg.totalSize))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::AllocatedSize:
+            if (!asInt(v, seg.allocatedSize))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::ActiveSize:
+            if (!asInt(v, seg.activeSize))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::RequestedSize:
+            if (!asInt(v, seg.requestedSize))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::Stream:
+            if (!asInt(v, seg.stream))
+                err = wrongType(where, kn, v, "an int");
+            break;
+        case Key::SegmentType:
+            if (!asString(v, seg.segmentType))
+                err = wrongType(where, kn, v, "a string");
+            break;
+        case Key::SegmentPoolId: {
+            const NodeType t = m_tree.type(v);
+            if ((t != NodeType::Tuple && t != NodeType::List) || m_tree.childCount(v) != 2) {
+                err = wrongType(where, kn, v, "a pair of ints");
+                break;
+            }
+            int i = 0;
+            m_tree.forEachChild(v, [&](NodeId c) {
+                int64_t x = 0;
+                if (!asInt(c, x))
+                    err = wrongType(where, kn, c, "an int");
+                (i++ == 0 ? seg.poolId.first : seg.poolId.second) = x;
+            });
+            break;
+        }
+        case Key::IsExpandable:
+            if (!asInt(v, v64))
+                err = wrongType(where, kn, v, "a bool");
+            seg.isExpandable = v64 != 0;
+            break;
+        case Key::Frames:
+            seg.hasFrames = true;
+            err = stack(v, seg.stack, where);
+            break;
+        case Key::Blocks:
+            if (m_tree.type(v) != NodeType::List)
+                err = wrongType(where, kn, v, "a list");
+            blocksNode = v;
+            break;
+        default:
+            err = keepExtra(seg.extraIndex, ki.name, v, where);
+        }
+    });
+    if (err)
+        return err;
+    seg.layout = layout(keys);
+    seg.blockBegin = static_cast<uint32_t>(m_s.blocks.size());
+    if (blocksNode != NoNode) {
+        DeviceAddr offset = 0;
+        size_t bi = 0;
+        m_tree.forEachChild(blocksNode, [&](NodeId b) {
+            if (!err)
+                err = block(b, seg, offset, where + ", block " + std::to_string(bi++));
+        });
+        if (err)
+            return err;
+    }
+    seg.blockCount = static_cast<uint32_t>(m_s.blocks.size() - seg.blockBegin);
+    m_s.segments.push_back(seg);
+    return {};
+}
+
+Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
+{
+    if (m_tree.type(node) != NodeType::Dict)
+        return notSnapshot("device " + std::to_string(device) + ", trace entry " + std::to_string(index),
+                           "is " + std::string(typeName(m_tree.type(node))) + ", expected a dict");
+    m_keys.clear();
+    Error err;
+    m_tree.forEachItem(node, [&](NodeId k, NodeId v) {
+        KeyInfo ki;
+        if (err)
+            return;
+        auto where = [&] { return "device " + std::to_string(device) + ", trace entry " + std::to_string(index); };
+        if (!keyInfo(k, ki)) {
+            err = notSnapshot(where(), "a key is not a string");
+            return;
+        }
+        m_keys.push_back(ki.name);
+        bool ok = true;
+        switch (ki.key) {
+        case Key::Action:
+            ok = asString(v, e.actionName);
+            if (ok)
+                e.action = actionFor(m_s.str(e.actionName));
+            break;
+        case Key::Addr:
+        case Key::DeviceFree: ok = asInt(v, e.addr); break;
+        case Key::Size: ok = asInt(v, e.size); break;
+        case Key::Stream: ok = asInt(v, e.stream); break;
+        case Key::TimeUs: ok = asInt(v, e.timeUs); break;
+        case Key::CompileContext: ok = m_tree.type(v) == NodeType::None || asString(v, e.compileContext); break;
+        case Key::UserMetadata: ok = m_tree.type(v) == NodeType::None || asString(v, e.userMetadata); break;
+        case Key::Frames:
+            e.hasFrames = true;
+            err = stack(v, e.stack, where());
+            break;
+        default: err = keepExtra(e.extraIndex, ki.name, v, where());
+        }
+        if (!ok && !err)
+            err = wrongType(where(), m_s.str(ki.name), v, ki.key == Key::Action || ki.key == Key::CompileContext
+                                    || ki.key == Key::UserMetadata
+                                ? "a string"
+                                : "an int");
+    });
+    if (err)
+        return err;
+    e.layout = layout(m_keys);
+    return {};
+}
+
+Error Builder::annotations(NodeId node)
+{
+    if (m_tree.type(node) != NodeType::List)
+        return wrongType("", "external_annotations", node, "a list");
+    Error err;
+    size_t index = 0;
+    m_tree.forEachChild(node, [&](NodeId a) {
+        if (err)
+            return;
+        const std::string where = "annotation " + std::to_string(index++);
+        if (m_tree.type(a) != NodeType::Dict) {
+            err = notSnapshot(where, "is not a dict");
+            return;
+        }
+        Annotation ann;
+        m_tree.forEachItem(a, [&](NodeId k, NodeId v) {
+            KeyInfo ki;
+            if (err || !keyInfo(k, ki))
+                return;
+            int64_t d = 0;
+            switch (ki.key) {
+            case Key::Stage:
+                if (!asString(v, ann.stageName))
+                    err = wrongType(where, "stage", v, "a string");
+                ann.stage = m_s.str(ann.stageName) == "START" ? Annotation::Stage::Start
+                    : m_s.str(ann.stageName) == "END"         ? Annotation::Stage::End
+                                                              : Annotation::Stage::Other;
+                break;
+            case Key::Name:
+                if (!asString(v, ann.name))
+                    err = wrongType(where, "name", v, "a string");
+                break;
+            case Key::Device:
+                if (!asInt(v, d))
+                    err = wrongType(where, "device", v, "an int");
+                ann.device = static_cast<int32_t>(d);
+                break;
+            case Key::TimeUs:
+                if (!asInt(v, ann.timeUs))
+                    err = wrongType(where, "time_us", v, "an int");
+                break;
+            default: break;
+            }
+        });
+        m_s.annotations.push_back(ann);
+    });
+    return err;
+}
+
+Error Builder::build(NodeId root)
+{
+    NodeId segmentsNode = NoNode;
+    NodeId tracesNode = NoNode;
+    const NodeType rootType = root == NoNode ? NodeType::None : m_tree.type(root);
+    if (rootType == NodeType::List) {
+        // Very old files: the top level is the bare list of segments (torch/cuda/_memory_viz.py _read()).
+        m_s.legacyTopLevelList = true;
+        segmentsNode = root;
+    } else if (rootType == NodeType::Dict) {
+        std::vector<StringId> keys;
+        Error err;
+        m_tree.forEachItem(root, [&](NodeId k, NodeId v) {
+            KeyInfo ki;
+            if (err)
+                return;
+            if (!keyInfo(k, ki)) {
+                err = notSnapshot("", "a top-level key is not a string");
+                return;
+            }
+            keys.push_back(ki.name);
+            switch (ki.key) {
+            case Key::Segments: segmentsNode = v; break;
+            case Key::DeviceTraces: tracesNode = v; break;
+            case Key::AllocatorSettings: {
+                Value settings;
+                uint64_t budget = 1u << 20;
+                if (!toValue(m_tree, v, settings, budget))
+                    err = notSnapshot("", "'allocator_settings' is nested too deeply or too large");
+                m_s.allocatorSettings = std::move(settings);
+                break;
+            }
+            case Key::ExternalAnnotations:
+                m_s.hasAnnotationsKey = true;
+                err = annotations(v);
+                break;
+            default: {
+                Value extra;
+                uint64_t budget = 1u << 20;
+                if (!toValue(m_tree, v, extra, budget))
+                    err = notSnapshot("", "the value of '" + std::string(m_s.str(ki.name)) + "' is too large");
+                m_s.topLevelExtras.emplace_back(std::string(m_s.str(ki.name)), std::move(extra));
+            }
+            }
+        });
+        if (err)
+            return err;
+        m_s.topLevelLayout = m_s.layouts.intern(keys);
+        if (segmentsNode == NoNode)
+            return notSnapshot("", "the top-level dict has no 'segments' key");
+    } else {
+        return notSnapshot("", std::string("the file holds ") + typeName(rootType)
+                               + ", expected a dict with 'segments' and 'device_traces'");
+    }
+
+    if (m_tree.type(segmentsNode) != NodeType::List)
+        return wrongType("", "segments", segmentsNode, "a list");
+    m_s.segments.reserve(m_tree.childCount(segmentsNode));
+    Error err;
+    size_t index = 0;
+    m_tree.forEachChild(segmentsNode, [&](NodeId seg) {
+        if (!err)
+            err = segment(seg, index++);
+    });
+    if (err)
+        return err;
+
+    if (tracesNode != NoNode) {
+        if (m_tree.type(tracesNode) != NodeType::List)
+            return wrongType("", "device_traces", tracesNode, "a list");
+        m_s.hasDeviceTraces = true;
+        int device = 0;
+        m_tree.forEachChild(tracesNode, [&](NodeId list) {
+            if (err)
+                return;
+            if (m_tree.type(list) != NodeType::List) {
+                err = notSnapshot("device_traces " + std::to_string(device), "is not a list");
+                return;
+            }
+            auto& trace = m_s.deviceTraces.emplace_back();
+            trace.resize(m_tree.childCount(list));
+            size_t i = 0;
+            m_tree.forEachChild(list, [&](NodeId entry) {
+                if (!err)
+                    err = traceEntry(entry, device, i, trace[i]);
+                ++i;
+            });
+            ++device;
+        });
+        if (err)
+            return err;
+    }
+
+    // Address versions: the n-th alloc at an address on a device has version n; its frees share it.
+    for (auto& trace : m_s.deviceTraces) {
+        std::unordered_map<DeviceAddr, uint32_t> allocs;
+        allocs.reserve(trace.size() / 4 + 16);
+        for (TraceEntry& e : trace) {
+            if (e.action == model::Action::Alloc) {
+                e.version = allocs[e.addr]++;
+            } else if (e.action == model::Action::FreeRequested || e.action == model::Action::FreeCompleted) {
+                auto it = allocs.find(e.addr);
+                e.version = it == allocs.end() ? 0 : it->second - 1;
+            }
+        }
+        // Blocks alive at the end carry the version of the last alloc at their address.
+        for (const Segment& seg : m_s.segments) {
+            if (size_t(seg.device) >= m_s.deviceTraces.size() || &m_s.deviceTraces[seg.device] != &trace)
+                continue;
+            for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi) {
+                Block& b = m_s.blocks[bi];
+                auto it = allocs.find(b.address);
+                b.version = it == allocs.end() ? 0 : it->second - 1;
+            }
+        }
+    }
+
+    // Streams numbered in order of first appearance.
+    auto seeStream = [&](int64_t s) {
+        if (m_streamSeen.emplace(s, true).second)
+            m_s.streams.push_back(s);
+    };
+    for (const auto& trace : m_s.deviceTraces)
+        for (const TraceEntry& e : trace)
+            seeStream(e.stream);
+    for (const Segment& seg : m_s.segments)
+        seeStream(seg.stream);
+    return {};
+}
+
+} // namespace
+
+bool toValue(const ValueTree& tree, NodeId node, Value& out, uint64_t& budget, int depth)
+{
+    if (budget == 0 || depth > 64)
+        return false;
+    --budget;
+    switch (tree.type(node)) {
+    case NodeType::None: out.kind = Value::Kind::None; return true;
+    case NodeType::Bool:
+        out.kind = Value::Kind::Bool;
+        out.boolean = tree.boolean(node);
+        return true;
+    case NodeType::Int:
+        out.kind = Value::Kind::Int;
+        out.integer = tree.integer(node);
+        return true;
+    case NodeType::Float:
+        out.kind = Value::Kind::Float;
+        out.real = tree.real(node);
+        return true;
+    case NodeType::String:
+    case NodeType::Bytes:
+        out.kind = Value::Kind::String;
+        out.text = tree.string(node);
+        return true;
+    case NodeType::List:
+    case NodeType::Tuple: {
+        out.kind = tree.type(node) == NodeType::List ? Value::Kind::List : Value::Kind::Tuple;
+        bool ok = true;
+        tree.forEachChild(node, [&](NodeId c) {
+            if (!ok)
+                return;
+            out.items.emplace_back();
+            ok = toValue(tree, c, out.items.back(), budget, depth + 1);
+        });
+        return ok;
+    }
+    case NodeType::Dict: {
+        out.kind = Value::Kind::Dict;
+        bool ok = true;
+        tree.forEachItem(node, [&](NodeId k, NodeId v) {
+            if (!ok)
+                return;
+            std::string key;
+            if (tree.type(k) == NodeType::String)
+                key = tree.string(k);
+            else if (tree.type(k) == NodeType::Int)
+                key = std::to_string(tree.integer(k));
+            else
+                key = "?";
+            out.entries.emplace_back(std::move(key), Value {});
+            ok = toValue(tree, v, out.entries.back().second, budget, depth + 1);
+        });
+        return ok;
+    }
+    }
+    return false;
+}
+
+Error buildSnapshot(const ValueTree& tree, NodeId root, Snapshot& snapshot)
+{
+    Builder builder(tree, snapshot);
+    return builder.build(root);
+}
+
+} // namespace memscope::io

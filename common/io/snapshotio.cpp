@@ -1,0 +1,235 @@
+// File-level loading: read (or decompress) the bytes, detect the format, parse, build. See snapshotio.h.
+#include "io/snapshotio.h"
+
+#include "io/jsonreader.h"
+#include "io/picklereader.h"
+#include "io/snapshotbuilder.h"
+#include "io/valuetree.h"
+
+#include <lzma.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace memscope::io {
+
+std::string_view errorCodeName(ErrorCode code)
+{
+    switch (code) {
+    case ErrorCode::None: return "none";
+    case ErrorCode::Io: return "io";
+    case ErrorCode::Empty: return "empty";
+    case ErrorCode::NotPickle: return "not-pickle";
+    case ErrorCode::Truncated: return "truncated";
+    case ErrorCode::Corrupt: return "corrupt";
+    case ErrorCode::Refused: return "refused";
+    case ErrorCode::TooNew: return "too-new";
+    case ErrorCode::TooDeep: return "too-deep";
+    case ErrorCode::TooLarge: return "too-large";
+    case ErrorCode::NotSnapshot: return "not-snapshot";
+    case ErrorCode::Cancelled: return "cancelled";
+    case ErrorCode::Count: break;
+    }
+    return "?";
+}
+
+std::string Error::toString() const
+{
+    std::string s = path.empty() ? std::string("<input>") : path;
+    s += ": ";
+    s += message;
+    if (hasOffset) {
+        s += " (at byte ";
+        s += std::to_string(offset);
+        s += ')';
+    }
+    return s;
+}
+
+namespace {
+
+Error makeError(ErrorCode code, std::string message, const std::string& path)
+{
+    Error e;
+    e.code = code;
+    e.message = std::move(message);
+    e.path = path;
+    return e;
+}
+
+// A read-only view of a whole file: mapped when possible, so a 1 GB snapshot is not copied.
+class FileBytes {
+public:
+    ~FileBytes()
+    {
+        if (m_map)
+            munmap(m_map, m_size);
+    }
+    Error open(const std::string& path)
+    {
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return makeError(ErrorCode::Io, std::string("cannot open: ") + std::strerror(errno), path);
+        struct stat st {};
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(fd);
+            return makeError(ErrorCode::Io, "not a regular file", path);
+        }
+        m_size = static_cast<size_t>(st.st_size);
+        if (m_size > 0) {
+            void* p = mmap(nullptr, m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (p == MAP_FAILED) {
+                // Fall back to reading (some file systems cannot map).
+                m_copy.resize(m_size);
+                size_t done = 0;
+                while (done < m_size) {
+                    const ssize_t n = ::read(fd, m_copy.data() + done, m_size - done);
+                    if (n <= 0) {
+                        ::close(fd);
+                        return makeError(ErrorCode::Io, std::string("cannot read: ") + std::strerror(errno), path);
+                    }
+                    done += static_cast<size_t>(n);
+                }
+            } else {
+                m_map = p;
+                madvise(m_map, m_size, MADV_SEQUENTIAL);
+            }
+        }
+        ::close(fd);
+        return {};
+    }
+    std::span<const uint8_t> bytes() const
+    {
+        if (m_map)
+            return { static_cast<const uint8_t*>(m_map), m_size };
+        return { m_copy.data(), m_copy.size() };
+    }
+
+private:
+    void* m_map = nullptr;
+    size_t m_size = 0;
+    std::vector<uint8_t> m_copy;
+};
+
+bool isXz(std::span<const uint8_t> data)
+{
+    static constexpr uint8_t Magic[] = { 0xFD, '7', 'z', 'X', 'Z', 0x00 };
+    return data.size() >= sizeof Magic && std::memcmp(data.data(), Magic, sizeof Magic) == 0;
+}
+
+// Decompresses an .xz stream. Bounded: at most `limit` bytes of output.
+Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const std::string& path,
+                   uint64_t limit = uint64_t(16) << 30)
+{
+    lzma_stream strm = LZMA_STREAM_INIT;
+    if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
+        return makeError(ErrorCode::Io, "cannot start the xz decoder", path);
+    out.resize(std::max<size_t>(in.size() * 8, 1 << 20));
+    strm.next_in = in.data();
+    strm.avail_in = in.size();
+    strm.next_out = out.data();
+    strm.avail_out = out.size();
+    lzma_ret ret = LZMA_OK;
+    while (true) {
+        ret = lzma_code(&strm, LZMA_FINISH);
+        if (ret == LZMA_STREAM_END)
+            break;
+        if (ret != LZMA_OK) {
+            lzma_end(&strm);
+            return makeError(ret == LZMA_BUF_ERROR ? ErrorCode::Truncated : ErrorCode::Corrupt,
+                             ret == LZMA_BUF_ERROR ? "the xz stream is truncated" : "the xz stream is corrupt", path);
+        }
+        if (strm.avail_out == 0) {
+            const size_t used = out.size();
+            if (used >= limit) {
+                lzma_end(&strm);
+                return makeError(ErrorCode::TooLarge, "decompresses to more than the reader allows", path);
+            }
+            out.resize(std::min<uint64_t>(used * 2, limit));
+            strm.next_out = out.data() + used;
+            strm.avail_out = out.size() - used;
+        }
+    }
+    out.resize(out.size() - strm.avail_out);
+    lzma_end(&strm);
+    return {};
+}
+
+bool looksLikeJson(std::span<const uint8_t> data)
+{
+    for (uint8_t c : data) {
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+            continue;
+        return c == '{' || c == '[';
+    }
+    return false;
+}
+
+} // namespace
+
+LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::string& name, const LoadOptions& options)
+{
+    LoadResult result;
+    auto failWith = [&](Error e) {
+        e.path = name;
+        result.error = std::move(e);
+        return result;
+    };
+    if (data.empty())
+        return failWith(makeError(ErrorCode::Empty, "the file is empty", name));
+
+    std::vector<uint8_t> decompressed;
+    if (isXz(data)) {
+        if (Error e = decompressXz(data, decompressed, name))
+            return failWith(std::move(e));
+        data = decompressed;
+        if (data.empty())
+            return failWith(makeError(ErrorCode::Empty, "the compressed file holds no data", name));
+    }
+
+    Format format = options.format;
+    if (format == Format::Auto) {
+        if (looksLikePickle(data))
+            format = Format::Pickle;
+        else if (looksLikeJson(data))
+            format = Format::Json;
+        else
+            return failWith(makeError(ErrorCode::NotPickle,
+                                      "neither a pickle nor JSON: not a memory snapshot (expected a file written by "
+                                      "torch.cuda.memory._dump_snapshot())",
+                                      name));
+    }
+
+    ValueTree tree(data);
+    NodeId root = NoNode;
+    Error err = format == Format::Pickle ? parsePickle(data, tree, root, {}, options.progress)
+                                         : parseJson(data, tree, root, options.progress);
+    if (err)
+        return failWith(std::move(err));
+
+    auto snapshot = std::make_shared<model::Snapshot>();
+    if (Error e = buildSnapshot(tree, root, *snapshot))
+        return failWith(std::move(e));
+    result.snapshot = std::move(snapshot);
+    return result;
+}
+
+LoadResult loadSnapshot(const std::string& path, const LoadOptions& options)
+{
+    FileBytes file;
+    if (Error e = file.open(path)) {
+        LoadResult r;
+        r.error = std::move(e);
+        return r;
+    }
+    return loadSnapshotFromMemory(file.bytes(), path, options);
+}
+
+} // namespace memscope::io

@@ -1,0 +1,46 @@
+// Loading and saving snapshot files: the entry points every front end (CLI, app, tests) uses.
+//
+// Readers never throw for bad input: they return an Error naming the file, the reason and the byte offset.
+// All functions are reentrant and may be called from any thread; they share nothing.
+#pragma once
+
+#include "io/error.h"
+#include "model/snapshot.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace memscope::io {
+
+enum class Format : uint8_t { Auto, Pickle, Json };
+
+struct LoadOptions {
+    Format format = Format::Auto;
+    // Called now and then with (bytes done, bytes total); return false to cancel. May be empty.
+    std::function<bool(uint64_t, uint64_t)> progress;
+};
+
+struct LoadResult {
+    std::shared_ptr<const model::Snapshot> snapshot;
+    Error error;
+    bool ok() const { return snapshot != nullptr; }
+};
+
+// Reads a snapshot file: a pickle (protocols 0-5) or JSON, optionally xz-compressed (`.xz`).
+LoadResult loadSnapshot(const std::string& path, const LoadOptions& options = {});
+// Same, from memory; `name` is what error messages call the input.
+LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::string& name,
+                                  const LoadOptions& options = {});
+
+// Writes a snapshot as a protocol-4 pickle (what PyTorch's tools read; its web viewer rejects protocol 5) or as
+// JSON. The file is written beside the target and renamed into place, so a failure never leaves a corrupt file.
+// Format::Auto picks JSON for a `.json` suffix, pickle otherwise.
+Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, Format format = Format::Auto);
+
+std::string encodePickle(const model::Snapshot& snapshot);
+std::string encodeJson(const model::Snapshot& snapshot);
+
+} // namespace memscope::io

@@ -1,0 +1,250 @@
+// The snapshot model: one PyTorch CUDA memory snapshot held as plain, immutable-after-load value types.
+//
+// Strings, frames and stacks are interned (a string table, a frame table, a stack table) and every block, segment
+// and trace entry refers to its stack by StackId, so the many identical stacks of a real trace cost one id each.
+// Everything a reader found but does not understand (unknown keys, unknown actions, unknown block states) is kept,
+// so it can be shown and written back. A Snapshot is built once by io::SnapshotBuilder and then only read; it may
+// be read from any number of threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace memscope::model {
+
+// Strong ids: indices into the tables of one Snapshot. Never mix ids of two snapshots.
+enum class StringId : uint32_t {};
+enum class FrameId : uint32_t {};
+enum class StackId : uint32_t {};
+enum class LayoutId : uint16_t {};
+
+constexpr uint32_t raw(StringId id) { return static_cast<uint32_t>(id); }
+constexpr uint32_t raw(FrameId id) { return static_cast<uint32_t>(id); }
+constexpr uint32_t raw(StackId id) { return static_cast<uint32_t>(id); }
+constexpr uint16_t raw(LayoutId id) { return static_cast<uint16_t>(id); }
+
+// String 0 is always "", stack 0 is always the empty stack, layout 0 is always the empty layout.
+constexpr StringId EmptyString {};
+constexpr StackId EmptyStack {};
+
+// Device addresses, sizes and stream handles arrive as Python ints. PyTorch's outputs do signed arithmetic on
+// them (e.g. negative "<gaps>" on blocks with a stale requested_size), so they are kept as int64_t.
+using DeviceAddr = int64_t;
+using ByteCount = int64_t;
+
+// An owned generic value, used only for what the model does not know by name: allocator settings, unknown keys.
+struct Value {
+    enum class Kind : uint8_t { None, Bool, Int, Float, String, List, Tuple, Dict };
+    Kind kind = Kind::None;
+    bool boolean = false;
+    int64_t integer = 0;
+    double real = 0;
+    std::string text;
+    std::vector<Value> items; // List and Tuple
+    std::vector<std::pair<std::string, Value>> entries; // Dict, in file order
+
+    const Value* find(std::string_view key) const;
+};
+
+struct Frame {
+    StringId name;
+    StringId filename;
+    int64_t line = 0;
+};
+
+enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Unknown };
+
+enum class Action : uint8_t {
+    Alloc,
+    FreeRequested,
+    FreeCompleted,
+    SegmentAlloc,
+    SegmentFree,
+    SegmentMap,
+    SegmentUnmap,
+    Snapshot,
+    Oom,
+    Unknown,
+    Count
+};
+
+std::string_view actionName(Action action);
+std::string_view blockStateName(BlockState state);
+
+// A legacy block's allocation history (files older than PyTorch 2.1: `history: [{addr, real_size, frames}]`).
+struct HistoryItem {
+    DeviceAddr addr = 0;
+    ByteCount realSize = 0;
+    StackId stack = EmptyStack;
+    bool hasFrames = false;
+};
+
+struct Block {
+    DeviceAddr address = 0;
+    ByteCount size = 0;
+    ByteCount requestedSize = 0; // stale on inactive blocks: PyTorch leaves the last user's value there
+    BlockState state = BlockState::Inactive;
+    StringId stateName = EmptyString; // the state as written in the file (kept for Unknown states)
+    StackId stack = EmptyStack;
+    bool hasFrames = false; // a `frames` key was present (absent in legacy files)
+    bool hasRequestedSize = false;
+    bool hasAddress = false;
+    uint32_t version = 0; // how many allocations at this address the trace saw before this block's
+    uint32_t historyBegin = 0; // legacy history: range in Snapshot::history
+    uint32_t historyCount = 0;
+    bool hasHistory = false;
+    LayoutId layout {};
+    uint32_t extraIndex = UINT32_MAX; // unknown keys, in Snapshot::extras
+};
+
+struct Segment {
+    int32_t device = 0;
+    DeviceAddr address = 0;
+    ByteCount totalSize = 0;
+    ByteCount allocatedSize = 0;
+    ByteCount activeSize = 0;
+    ByteCount requestedSize = 0;
+    int64_t stream = 0; // the raw cudaStream_t handle
+    StringId segmentType = EmptyString; // "small" | "large"
+    std::pair<int64_t, int64_t> poolId { 0, 0 };
+    bool isExpandable = false;
+    StackId stack = EmptyStack;
+    bool hasFrames = false;
+    uint32_t blockBegin = 0; // range in Snapshot::blocks
+    uint32_t blockCount = 0;
+    LayoutId layout {};
+    uint32_t extraIndex = UINT32_MAX;
+};
+
+struct TraceEntry {
+    Action action = Action::Unknown;
+    bool hasFrames = false;
+    LayoutId layout {};
+    StringId actionName = EmptyString; // the action as written in the file (kept for Unknown actions)
+    DeviceAddr addr = 0; // `device_free` for oom entries
+    ByteCount size = 0;
+    int64_t stream = 0;
+    int64_t timeUs = 0;
+    StackId stack = EmptyStack;
+    StringId compileContext = EmptyString;
+    StringId userMetadata = EmptyString;
+    // For alloc/free entries: the number of earlier allocs at this address on this device in the trace, so that
+    // one address reused is told apart (PyTorch's viewer names them `b7f..._3`).
+    uint32_t version = 0;
+    uint32_t extraIndex = UINT32_MAX;
+};
+
+struct Annotation {
+    enum class Stage : uint8_t { Start, End, Other };
+    Stage stage = Stage::Other;
+    StringId stageName = EmptyString;
+    StringId name = EmptyString;
+    int32_t device = 0;
+    int64_t timeUs = 0;
+};
+
+// Unknown keys of one object, in file order.
+using Extras = std::vector<std::pair<std::string, Value>>;
+
+class StringTable {
+public:
+    StringTable();
+    StringId intern(std::string_view text);
+    std::string_view get(StringId id) const { return m_strings[raw(id)]; }
+    size_t size() const { return m_strings.size(); }
+
+private:
+    struct Hash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view> {}(s); }
+    };
+    std::vector<std::string_view> m_strings;
+    std::vector<std::unique_ptr<char[]>> m_chunks;
+    size_t m_chunkUsed = 0;
+    size_t m_chunkSize = 0;
+    std::unordered_map<std::string_view, StringId, Hash, std::equal_to<>> m_index;
+};
+
+// Each distinct key order of an object kind is stored once; objects keep a LayoutId so writers reproduce the
+// file's key order exactly and PyTorch's dict repr can be matched.
+class LayoutTable {
+public:
+    LayoutTable();
+    LayoutId intern(const std::vector<StringId>& keys);
+    const std::vector<StringId>& get(LayoutId id) const { return m_layouts[raw(id)]; }
+    size_t size() const { return m_layouts.size(); }
+
+private:
+    std::vector<std::vector<StringId>> m_layouts;
+};
+
+struct Snapshot {
+    StringTable strings;
+    LayoutTable layouts;
+    std::vector<Frame> frames;
+    // Stack k is frames[stackFrames[stackOffsets[k]] .. stackFrames[stackOffsets[k+1]]), innermost first.
+    std::vector<uint32_t> stackOffsets { 0, 0 };
+    std::vector<FrameId> stackFrames;
+
+    std::vector<Segment> segments; // file order (PyTorch sorts them by address)
+    std::vector<Block> blocks;
+    std::vector<HistoryItem> history;
+    std::vector<std::vector<TraceEntry>> deviceTraces; // index = device
+    std::vector<Annotation> annotations;
+    std::optional<Value> allocatorSettings;
+
+    std::vector<Extras> extras; // referenced by extraIndex
+    Extras topLevelExtras; // unknown top-level keys
+    bool legacyTopLevelList = false; // the file was a bare list of segments
+    bool hasDeviceTraces = false;
+    bool hasAnnotationsKey = false;
+    LayoutId topLevelLayout {};
+
+    // Raw stream handle -> small stream number, in order of first appearance (trace entries of device 0.., then
+    // segments), as PyTorch's viewer numbers them.
+    std::vector<int64_t> streams;
+
+    size_t stackCount() const { return stackOffsets.size() - 1; }
+    uint32_t stackSize(StackId id) const { return stackOffsets[raw(id) + 1] - stackOffsets[raw(id)]; }
+    const FrameId* stackBegin(StackId id) const { return stackFrames.data() + stackOffsets[raw(id)]; }
+    const FrameId* stackEnd(StackId id) const { return stackFrames.data() + stackOffsets[raw(id) + 1]; }
+    const Frame& frame(FrameId id) const { return frames[raw(id)]; }
+    std::string_view str(StringId id) const { return strings.get(id); }
+
+    const Block* segmentBlocks(const Segment& seg) const { return blocks.data() + seg.blockBegin; }
+    int streamNumber(int64_t rawStream) const;
+    size_t entryCount() const;
+    int deviceCount() const;
+};
+
+// Content-based interning of frames and stacks, used by builders and by code that makes snapshots.
+class StackInterner {
+public:
+    explicit StackInterner(Snapshot& snapshot);
+    FrameId frame(StringId name, StringId filename, int64_t line);
+    StackId stack(const std::vector<FrameId>& frames);
+
+private:
+    struct FrameKey {
+        uint32_t name, filename;
+        int64_t line;
+        bool operator==(const FrameKey&) const = default;
+    };
+    struct FrameKeyHash {
+        size_t operator()(const FrameKey& k) const;
+    };
+    struct StackHash {
+        size_t operator()(const std::vector<FrameId>& v) const;
+    };
+    Snapshot& m_snapshot;
+    std::unordered_map<FrameKey, FrameId, FrameKeyHash> m_frames;
+    std::unordered_map<std::vector<FrameId>, StackId, StackHash> m_stacks;
+};
+
+} // namespace memscope::model
