@@ -1,0 +1,216 @@
+// memscope-cli: the command-line face of the snapshot engine. `stats`, `trace`, `segments`, `memory` and
+// `compare` print exactly what PyTorch's torch/cuda/_memory_viz.py prints; `info` summarises a snapshot;
+// `convert` rewrites it as pickle or JSON. Single-threaded.
+//
+// Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
+// 2 a bad command line (usage on stderr).
+#include "io/snapshotio.h"
+#include "model/replay.h"
+#include "report/memoryviz.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+using namespace memscope;
+
+namespace {
+
+constexpr const char* Usage = R"(usage: memscope-cli COMMAND [OPTIONS] FILE...
+
+Snapshot files are what torch.cuda.memory._dump_snapshot() writes (pickle), or the same as JSON; .xz compressed
+files are read directly.
+
+commands (output identical to python -m torch.cuda._memory_viz):
+  stats FILE...        how the allocator has filled its segments (_memory_viz segsum)
+  trace FILE...        the recorded allocation events, Python-style
+  segments FILE...     folded stacks of the memory in each segment (flamegraph.pl input)
+  memory FILE...       folded stacks of the memory per stream (flamegraph.pl input)
+  compare BEFORE AFTER folded stacks of segments only in one of the two snapshots
+
+commands of memscope:
+  info FILE...         a summary: devices, segments, trace entries, time span, peak, truncation
+  convert IN OUT [--format pickle|json]
+                       rewrite a snapshot as a protocol-4 pickle (default) or JSON (default for *.json)
+
+options:
+  -h, --help           this text
+)";
+
+int usageError(const std::string& message)
+{
+    std::fprintf(stderr, "memscope-cli: %s\n\n%s", message.c_str(), Usage);
+    return 2;
+}
+
+bool load(const std::string& path, std::shared_ptr<const model::Snapshot>& out)
+{
+    io::LoadResult r = io::loadSnapshot(path);
+    if (!r.ok()) {
+        std::fprintf(stderr, "memscope-cli: %s\n", r.error.toString().c_str());
+        return false;
+    }
+    out = std::move(r.snapshot);
+    return true;
+}
+
+bool writeAll(const std::string& text)
+{
+    return std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+}
+
+std::string humanBytes(int64_t bytes)
+{
+    return report::formatSize(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " B)";
+}
+
+std::string info(const std::string& path, const model::Snapshot& s)
+{
+    std::string out = path + "\n";
+    auto line = [&](const std::string& key, const std::string& value) { out += "  " + key + ": " + value + "\n"; };
+    int64_t reserved = 0, allocated = 0, active = 0;
+    for (const auto& seg : s.segments) {
+        reserved += seg.totalSize;
+        for (uint32_t i = 0; i < seg.blockCount; ++i) {
+            const auto& b = s.blocks[seg.blockBegin + i];
+            if (b.state == model::BlockState::ActiveAllocated)
+                allocated += b.size;
+            if (b.state != model::BlockState::Inactive)
+                active += b.size;
+        }
+    }
+    line("format", s.legacyTopLevelList ? "legacy (a bare list of segments)" : "snapshot dict");
+    line("devices", std::to_string(s.deviceCount()));
+    line("segments", std::to_string(s.segments.size()) + " (" + std::to_string(s.blocks.size()) + " blocks)");
+    line("reserved", humanBytes(reserved));
+    line("allocated", humanBytes(allocated));
+    line("active", humanBytes(active));
+    line("streams", std::to_string(s.streams.size()));
+    line("frames", std::to_string(s.frames.size()) + " distinct, " + std::to_string(s.stackCount() - 1)
+             + " distinct stacks");
+    line("annotations", std::to_string(s.annotations.size()));
+    for (size_t d = 0; d < s.deviceTraces.size(); ++d) {
+        const auto& t = s.deviceTraces[d];
+        std::string v = std::to_string(t.size()) + " entries";
+        if (!t.empty()) {
+            const double seconds = static_cast<double>(t.back().timeUs - t.front().timeUs) / 1e6;
+            char buf[64];
+            std::snprintf(buf, sizeof buf, ", %.3f s", seconds);
+            v += buf;
+            const model::Replay replay = model::Replay::build(s, static_cast<int>(d));
+            const auto& peak = replay.peak();
+            v += ", peak allocated " + report::formatSize(double(peak.allocated)) + " at entry "
+                + std::to_string(peak.allocatedIndex) + ", peak reserved "
+                + report::formatSize(double(peak.reserved));
+            const auto initial = replay.stateAt(0);
+            size_t liveBlocks = 0;
+            for (const auto& seg : initial.segments)
+                liveBlocks += std::count_if(seg.blocks.begin(), seg.blocks.end(),
+                                            [](const auto& b) { return b.state != model::BlockState::Inactive; });
+            if (initial.segments.empty())
+                v += "; complete (starts with no memory in use)";
+            else
+                v += "; truncated: " + std::to_string(initial.segments.size()) + " segments and "
+                    + std::to_string(liveBlocks) + " blocks were alive before the first entry";
+        }
+        line("trace device " + std::to_string(d), v);
+    }
+    if (!s.hasDeviceTraces || s.entryCount() == 0)
+        line("trace", "none recorded (history was off)");
+    return out;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty())
+        return usageError("no command given");
+    if (std::find_if(args.begin(), args.end(), [](const std::string& a) { return a == "-h" || a == "--help"; })
+        != args.end()) {
+        std::fputs(Usage, stdout);
+        return 0;
+    }
+    const std::string command = args.front();
+    args.erase(args.begin());
+
+    if (command == "stats" || command == "trace" || command == "segments" || command == "memory"
+        || command == "info") {
+        if (args.empty())
+            return usageError("'" + command + "' needs at least one FILE");
+        for (const auto& a : args)
+            if (a.size() > 1 && a[0] == '-')
+                return usageError("unknown option '" + a + "' for '" + command + "'");
+        int status = 0;
+        for (const std::string& path : args) {
+            std::shared_ptr<const model::Snapshot> s;
+            if (!load(path, s)) {
+                status = 1;
+                continue;
+            }
+            std::string text;
+            if (command == "stats")
+                text = report::segsum(*s);
+            else if (command == "trace")
+                text = report::trace(*s);
+            else if (command == "segments")
+                text = report::segmentsFolded(*s);
+            else if (command == "memory")
+                text = report::memoryFolded(*s);
+            else
+                text = info(path, *s);
+            if (!writeAll(text)) {
+                std::fprintf(stderr, "memscope-cli: cannot write to standard output\n");
+                return 1;
+            }
+        }
+        return status;
+    }
+
+    if (command == "compare") {
+        if (args.size() != 2)
+            return usageError("'compare' needs exactly two files: BEFORE AFTER");
+        std::shared_ptr<const model::Snapshot> before, after;
+        if (!load(args[0], before) || !load(args[1], after))
+            return 1;
+        return writeAll(report::compareFolded(*before, *after)) ? 0 : 1;
+    }
+
+    if (command == "convert") {
+        io::Format format = io::Format::Auto;
+        std::vector<std::string> files;
+        for (size_t i = 0; i < args.size(); ++i) {
+            if (args[i] == "--format") {
+                if (i + 1 >= args.size())
+                    return usageError("--format needs a value: pickle or json");
+                const std::string& f = args[++i];
+                if (f == "pickle")
+                    format = io::Format::Pickle;
+                else if (f == "json")
+                    format = io::Format::Json;
+                else
+                    return usageError("unknown format '" + f + "': use pickle or json");
+            } else if (args[i].size() > 1 && args[i][0] == '-') {
+                return usageError("unknown option '" + args[i] + "' for 'convert'");
+            } else {
+                files.push_back(args[i]);
+            }
+        }
+        if (files.size() != 2)
+            return usageError("'convert' needs exactly two files: IN OUT");
+        std::shared_ptr<const model::Snapshot> s;
+        if (!load(files[0], s))
+            return 1;
+        if (io::Error e = io::saveSnapshot(*s, files[1], format)) {
+            std::fprintf(stderr, "memscope-cli: %s\n", e.toString().c_str());
+            return 1;
+        }
+        return 0;
+    }
+
+    return usageError("unknown command '" + command + "'");
+}
