@@ -221,6 +221,17 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
     return result;
 }
 
+Error readFile(const std::string& path, std::vector<uint8_t>& bytes)
+{
+    FileBytes file;
+    if (Error e = file.open(path))
+        return e;
+    if (isXz(file.bytes()))
+        return decompressXz(file.bytes(), bytes, path);
+    bytes.assign(file.bytes().begin(), file.bytes().end());
+    return {};
+}
+
 LoadResult loadSnapshot(const std::string& path, const LoadOptions& options)
 {
     FileBytes file;

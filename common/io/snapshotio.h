@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace memscope::io {
 
@@ -34,6 +35,9 @@ LoadResult loadSnapshot(const std::string& path, const LoadOptions& options = {}
 // Same, from memory; `name` is what error messages call the input.
 LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::string& name,
                                   const LoadOptions& options = {});
+
+// Reads a whole file into memory, decompressing it when it is xz (used for snapshots and for reference texts).
+Error readFile(const std::string& path, std::vector<uint8_t>& bytes);
 
 // Writes a snapshot as a protocol-4 pickle (what PyTorch's tools read; its web viewer rejects protocol 5) or as
 // JSON. The file is written beside the target and renamed into place, so a failure never leaves a corrupt file.
