@@ -315,6 +315,8 @@ bool decodeRawUnicodeEscape(std::string_view text, std::string& out)
 Error Machine::run(NodeId& root)
 {
     const uint64_t size = m_data.size();
+    m_memo.reserve(size / 40 + 16);
+    m_stack.reserve(4096);
     uint64_t nextProgress = 1u << 20;
     std::string scratch;
 
@@ -749,6 +751,7 @@ Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, 
                   const ProgressFn& progress)
 {
     root = NoNode;
+    tree.reserveFor(data.size());
     Machine machine(data, tree, limits, progress);
     return machine.run(root);
 }

@@ -164,22 +164,20 @@ private:
         StringId name;
     };
 
-    // Resolves a dict key node: cached by node id, since a pickle shares its key strings through the memo.
+    // Resolves a dict key node. A pickle shares its key strings through the memo, so a small direct-mapped cache
+    // by node id answers almost every lookup without hashing the text.
     bool keyInfo(NodeId keyNode, KeyInfo& info)
     {
         if (m_tree.type(keyNode) != NodeType::String)
             return false;
-        if (keyNode < m_keyCache.size() && m_keyCache[keyNode].name != EmptyString) {
-            info = m_keyCache[keyNode];
+        KeySlot& slot = m_keyCache[keyNode % CacheSlots];
+        if (slot.node == keyNode) {
+            info = slot.info;
             return true;
         }
         const std::string_view text = m_tree.string(keyNode);
         info = KeyInfo { keyFor(text), m_s.strings.intern(text) };
-        if (text.empty())
-            return true;
-        if (keyNode >= m_keyCache.size())
-            m_keyCache.resize(std::max<size_t>(keyNode + 1, m_keyCache.size() * 2), KeyInfo { Key::Unknown, EmptyString });
-        m_keyCache[keyNode] = info;
+        slot = KeySlot { keyNode, info };
         return true;
     }
 
@@ -210,7 +208,10 @@ private:
         const NodeType t = m_tree.type(n);
         if (t != NodeType::String && t != NodeType::Bytes)
             return false;
-        out = m_s.strings.intern(m_tree.string(n));
+        StringSlot& slot = m_stringCache[n % CacheSlots];
+        if (slot.node != n)
+            slot = StringSlot { n, m_s.strings.intern(m_tree.string(n)) };
+        out = slot.id;
         return true;
     }
 
@@ -238,7 +239,13 @@ private:
         return m_lastLayout;
     }
 
-    Error stack(NodeId framesNode, StackId& out, const std::string& where);
+    // `where` is called only to describe an error (building the text per entry would dominate loading time).
+    template <typename Where>
+    Error stack(NodeId framesNode, StackId& out, const Where& where);
+    Error stack(NodeId framesNode, StackId& out, const std::string& where)
+    {
+        return stack(framesNode, out, [&] { return where; });
+    }
     Error segment(NodeId node, size_t index);
     Error block(NodeId node, Segment& seg, DeviceAddr& offset, const std::string& where);
     Error traceEntry(NodeId node, int device, size_t index, TraceEntry& e);
@@ -247,8 +254,20 @@ private:
     const ValueTree& m_tree;
     Snapshot& m_s;
     StackInterner m_interner;
-    std::vector<KeyInfo> m_keyCache;
-    std::unordered_map<NodeId, StackId> m_stackByNode;
+    static constexpr size_t CacheSlots = 1024;
+    struct KeySlot {
+        NodeId node = NoNode;
+        KeyInfo info {};
+    };
+    struct StringSlot {
+        NodeId node = NoNode;
+        StringId id {};
+    };
+    std::vector<KeySlot> m_keyCache = std::vector<KeySlot>(CacheSlots);
+    std::vector<StringSlot> m_stringCache = std::vector<StringSlot>(CacheSlots);
+    std::vector<NodeId> m_frameNodes; // the frame dicts of the list being resolved
+    std::vector<NodeId> m_lastFrameNodes; // ... and of the last list resolved, with its stack
+    StackId m_lastStack = EmptyStack;
     std::unordered_map<NodeId, FrameId> m_frameByNode;
     std::vector<FrameId> m_frameScratch;
     std::vector<StringId> m_keys;
@@ -257,35 +276,34 @@ private:
     std::unordered_map<int64_t, bool> m_streamSeen;
 };
 
-Error Builder::stack(NodeId framesNode, StackId& out, const std::string& where)
+template <typename Where>
+Error Builder::stack(NodeId framesNode, StackId& out, const Where& whereFn)
 {
-    if (auto it = m_stackByNode.find(framesNode); it != m_stackByNode.end()) {
-        out = it->second;
-        return {};
-    }
     const NodeType t = m_tree.type(framesNode);
     if (t == NodeType::None) {
         out = EmptyStack;
         return {};
     }
     if (t != NodeType::List && t != NodeType::Tuple)
-        return wrongType(where, "frames", framesNode, "a list");
-    std::vector<FrameId> frames;
-    frames.reserve(m_tree.childCount(framesNode));
-    Error err;
-    m_tree.forEachChild(framesNode, [&](NodeId f) {
-        if (err)
-            return;
+        return wrongType(whereFn(), "frames", framesNode, "a list");
+    // Consecutive entries usually hold the same (memo-shared) frame dicts: then the stack is the last one.
+    m_frameNodes.clear();
+    m_tree.forEachChild(framesNode, [&](NodeId f) { m_frameNodes.push_back(f); });
+    if (m_frameNodes == m_lastFrameNodes) {
+        out = m_lastStack;
+        return {};
+    }
+    m_frameScratch.clear();
+    for (NodeId f : m_frameNodes) {
         if (auto it = m_frameByNode.find(f); it != m_frameByNode.end()) {
-            frames.push_back(it->second);
-            return;
+            m_frameScratch.push_back(it->second);
+            continue;
         }
-        if (m_tree.type(f) != NodeType::Dict) {
-            err = notSnapshot(where, "a frame is " + std::string(typeName(m_tree.type(f))) + ", expected a dict");
-            return;
-        }
+        if (m_tree.type(f) != NodeType::Dict)
+            return notSnapshot(whereFn(), "a frame is " + std::string(typeName(m_tree.type(f))) + ", expected a dict");
         StringId name = EmptyString, filename = EmptyString;
         int64_t line = 0;
+        Error err;
         m_tree.forEachItem(f, [&](NodeId k, NodeId v) {
             KeyInfo ki;
             if (err || !keyInfo(k, ki))
@@ -293,27 +311,28 @@ Error Builder::stack(NodeId framesNode, StackId& out, const std::string& where)
             switch (ki.key) {
             case Key::Name:
                 if (!asString(v, name))
-                    err = wrongType(where + ", frame", "name", v, "a string");
+                    err = wrongType(whereFn() + ", frame", "name", v, "a string");
                 break;
             case Key::Filename:
                 if (!asString(v, filename))
-                    err = wrongType(where + ", frame", "filename", v, "a string");
+                    err = wrongType(whereFn() + ", frame", "filename", v, "a string");
                 break;
             case Key::Line:
                 if (!asInt(v, line))
-                    err = wrongType(where + ", frame", "line", v, "an int");
+                    err = wrongType(whereFn() + ", frame", "line", v, "an int");
                 break;
             default: break; // unknown frame keys carry nothing a view can use
             }
         });
+        if (err)
+            return err;
         const FrameId id = m_interner.frame(name, filename, line);
         m_frameByNode.emplace(f, id);
-        frames.push_back(id);
-    });
-    if (err)
-        return err;
-    out = m_interner.stack(frames);
-    m_stackByNode.emplace(framesNode, out);
+        m_frameScratch.push_back(id);
+    }
+    out = m_interner.stack(m_frameScratch);
+    m_lastFrameNodes = m_frameNodes;
+    m_lastStack = out;
     return {};
 }
 
@@ -547,7 +566,7 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
         case Key::UserMetadata: ok = m_tree.type(v) == NodeType::None || asString(v, e.userMetadata); break;
         case Key::Frames:
             e.hasFrames = true;
-            err = stack(v, e.stack, where());
+            err = stack(v, e.stack, where);
             break;
         default: err = keepExtra(e.extraIndex, ki.name, v, where());
         }

@@ -6,6 +6,13 @@
 
 namespace memscope::io {
 
+void ValueTree::reserveFor(uint64_t bytes)
+{
+    m_nodes.reserve(bytes / 11 + 16);
+    m_children.reserve(bytes / 4 + 16);
+    m_chunks.reserve(bytes / 70 + 16);
+}
+
 NodeId ValueTree::addFloat(double v)
 {
     return push(NodeType::Float, 0, std::bit_cast<uint64_t>(v));
