@@ -761,9 +761,11 @@ bool looksLikePickle(std::span<const uint8_t> data)
     if (data.empty())
         return false;
     if (data[0] == op::Proto)
-        return data.size() >= 2 && data[1] <= 5;
-    // Protocol 0/1 files start with a container or MARK opcode; for a snapshot, a dict or list.
-    return data[0] == op::Mark || data[0] == op::EmptyDict || data[0] == op::EmptyList;
+        return true; // the parser names the protocol when it is too new
+    // Protocol 0/1 have no header: accept an opcode that can come first (one that needs nothing on the stack).
+    // Refused opcodes are among them, so a hostile protocol-0 file is reported as such, not as "not a pickle".
+    static constexpr std::string_view FirstOpcodes = "(}])NIJKLMFGSTUVXBCcPi";
+    return FirstOpcodes.find(static_cast<char>(data[0])) != std::string_view::npos;
 }
 
 } // namespace memscope::io

@@ -1,0 +1,247 @@
+// Bad input of every kind must give one clear error naming the file and the reason: never a crash, a hang or
+// unbounded memory. Hostile pickles (code-executing opcodes) are refused. Inputs are hand-assembled pickles
+// (opcode bytes as listed in CPython's Lib/pickletools.py) and damaged copies of real snapshots.
+#include "io/snapshotio.h"
+#include "testutil.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <random>
+
+using namespace memscope;
+
+Q_DECLARE_METATYPE(io::ErrorCode)
+
+namespace {
+
+QByteArray bytes(std::initializer_list<QByteArray> parts)
+{
+    QByteArray out;
+    for (const auto& p : parts)
+        out += p;
+    return out;
+}
+
+io::LoadResult loadBytes(const QByteArray& data, const std::string& name = "input.pickle")
+{
+    return io::loadSnapshotFromMemory(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.constData()), size_t(data.size())), name);
+}
+
+QByteArray readAll(const std::string& path)
+{
+    QFile f(QString::fromStdString(path));
+    if (!f.open(QIODevice::ReadOnly))
+        return {};
+    return f.readAll();
+}
+
+// A minimal valid protocol-2 snapshot: {'segments': []}, then `tail` inserted before the closing ops.
+QByteArray snapshotWith(const QByteArray& extraKeyValue)
+{
+    return bytes({ QByteArray("\x80\x02}(", 4), QByteArray("X\x08\x00\x00\x00segments]", 14), extraKeyValue,
+                   QByteArray("u.", 2) });
+}
+
+QByteArray nestedLists(int depth)
+{
+    // ] ] ] ... then APPEND each list into the one below it: a list nested `depth` levels deep, with no MARK.
+    QByteArray out("\x80\x02", 2);
+    out += QByteArray(depth, ']');
+    out += QByteArray(depth - 1, 'a');
+    return out;
+}
+
+} // namespace
+
+class TestBadInput : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void refusedAndBroken_data();
+    void refusedAndBroken();
+    void messageNamesFileAndReason();
+    void everyTruncationFails();
+    void corruptedBytesNeverCrash();
+    void validButOddInputs_data();
+    void validButOddInputs();
+};
+
+void TestBadInput::refusedAndBroken_data()
+{
+    QTest::addColumn<QByteArray>("input");
+    QTest::addColumn<io::ErrorCode>("code");
+    QTest::addColumn<QString>("reason"); // a word the message must contain
+
+    // Hostile: what `pickle.dumps(os.system)`-style payloads are made of.
+    QTest::newRow("GLOBAL + REDUCE (protocol 0 os.system)")
+        << QByteArray("cos\nsystem\n(S'echo pwned'\ntR.") << io::ErrorCode::Refused << "GLOBAL";
+    QTest::newRow("STACK_GLOBAL (protocol 4)")
+        << QByteArray("\x80\x04\x8c\x02os\x8c\x06system\x93.", 15) << io::ErrorCode::Refused << "STACK_GLOBAL";
+    QTest::newRow("REDUCE alone") << QByteArray("\x80\x02NN\x85R.", 7) << io::ErrorCode::Refused << "REDUCE";
+    QTest::newRow("BUILD") << QByteArray("\x80\x02}}b.", 6) << io::ErrorCode::Refused << "BUILD";
+    QTest::newRow("INST") << QByteArray("(ios\nsystem\n.") << io::ErrorCode::Refused << "INST";
+    QTest::newRow("OBJ") << QByteArray("(No.") << io::ErrorCode::Refused << "OBJ";
+    QTest::newRow("NEWOBJ") << QByteArray("\x80\x02N)\x81.", 6) << io::ErrorCode::Refused << "NEWOBJ";
+    QTest::newRow("persistent id") << QByteArray("Pfoo\n.") << io::ErrorCode::Refused << "PERSID";
+    QTest::newRow("binary persistent id") << QByteArray("\x80\x02NQ.", 5) << io::ErrorCode::Refused << "BINPERSID";
+
+    // Broken
+    QTest::newRow("empty") << QByteArray() << io::ErrorCode::Empty << "empty";
+    QTest::newRow("plain text") << QByteArray("hello, world\n") << io::ErrorCode::NotPickle << "neither";
+    QTest::newRow("protocol 6 from the future") << QByteArray("\x80\x06}.", 4) << io::ErrorCode::TooNew << "protocol 6";
+    QTest::newRow("no STOP") << QByteArray("\x80\x02}", 3) << io::ErrorCode::Truncated << "truncated";
+    QTest::newRow("string longer than the file")
+        << QByteArray("\x80\x02X\xff\xff\x00\x00" "abc", 10) << io::ErrorCode::Truncated << "truncated";
+    QTest::newRow("FRAME longer than the file")
+        << QByteArray("\x80\x04\x95\xff\x00\x00\x00\x00\x00\x00\x00}.", 13) << io::ErrorCode::Truncated << "truncated";
+    QTest::newRow("unknown opcode") << QByteArray("\x80\x02\xff.", 4) << io::ErrorCode::Corrupt << "0xff";
+    QTest::newRow("stack underflow") << QByteArray("\x80\x02" "a.", 4) << io::ErrorCode::Corrupt << "stack";
+    QTest::newRow("memo get never stored") << QByteArray("\x80\x02h\x05.", 5) << io::ErrorCode::Corrupt << "memo";
+    QTest::newRow("memo index beyond any file")
+        << QByteArray("\x80\x02Nr\xff\xff\xff\x7f.", 9) << io::ErrorCode::TooDeep << "memo";
+    QTest::newRow("SETITEMS on a list") << QByteArray("\x80\x02](NNu.", 7) << io::ErrorCode::Corrupt << "dict";
+    QTest::newRow("unclosed MARK at STOP") << QByteArray("\x80\x02(}.", 5) << io::ErrorCode::Corrupt << "MARK";
+    QTest::newRow("LONG1 beyond 64 bits")
+        << QByteArray("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", 14) << io::ErrorCode::TooLarge << "64 bits";
+    QTest::newRow("LONG4 beyond 64 bits")
+        << QByteArray("\x80\x02\x8b\x10\x00\x00\x00", 7) + QByteArray(15, '\x00') + QByteArray("\x01.", 2)
+        << io::ErrorCode::TooLarge << "64 bits";
+    QTest::newRow("text INT beyond 64 bits")
+        << QByteArray("I123456789012345678901234567890\n.") << io::ErrorCode::TooLarge << "64 bits";
+    QTest::newRow("absurdly nested MARKs") << QByteArray("\x80\x02", 2) + QByteArray(100000, '(')
+                                           << io::ErrorCode::TooDeep << "nested";
+
+    // Valid pickles that are not snapshots
+    QTest::newRow("an int") << QByteArray("\x80\x02K\x05.", 5) << io::ErrorCode::NotSnapshot << "int";
+    QTest::newRow("a dict without segments")
+        << QByteArray("\x80\x02}X\x01\x00\x00\x00" "aK\x01s.", 13) << io::ErrorCode::NotSnapshot << "'segments'";
+    QTest::newRow("segment address is a string")
+        << QByteArray("\x80\x02}X\x08\x00\x00\x00segments]}X\x07\x00\x00\x00" "addressX\x03\x00\x00\x00" "abcsas.", 45)
+        << io::ErrorCode::NotSnapshot << "'address'";
+    QTest::newRow("a list nested 100000 deep (no MARKs)")
+        << nestedLists(100000) + "." << io::ErrorCode::NotSnapshot << "segment 0";
+    // {'segments': [], 'x': l} where l contains itself: a cycle must not hang the reader.
+    QTest::newRow("a list that contains itself")
+        << snapshotWith(QByteArray("X\x01\x00\x00\x00x]q\x01h\x01" "a", 12)) << io::ErrorCode::NotSnapshot << "'x'";
+    // 40 levels of [x, x]: 2^40 leaves if expanded naively ("billion laughs"); the reader must stop early.
+    {
+        QByteArray laughs("X\x01\x00\x00\x00y", 6);
+        laughs += "N";
+        for (int i = 0; i < 40; ++i)
+            laughs += "q\x01h\x01\x86"; // BINPUT 1, BINGET 1, TUPLE2: (x, x)
+        QTest::newRow("shared references expanding to 2^40 values") << snapshotWith(laughs) << io::ErrorCode::NotSnapshot
+                                                                   << "'y'";
+    }
+}
+
+void TestBadInput::refusedAndBroken()
+{
+    QFETCH(QByteArray, input);
+    QFETCH(io::ErrorCode, code);
+    QFETCH(QString, reason);
+    const io::LoadResult r = loadBytes(input, "bad.pickle");
+    QVERIFY2(!r.ok(), "a bad input was accepted");
+    QVERIFY2(r.error.code == code, (std::string("wrong error code: ") + std::string(io::errorCodeName(r.error.code))
+                                    + " — " + r.error.toString())
+                                       .c_str());
+    const QString message = QString::fromStdString(r.error.toString());
+    QVERIFY2(message.startsWith(QLatin1String("bad.pickle: ")), qPrintable(message));
+    QVERIFY2(message.contains(reason), qPrintable(message));
+    if (code == io::ErrorCode::Refused)
+        QVERIFY2(message.contains(QLatin1String("not a memory snapshot")) && message.contains(QLatin1String("unsafe")),
+                 qPrintable(message));
+}
+
+void TestBadInput::messageNamesFileAndReason()
+{
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string missing = dir.filePath(QStringLiteral("does-not-exist.pickle")).toStdString();
+    io::LoadResult r = io::loadSnapshot(missing);
+    QCOMPARE(r.error.code, io::ErrorCode::Io);
+    QVERIFY(QString::fromStdString(r.error.toString()).startsWith(QString::fromStdString(missing) + QLatin1String(": ")));
+    QVERIFY(QString::fromStdString(r.error.message).contains(QLatin1String("No such file")));
+
+    r = io::loadSnapshot(dir.path().toStdString());
+    QCOMPARE(r.error.code, io::ErrorCode::Io);
+    QVERIFY(QString::fromStdString(r.error.message).contains(QLatin1String("not a regular file")));
+
+    const QString truncated = dir.filePath(QStringLiteral("half.pickle"));
+    QFile f(truncated);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    const QByteArray real = readAll(test::snapshotPath("mlp_train.pickle"));
+    QVERIFY(!real.isEmpty());
+    f.write(real.left(real.size() / 2));
+    f.close();
+    r = io::loadSnapshot(truncated.toStdString());
+    QCOMPARE(r.error.code, io::ErrorCode::Truncated);
+    const QString message = QString::fromStdString(r.error.toString());
+    QVERIFY2(message.startsWith(truncated + QLatin1String(": ")) && message.contains(QLatin1String("truncated")),
+             qPrintable(message));
+}
+
+void TestBadInput::everyTruncationFails()
+{
+    // Every prefix of a real snapshot is an error (a pickle is only complete at its STOP), never a crash.
+    const QByteArray real = readAll(test::snapshotPath("cudagraph.pickle"));
+    QVERIFY(!real.isEmpty());
+    for (qsizetype n = 0; n < real.size(); ++n) {
+        const io::LoadResult r = loadBytes(real.left(n));
+        QVERIFY2(!r.ok(), qPrintable(QStringLiteral("a %1-byte prefix was accepted").arg(n)));
+        QVERIFY(r.error.code == io::ErrorCode::Truncated || r.error.code == io::ErrorCode::Empty
+                || r.error.code == io::ErrorCode::NotPickle);
+    }
+    QVERIFY(loadBytes(real).ok());
+}
+
+void TestBadInput::corruptedBytesNeverCrash()
+{
+    // Random byte damage must end in a clean error or a (possibly odd) snapshot; the test fails on a crash.
+    const QByteArray real = readAll(test::snapshotPath("multistream.pickle"));
+    QVERIFY(!real.isEmpty());
+    std::mt19937 rng(12345);
+    int errors = 0;
+    for (int round = 0; round < 2000; ++round) {
+        QByteArray damaged = real;
+        const int flips = 1 + int(rng() % 8);
+        for (int i = 0; i < flips; ++i)
+            damaged[qsizetype(rng() % uint32_t(damaged.size()))] = char(rng() & 0xff);
+        const io::LoadResult r = loadBytes(damaged);
+        if (!r.ok()) {
+            ++errors;
+            QVERIFY(!r.error.message.empty());
+        }
+    }
+    QVERIFY(errors > 0);
+}
+
+void TestBadInput::validButOddInputs_data()
+{
+    QTest::addColumn<QByteArray>("input");
+    QTest::addColumn<int>("segments");
+    QTest::addColumn<int>("blocks");
+    // A legacy file: a bare list holding one segment dict with one block, written with protocol 0 text opcodes.
+    QTest::newRow("protocol 0 bare list of segments (legacy)")
+        << QByteArray("(lp0\n(dp1\nVaddress\np2\nI1024\nsVtotal_size\np3\nI2048\nsVstream\np4\nI0\nsVblocks\np5\n"
+                      "(lp6\n(dp7\nVsize\np8\nI2048\nsVstate\np9\nVinactive\np10\nsasa.")
+        << 1 << 1;
+    QTest::newRow("protocol 2 empty snapshot") << snapshotWith(QByteArray()) << 0 << 0;
+    QTest::newRow("unknown top-level key kept")
+        << snapshotWith(QByteArray("X\x03\x00\x00\x00newK\x07", 10)) << 0 << 0;
+}
+
+void TestBadInput::validButOddInputs()
+{
+    QFETCH(QByteArray, input);
+    QFETCH(int, segments);
+    QFETCH(int, blocks);
+    const io::LoadResult r = loadBytes(input);
+    QVERIFY2(r.ok(), r.error.toString().c_str());
+    QCOMPARE(int(r.snapshot->segments.size()), segments);
+    QCOMPARE(int(r.snapshot->blocks.size()), blocks);
+}
+
+QTEST_GUILESS_MAIN(TestBadInput)
+#include "tst_badinput.moc"
