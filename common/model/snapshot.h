@@ -47,9 +47,21 @@ struct Value {
     double real = 0;
     std::string text;
     std::vector<Value> items; // List and Tuple
-    std::vector<std::pair<std::string, Value>> entries; // Dict, in file order
+    struct Entry; // a (key, value) pair, like std::pair (a pair of an incomplete type is not allowed here)
+    std::vector<Entry> entries; // Dict, in file order
 
     const Value* find(std::string_view key) const;
+};
+
+struct Value::Entry {
+    Entry() = default;
+    Entry(std::string key, Value value)
+        : first(std::move(key))
+        , second(std::move(value))
+    {
+    }
+    std::string first;
+    Value second;
 };
 
 struct Frame {
