@@ -60,7 +60,7 @@ bool ValueTree::append(NodeId node, std::span<const NodeId> children)
     const uint32_t count = static_cast<uint32_t>(n.b >> 32);
     const uint32_t last = static_cast<uint32_t>(n.b);
     const uint32_t begin = static_cast<uint32_t>(m_children.size());
-    m_children.insert(m_children.end(), children.begin(), children.end());
+    m_children.append(children.begin(), children.end());
     // Extend the last chunk in place when it ends where the new children start (the usual APPENDS batches).
     if (last != NoChunk && m_chunks[last].begin + m_chunks[last].count == begin) {
         m_chunks[last].count += static_cast<uint32_t>(children.size());

@@ -6,6 +6,9 @@
 // One ValueTree belongs to one load; it is built by one thread and then only read.
 #pragma once
 
+#include "io/pagearray.h"
+
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -104,9 +107,9 @@ private:
     }
 
     std::span<const uint8_t> m_input;
-    std::vector<Node> m_nodes;
-    std::vector<Chunk> m_chunks;
-    std::vector<NodeId> m_children;
+    PageArray<Node> m_nodes;
+    PageArray<Chunk> m_chunks;
+    PageArray<NodeId> m_children;
     std::string m_pool;
 };
 

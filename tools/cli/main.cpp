@@ -101,16 +101,13 @@ std::string info(const std::string& path, const model::Snapshot& s)
             std::snprintf(buf, sizeof buf, ", %.3f s", seconds);
             v += buf;
             const model::Replay replay = model::Replay::build(s, static_cast<int>(d));
-            const auto& peak = replay.peak();
-            v += ", peak allocated " + report::formatSize(double(peak.allocated)) + " at entry "
-                + std::to_string(peak.allocatedIndex) + ", peak reserved "
-                + report::formatSize(double(peak.reserved));
+            const model::Peak allocatedPeak = replay.peakAllocated();
+            v += ", peak allocated " + report::formatSize(double(allocatedPeak.bytes)) + " after entry "
+                + std::to_string(allocatedPeak.index) + ", peak reserved "
+                + report::formatSize(double(replay.peakReserved().bytes));
             const auto initial = replay.stateAt(0);
-            size_t liveBlocks = 0;
-            for (const auto& seg : initial.segments)
-                liveBlocks += std::count_if(seg.blocks.begin(), seg.blocks.end(),
-                                            [](const auto& b) { return b.state != model::BlockState::Inactive; });
-            if (initial.segments.empty())
+            const size_t liveBlocks = initial.allocations.size();
+            if (initial.segments.empty() && liveBlocks == 0)
                 v += "; complete (starts with no memory in use)";
             else
                 v += "; truncated: " + std::to_string(initial.segments.size()) + " segments and "
