@@ -166,6 +166,8 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
 
 bool looksLikeJson(std::span<const uint8_t> data)
 {
+    if (data.size() >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF)
+        data = data.subspan(3); // a UTF-8 byte order mark, which parseJson skips too
     for (uint8_t c : data) {
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
             continue;

@@ -227,6 +227,7 @@ void TestBadInput::validButOddInputs_data()
         << QByteArray("(lp0\n(dp1\nVaddress\np2\nI1024\nsVtotal_size\np3\nI2048\nsVstream\np4\nI0\nsVblocks\np5\n"
                       "(lp6\n(dp7\nVsize\np8\nI2048\nsVstate\np9\nVinactive\np10\nsasa.")
         << 1 << 1;
+    QTest::newRow("JSON with a UTF-8 byte order mark") << QByteArray("\xef\xbb\xbf{\"segments\": []}") << 0 << 0;
     QTest::newRow("protocol 2 empty snapshot") << snapshotWith(QByteArray()) << 0 << 0;
     QTest::newRow("unknown top-level key kept")
         << snapshotWith(QByteArray("X\x03\x00\x00\x00newK\x07", 10)) << 0 << 0;
