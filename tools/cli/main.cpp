@@ -102,8 +102,8 @@ std::string info(const std::string& path, const model::Snapshot& s)
             v += buf;
             const model::Replay replay = model::Replay::build(s, static_cast<int>(d));
             const model::Peak allocatedPeak = replay.peakAllocated();
-            v += ", peak allocated " + report::formatSize(double(allocatedPeak.bytes)) + " after entry "
-                + std::to_string(allocatedPeak.index) + ", peak reserved "
+            v += ", peak allocated " + report::formatSize(double(allocatedPeak.bytes)) + " after "
+                + std::to_string(allocatedPeak.index) + " entries, peak reserved "
                 + report::formatSize(double(replay.peakReserved().bytes));
             const auto initial = replay.stateAt(0);
             const size_t liveBlocks = initial.allocations.size();

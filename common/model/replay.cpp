@@ -1,0 +1,1146 @@
+// The replay engine (see replay.h): a backward pass from the final state resolves every allocation and segment
+// lifetime, a forward pass builds the per-index series and the checkpoints, and queries combine a checkpoint with
+// the lifetimes that begin after it. Building is single-threaded and owns all of its scratch; queries are const
+// and use only the caller's buffers, so any number of threads may query one Replay at once.
+//
+// Undo rules (the inverse of what c10/cuda/CUDACachingAllocator.cpp records, as torch/utils/viz/MemoryViz.js
+// applies them in simulate_memory):
+//   alloc            the block did not exist before it
+//   free_requested   the block was active_allocated before it (active_pending_free after it)
+//   free_completed   the block existed before it, active_pending_free when a free_requested precedes it
+//   free (PyTorch < 2.1, read as free_completed by the snapshot builder) the block existed, active_allocated
+//   segment_alloc    the segment did not exist before it;  segment_free: it existed (entry addr/size/stream)
+//   segment_map      the range was not mapped before it;   segment_unmap: it was mapped
+//   snapshot, oom, unknown actions: no change.
+#include "model/replay.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+
+namespace memscope::model {
+
+namespace {
+
+    constexpr uint32_t None = UINT32_MAX;
+
+    // DeviceAddr -> uint32_t, open addressing with linear probing and backward-shift deletion: the blocks live at
+    // the current point of the backward pass, with no heap allocation per event.
+    class AddressMap {
+    public:
+        explicit AddressMap(size_t expected)
+        {
+            size_t capacity = 16;
+            while (capacity < expected * 2)
+                capacity *= 2;
+            rehash(capacity);
+        }
+
+        uint32_t find(DeviceAddr key) const
+        {
+            for (size_t i = home(key);; i = (i + 1) & m_mask) {
+                if (m_keys[i] == key)
+                    return m_values[i];
+                if (m_keys[i] == Empty)
+                    return None;
+            }
+        }
+
+        // The key must be absent.
+        void insert(DeviceAddr key, uint32_t value)
+        {
+            if ((m_size + 1) * 2 > m_keys.size())
+                rehash(m_keys.size() * 2);
+            size_t i = home(key);
+            while (m_keys[i] != Empty)
+                i = (i + 1) & m_mask;
+            m_keys[i] = key;
+            m_values[i] = value;
+            ++m_size;
+        }
+
+        void erase(DeviceAddr key)
+        {
+            size_t i = home(key);
+            while (m_keys[i] != key) {
+                if (m_keys[i] == Empty)
+                    return;
+                i = (i + 1) & m_mask;
+            }
+            // Shift later members of the probe run back into the hole so lookups need no tombstones.
+            for (size_t j = (i + 1) & m_mask; m_keys[j] != Empty; j = (j + 1) & m_mask) {
+                if (((j - home(m_keys[j])) & m_mask) >= ((j - i) & m_mask)) {
+                    m_keys[i] = m_keys[j];
+                    m_values[i] = m_values[j];
+                    i = j;
+                }
+            }
+            m_keys[i] = Empty;
+            --m_size;
+        }
+
+        template <typename F> void forEach(F&& f) const
+        {
+            for (size_t i = 0; i < m_keys.size(); ++i)
+                if (m_keys[i] != Empty)
+                    f(m_keys[i], m_values[i]);
+        }
+
+    private:
+        static constexpr DeviceAddr Empty = INT64_MIN;
+
+        size_t home(DeviceAddr key) const { return size_t((uint64_t(key) * 0x9E3779B97F4A7C15ull) >> m_shift); }
+
+        void rehash(size_t capacity)
+        {
+            std::vector<DeviceAddr> keys(capacity, Empty);
+            std::vector<uint32_t> values(capacity, None);
+            keys.swap(m_keys);
+            values.swap(m_values);
+            m_mask = capacity - 1;
+            m_shift = 64 - std::countr_zero(capacity);
+            m_size = 0;
+            for (size_t i = 0; i < keys.size(); ++i)
+                if (keys[i] != Empty)
+                    insert(keys[i], values[i]);
+        }
+
+        std::vector<DeviceAddr> m_keys;
+        std::vector<uint32_t> m_values;
+        size_t m_mask = 0;
+        int m_shift = 0;
+        size_t m_size = 0;
+    };
+
+    // A set of integers in [0, size) with predecessor / successor search: a 64-ary tree of bit words, O(log64 size)
+    // per operation, no allocation after construction.
+    class BitTree {
+    public:
+        void reset(size_t size)
+        {
+            m_levels.clear();
+            size_t words = std::max<size_t>(1, (size + 63) / 64);
+            for (;;) {
+                m_levels.emplace_back(words, 0);
+                if (words == 1)
+                    break;
+                words = (words + 63) / 64;
+            }
+        }
+
+        bool contains(size_t k) const { return (m_levels[0][k >> 6] >> (k & 63)) & 1; }
+
+        void insert(size_t k)
+        {
+            for (auto& level : m_levels) {
+                uint64_t& word = level[k >> 6];
+                const bool wasEmpty = word == 0;
+                word |= uint64_t(1) << (k & 63);
+                if (!wasEmpty)
+                    return;
+                k >>= 6;
+            }
+        }
+
+        void erase(size_t k)
+        {
+            for (auto& level : m_levels) {
+                uint64_t& word = level[k >> 6];
+                word &= ~(uint64_t(1) << (k & 63));
+                if (word != 0)
+                    return;
+                k >>= 6;
+            }
+        }
+
+        // The largest member <= k, or -1.
+        int64_t prev(int64_t k) const
+        {
+            size_t level = 0;
+            for (;;) {
+                if (k < 0)
+                    return -1;
+                const uint64_t bits = m_levels[level][size_t(k) >> 6] & (~uint64_t(0) >> (63 - (k & 63)));
+                if (bits) {
+                    k = (k & ~int64_t(63)) | (63 - std::countl_zero(bits));
+                    break;
+                }
+                k = (k >> 6) - 1;
+                if (++level == m_levels.size())
+                    return -1;
+            }
+            while (level-- > 0)
+                k = (k << 6) | (63 - std::countl_zero(m_levels[level][size_t(k)]));
+            return k;
+        }
+
+        // The smallest member >= k, or -1.
+        int64_t next(int64_t k) const
+        {
+            size_t level = 0;
+            for (;;) {
+                if (size_t(k >> 6) >= m_levels[level].size())
+                    return -1;
+                const uint64_t bits = m_levels[level][size_t(k) >> 6] & (~uint64_t(0) << (k & 63));
+                if (bits) {
+                    k = (k & ~int64_t(63)) | std::countr_zero(bits);
+                    break;
+                }
+                k = (k >> 6) + 1;
+                if (++level == m_levels.size())
+                    return -1;
+            }
+            while (level-- > 0)
+                k = (k << 6) | std::countr_zero(m_levels[level][size_t(k)]);
+            return k;
+        }
+
+    private:
+        std::vector<std::vector<uint64_t>> m_levels;
+    };
+
+    // The free gaps of the forward pass, over compressed coordinates (every address where a block or a segment
+    // piece starts or ends): each gap is [k, gapEnd[k]); the set of gap starts answers "which gap covers k". The
+    // largest gap comes from a max-heap with lazy deletion: an entry is stale once its gap is gone, stale tops are
+    // popped when asked, and the heap is rebuilt without stale or duplicate entries whenever it grows past twice
+    // the live gaps. It stays about as small as the live state (cache-resident), unlike a tree over all
+    // coordinates; a push is O(1) on average, a pop O(log live gaps).
+    class GapTracker {
+    public:
+        void reset(const std::vector<DeviceAddr>& coords)
+        {
+            m_coords = coords.data();
+            m_gapEnd.assign(coords.size(), None);
+            m_starts.reset(coords.size());
+            m_heap.clear();
+            m_liveGaps = 0;
+        }
+
+        ByteCount largest()
+        {
+            while (!m_heap.empty() && m_gapEnd[m_heap.front().start] != m_heap.front().end) {
+                std::pop_heap(m_heap.begin(), m_heap.end(), shorter);
+                m_heap.pop_back();
+            }
+            return m_heap.empty() ? 0 : m_heap.front().length;
+        }
+
+        // [cs, ce) becomes free, joined with the gap that ends at cs / starts at ce when allowed.
+        void add(uint32_t cs, uint32_t ce, bool mergeLeft, bool mergeRight)
+        {
+            if (cs >= ce)
+                return;
+            uint32_t start = cs, end = ce;
+            if (mergeLeft && cs > 0) {
+                const int64_t g = m_starts.prev(int64_t(cs) - 1);
+                if (g >= 0 && m_gapEnd[size_t(g)] == cs) {
+                    start = uint32_t(g);
+                    eraseGap(start);
+                }
+            }
+            if (mergeRight && m_gapEnd[ce] != None) {
+                end = m_gapEnd[ce];
+                eraseGap(ce);
+            }
+            insertGap(start, end);
+        }
+
+        // Whatever part of [cs, ce) is free stops being free.
+        void remove(uint32_t cs, uint32_t ce)
+        {
+            if (cs >= ce)
+                return;
+            const int64_t g = m_starts.prev(cs);
+            if (g >= 0 && m_gapEnd[size_t(g)] > cs) {
+                const uint32_t start = uint32_t(g), end = m_gapEnd[size_t(g)];
+                eraseGap(start);
+                if (start < cs)
+                    insertGap(start, cs);
+                if (end >= ce) {
+                    if (end > ce)
+                        insertGap(ce, end);
+                    return;
+                }
+            }
+            // Only in inconsistent traces: gaps that start inside the range.
+            for (int64_t k = m_starts.next(cs); k >= 0 && k < int64_t(ce); k = m_starts.next(k)) {
+                const uint32_t end = m_gapEnd[size_t(k)];
+                eraseGap(uint32_t(k));
+                if (end > ce) {
+                    insertGap(ce, end);
+                    break;
+                }
+            }
+        }
+
+    private:
+        struct HeapEntry {
+            ByteCount length;
+            uint32_t start, end;
+        };
+        static bool shorter(const HeapEntry& a, const HeapEntry& b) { return a.length < b.length; }
+
+        void insertGap(uint32_t start, uint32_t end)
+        {
+            m_gapEnd[start] = end;
+            m_starts.insert(start);
+            ++m_liveGaps;
+            m_heap.push_back({ m_coords[end] - m_coords[start], start, end });
+            std::push_heap(m_heap.begin(), m_heap.end(), shorter);
+            if (m_heap.size() > 2 * m_liveGaps + 4096)
+                compact();
+        }
+
+        void eraseGap(uint32_t start)
+        {
+            m_gapEnd[start] = None;
+            m_starts.erase(start);
+            --m_liveGaps;
+        }
+
+        // Keeps one entry per live gap (a gap freed and re-made has several, all valid). The first entry kept for
+        // a gap marks its gapEnd with Seen, so later copies no longer match; the marks are cleared afterwards.
+        void compact()
+        {
+            std::erase_if(m_heap, [&](const HeapEntry& e) {
+                if (m_gapEnd[e.start] != e.end)
+                    return true;
+                m_gapEnd[e.start] |= Seen;
+                return false;
+            });
+            for (const HeapEntry& e : m_heap)
+                m_gapEnd[e.start] &= ~Seen;
+            std::make_heap(m_heap.begin(), m_heap.end(), shorter);
+        }
+
+        static constexpr uint32_t Seen = 0x80000000u; // coordinates stay below: MaxReplayEntries
+
+        const DeviceAddr* m_coords = nullptr;
+        std::vector<uint32_t> m_gapEnd;
+        BitTree m_starts;
+        std::vector<HeapEntry> m_heap;
+        size_t m_liveGaps = 0;
+    };
+
+    // out := the ids live at `index`: those listed at the checkpoint (sorted by `less`) that are still live, merged
+    // with those that began in [checkpoint, index) and are live. `begins(id)` / `live(id)` describe an id.
+    template <typename Id, typename Less, typename Live, typename BeginsBefore>
+    void collectLive(const Id* checkpointBegin, const Id* checkpointEnd, uint32_t firstNew, uint32_t count, Less less,
+                     Live live, BeginsBefore beginsBefore, std::vector<Id>& out, std::vector<Id>& scratch)
+    {
+        out.clear();
+        scratch.clear();
+        for (const Id* it = checkpointBegin; it != checkpointEnd; ++it)
+            if (live(*it))
+                out.push_back(*it);
+        for (uint32_t k = firstNew; k < count && beginsBefore(Id { k }); ++k)
+            if (live(Id { k }))
+                scratch.push_back(Id { k });
+        if (scratch.empty())
+            return;
+        std::sort(scratch.begin(), scratch.end(), less);
+        // Merge from the back so no third buffer is needed.
+        size_t i = out.size(), j = scratch.size();
+        out.resize(i + j);
+        for (size_t k = out.size(); j > 0;) {
+            if (i > 0 && less(scratch[j - 1], out[i - 1]))
+                out[--k] = out[--i];
+            else
+                out[--k] = scratch[--j];
+        }
+    }
+
+    template <typename T> size_t bytesOf(const std::vector<T>& v) { return v.capacity() * sizeof(T); }
+
+} // namespace
+
+// Builds one Replay; lives for the duration of Replay::build only.
+class ReplayBuilder {
+public:
+    ReplayBuilder(const Snapshot& snapshot, int device, const ReplayOptions& options, Replay& out)
+        : m_snapshot(snapshot)
+        , m_options(options)
+        , m_r(out)
+        , m_open(1024)
+    {
+        m_r.m_device = device;
+        if (device >= 0 && size_t(device) < snapshot.deviceTraces.size()) {
+            const auto& trace = snapshot.deviceTraces[size_t(device)];
+            m_entries = trace.data();
+            m_n = trace.size();
+            if (m_n > MaxReplayEntries) {
+                // Keep the newest entries, as PyTorch's ring buffer would have: the final state stays valid.
+                m_r.m_firstEntry = int64_t(m_n - MaxReplayEntries);
+                m_entries += m_r.m_firstEntry;
+                m_n = MaxReplayEntries;
+                ++m_r.m_warnings;
+            }
+        }
+        m_r.m_entryCount = int64_t(m_n);
+    }
+
+    void run()
+    {
+        loadFinalState();
+        undoTrace();
+        orderAllocations();
+        orderPieces();
+        buildCoordinates();
+        replayForward();
+    }
+
+private:
+    TraceIndex n() const { return TraceIndex(m_n); }
+
+    void warn() { ++m_r.m_warnings; }
+
+    // --- backward pass -------------------------------------------------------------------------------------
+
+    void loadFinalState()
+    {
+        // About one allocation per three entries (alloc, free_requested, free_completed).
+        m_records.reserve(m_n / 3 + 64);
+        for (const Segment& seg : m_snapshot.segments) {
+            if (seg.device != m_r.m_device)
+                continue;
+            if (seg.totalSize <= 0) {
+                warn();
+                continue;
+            }
+            SegmentPiece piece;
+            piece.address = seg.address;
+            piece.size = seg.totalSize;
+            piece.stream = seg.stream;
+            piece.poolId = seg.poolId;
+            piece.stack = seg.stack;
+            piece.beginIndex = -1;
+            piece.endIndex = n();
+            piece.isExpandable = seg.isExpandable;
+            openPiece(piece);
+            const Block* blocks = m_snapshot.segmentBlocks(seg);
+            const size_t blockCount = std::min<size_t>(
+                seg.blockCount, m_snapshot.blocks.size() - std::min<size_t>(seg.blockBegin, m_snapshot.blocks.size()));
+            for (size_t b = 0; b < blockCount; ++b) {
+                const Block& block = blocks[b];
+                if (block.state == BlockState::Inactive)
+                    continue;
+                if (block.state == BlockState::Unknown || block.size <= 0 || m_open.find(block.address) != None) {
+                    warn();
+                    continue;
+                }
+                Allocation a;
+                a.address = block.address;
+                a.size = block.size;
+                a.requestedSize = block.requestedSize;
+                a.stack = block.stack;
+                a.version = block.version;
+                a.allocIndex = -1;
+                a.freeRequestedIndex = block.state == BlockState::ActivePendingFree ? -1 : n();
+                a.freeCompletedIndex = n();
+                a.sizeIsExact = true;
+                m_open.insert(a.address, uint32_t(m_records.size()));
+                m_records.push_back(a);
+            }
+        }
+    }
+
+    void undoTrace()
+    {
+        m_entryRecord.assign(m_n, None);
+        for (size_t j = m_n; j-- > 0;) {
+            const TraceEntry& e = m_entries[j];
+            const TraceIndex index = TraceIndex(j);
+            switch (e.action) {
+            case Action::Alloc: {
+                const uint32_t id = m_open.find(e.addr);
+                if (id == None) {
+                    warn(); // not live after its alloc: an alloc over a live block, or a lost free
+                    break;
+                }
+                Allocation& a = m_records[id];
+                a.allocIndex = index;
+                if (a.stack == EmptyStack)
+                    a.stack = e.stack;
+                if (a.freeRequestedIndex == -1)
+                    warn(); // pending free with no free_requested after its alloc
+                m_open.erase(e.addr);
+                m_entryRecord[j] = id;
+                break;
+            }
+            case Action::FreeRequested: {
+                const uint32_t id = m_open.find(e.addr);
+                if (id == None || m_records[id].freeRequestedIndex != -1) {
+                    warn(); // a free of an unknown address, a second free, or a block still active at its free
+                    break;
+                }
+                m_records[id].freeRequestedIndex = index;
+                m_entryRecord[j] = id;
+                break;
+            }
+            case Action::FreeCompleted: {
+                if (m_open.find(e.addr) != None) {
+                    warn(); // the block is live after its own free: a double free
+                    break;
+                }
+                // PyTorch < 2.1 wrote one `free` for both steps: nothing is pending before it.
+                const bool legacyFree = m_snapshot.str(e.actionName) == "free";
+                Allocation a;
+                a.address = e.addr;
+                a.size = estimatedBlockSize(e.size);
+                a.requestedSize = e.size;
+                a.stack = EmptyStack; // set from the alloc entry when the trace has it
+                a.version = e.version;
+                a.allocIndex = -1;
+                a.freeRequestedIndex = legacyFree ? index : -1;
+                a.freeCompletedIndex = index;
+                a.sizeIsExact = false;
+                m_open.insert(a.address, uint32_t(m_records.size()));
+                m_entryRecord[j] = uint32_t(m_records.size());
+                m_records.push_back(a);
+                break;
+            }
+            case Action::SegmentAlloc:
+                undoSegmentAlloc(e, index);
+                break;
+            case Action::SegmentFree:
+                undoSegmentRelease(e, index, false);
+                break;
+            case Action::SegmentMap:
+                undoSegmentMap(e, index);
+                break;
+            case Action::SegmentUnmap:
+                undoSegmentRelease(e, index, true);
+                break;
+            case Action::Snapshot:
+            case Action::Oom:
+            case Action::Unknown:
+            case Action::Count:
+                break;
+            }
+        }
+    }
+
+    // Open pieces (live at the current point of the backward pass) are kept sorted by address; segment events
+    // are rare, so a sorted vector is the simplest fit.
+    size_t firstOpenEndingAfter(DeviceAddr addr) const
+    {
+        return size_t(std::partition_point(m_openPieces.begin(), m_openPieces.end(),
+                                           [&](uint32_t p) { return m_pieces[p].address + m_pieces[p].size <= addr; })
+                      - m_openPieces.begin());
+    }
+
+    bool overlapsOpen(DeviceAddr addr, ByteCount size) const
+    {
+        const size_t k = firstOpenEndingAfter(addr);
+        return k < m_openPieces.size() && m_pieces[m_openPieces[k]].address < addr + size;
+    }
+
+    void openPiece(const SegmentPiece& piece)
+    {
+        if (overlapsOpen(piece.address, piece.size)) {
+            warn();
+            return;
+        }
+        const uint32_t id = uint32_t(m_pieces.size());
+        m_pieces.push_back(piece);
+        m_openPieces.insert(m_openPieces.begin() + ptrdiff_t(firstOpenEndingAfter(piece.address)), id);
+    }
+
+    void undoSegmentAlloc(const TraceEntry& e, TraceIndex index)
+    {
+        const size_t k = firstOpenEndingAfter(e.addr);
+        if (k == m_openPieces.size() || m_pieces[m_openPieces[k]].address != e.addr
+            || m_pieces[m_openPieces[k]].isExpandable) {
+            warn(); // a segment allocated but not live after
+            return;
+        }
+        SegmentPiece& piece = m_pieces[m_openPieces[k]];
+        if (piece.size != e.size)
+            warn();
+        piece.beginIndex = index;
+        if (piece.stack == EmptyStack)
+            piece.stack = e.stack;
+        m_openPieces.erase(m_openPieces.begin() + ptrdiff_t(k));
+    }
+
+    // Undo segment_free (a whole segment) or segment_unmap (a range of an expandable one): it was live before.
+    void undoSegmentRelease(const TraceEntry& e, TraceIndex index, bool expandable)
+    {
+        if (e.size <= 0) {
+            warn();
+            return;
+        }
+        SegmentPiece piece;
+        piece.address = e.addr;
+        piece.size = e.size;
+        piece.stream = e.stream;
+        piece.stack = e.stack;
+        piece.beginIndex = -1;
+        piece.endIndex = index;
+        piece.isExpandable = expandable;
+        if (expandable) {
+            // The pool is not in the entry: take it from an adjacent mapped range of the same stream, if any.
+            const size_t k = firstOpenEndingAfter(e.addr);
+            for (size_t neighbour : { k, k - 1 }) {
+                if (neighbour >= m_openPieces.size())
+                    continue;
+                const SegmentPiece& other = m_pieces[m_openPieces[neighbour]];
+                if (other.isExpandable && other.stream == e.stream
+                    && (other.address + other.size == e.addr || other.address == e.addr + e.size)) {
+                    piece.poolId = other.poolId;
+                    break;
+                }
+            }
+        }
+        openPiece(piece);
+    }
+
+    // Undo segment_map: the open expandable pieces inside the range began here; parts of them outside the range
+    // stay open as pieces of their own.
+    void undoSegmentMap(const TraceEntry& e, TraceIndex index)
+    {
+        const DeviceAddr begin = e.addr, end = e.addr + e.size;
+        ByteCount covered = 0;
+        size_t k = firstOpenEndingAfter(begin);
+        while (k < m_openPieces.size() && m_pieces[m_openPieces[k]].address < end) {
+            const uint32_t id = m_openPieces[k];
+            if (!m_pieces[id].isExpandable) {
+                ++k;
+                continue;
+            }
+            const SegmentPiece whole = m_pieces[id];
+            const DeviceAddr wholeEnd = whole.address + whole.size;
+            SegmentPiece& inside = m_pieces[id];
+            inside.address = std::max(whole.address, begin);
+            inside.size = std::min(wholeEnd, end) - inside.address;
+            inside.beginIndex = index;
+            covered += inside.size;
+            m_openPieces.erase(m_openPieces.begin() + ptrdiff_t(k));
+            if (whole.address < begin) {
+                SegmentPiece left = whole;
+                left.size = begin - whole.address;
+                openPiece(left); // lands at position k
+                ++k;
+            }
+            if (wholeEnd > end) {
+                SegmentPiece right = whole;
+                right.address = end;
+                right.size = wholeEnd - end;
+                openPiece(right);
+                break;
+            }
+        }
+        if (covered != e.size)
+            warn(); // part of the range was not mapped after the map
+    }
+
+    // --- ordering ------------------------------------------------------------------------------------------
+
+    // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order.
+    void orderAllocations()
+    {
+        std::vector<uint32_t> order;
+        order.reserve(m_records.size());
+        m_open.forEach([&](DeviceAddr, uint32_t id) { order.push_back(id); });
+        std::sort(order.begin(), order.end(),
+                  [&](uint32_t a, uint32_t b) { return m_records[a].address < m_records[b].address; });
+        for (size_t j = 0; j < m_n; ++j)
+            if (m_entries[j].action == Action::Alloc && m_entryRecord[j] != None)
+                order.push_back(m_entryRecord[j]);
+        // Records neither matched to an alloc nor open (none in a consistent trace) cannot exist: every record is
+        // created open and leaves the open set only at its alloc.
+        assert(order.size() == m_records.size());
+
+        std::vector<uint32_t> newId(m_records.size(), None);
+        auto& allocations = m_r.m_allocations;
+        allocations.clear();
+        allocations.reserve(order.size());
+        for (uint32_t id : order) {
+            newId[id] = uint32_t(allocations.size());
+            allocations.push_back(m_records[id]);
+        }
+        m_records = {};
+        for (uint32_t& id : m_entryRecord)
+            id = id == None ? None : newId[id];
+        m_r.m_entryAllocation = std::move(m_entryRecord);
+        m_preTraceAllocs = uint32_t(std::count_if(allocations.begin(), allocations.end(),
+                                                  [](const Allocation& a) { return a.allocIndex < 0; }));
+    }
+
+    void orderPieces()
+    {
+        auto& pieces = m_pieces;
+        std::stable_sort(pieces.begin(), pieces.end(), [](const SegmentPiece& a, const SegmentPiece& b) {
+            return a.beginIndex != b.beginIndex ? a.beginIndex < b.beginIndex : a.address < b.address;
+        });
+        m_pieceEnds.clear();
+        for (uint32_t p = 0; p < pieces.size(); ++p)
+            if (pieces[p].endIndex < n())
+                m_pieceEnds.push_back(p);
+        std::sort(m_pieceEnds.begin(), m_pieceEnds.end(), [&](uint32_t a, uint32_t b) {
+            return pieces[a].endIndex != pieces[b].endIndex ? pieces[a].endIndex < pieces[b].endIndex
+                                                            : pieces[a].address < pieces[b].address;
+        });
+        m_r.m_pieces = std::move(pieces);
+    }
+
+    // Every address where a block or a piece starts or ends, sorted, and each one's index in that list.
+    void buildCoordinates()
+    {
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        struct Key {
+            DeviceAddr addr;
+            uint32_t slot; // 2 × object + (1 for its end); pieces after the allocations
+        };
+        std::vector<Key> keys;
+        keys.reserve(2 * (allocations.size() + pieces.size()));
+        for (uint32_t i = 0; i < allocations.size(); ++i) {
+            keys.push_back({ allocations[i].address, 2 * i });
+            keys.push_back({ allocations[i].address + allocations[i].size, 2 * i + 1 });
+        }
+        const uint32_t pieceBase = uint32_t(2 * allocations.size());
+        for (uint32_t i = 0; i < pieces.size(); ++i) {
+            keys.push_back({ pieces[i].address, pieceBase + 2 * i });
+            keys.push_back({ pieces[i].address + pieces[i].size, pieceBase + 2 * i + 1 });
+        }
+        radixSort(keys);
+        m_coords.clear();
+        m_allocCoords.resize(2 * allocations.size());
+        m_pieceCoords.resize(2 * pieces.size());
+        for (const Key& k : keys) {
+            if (m_coords.empty() || m_coords.back() != k.addr)
+                m_coords.push_back(k.addr);
+            const uint32_t c = uint32_t(m_coords.size() - 1);
+            if (k.slot < pieceBase)
+                m_allocCoords[k.slot] = c;
+            else
+                m_pieceCoords[k.slot - pieceBase] = c;
+        }
+    }
+
+    // LSD radix sort by address, one byte per pass, skipping bytes that are the same in every key (the high
+    // bytes of device addresses, the low ones of 512-byte aligned blocks).
+    template <typename Key> static void radixSort(std::vector<Key>& keys)
+    {
+        if (keys.size() < 2)
+            return;
+        auto bits = [](DeviceAddr a) { return uint64_t(a) ^ (uint64_t(1) << 63); }; // signed order
+        uint64_t all = ~uint64_t(0), any = 0;
+        for (const Key& k : keys) {
+            all &= bits(k.addr);
+            any |= bits(k.addr);
+        }
+        const uint64_t varying = all ^ any;
+        std::vector<Key> buffer(keys.size());
+        for (int shift = 0; shift < 64; shift += 8) {
+            if (((varying >> shift) & 0xff) == 0)
+                continue;
+            size_t count[257] = {};
+            for (const Key& k : keys)
+                ++count[((bits(k.addr) >> shift) & 0xff) + 1];
+            for (int b = 0; b < 256; ++b)
+                count[b + 1] += count[b];
+            for (const Key& k : keys)
+                buffer[count[(bits(k.addr) >> shift) & 0xff]++] = k;
+            keys.swap(buffer);
+        }
+    }
+
+    // --- forward pass --------------------------------------------------------------------------------------
+
+    bool compatibleExpandable(uint32_t a, uint32_t b) const
+    {
+        const SegmentPiece& pa = m_r.m_pieces[a];
+        const SegmentPiece& pb = m_r.m_pieces[b];
+        return pa.isExpandable && pb.isExpandable && pa.stream == pb.stream && pa.poolId == pb.poolId;
+    }
+
+    // Whether a free gap may not extend across coordinate k: k is where a segment starts, other than the join of
+    // two mapped ranges of one expandable segment.
+    bool barrier(uint32_t k) const
+    {
+        if (!((m_pieceStartBits[k >> 6] >> (k & 63)) & 1))
+            return false; // the common case, answered from a small bitset
+        const uint32_t ending = m_pieceEndAt.find(k);
+        return ending == None || !compatibleExpandable(m_pieceStartAt.find(k), ending);
+    }
+
+    void addPiece(uint32_t p)
+    {
+        const SegmentPiece& piece = m_r.m_pieces[p];
+        const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
+        m_reserved += piece.size;
+        const uint32_t before = m_pieceEndAt.find(cs), after = m_pieceStartAt.find(ce);
+        const bool mergeLeft = before != None && compatibleExpandable(before, p);
+        const bool mergeRight = after != None && compatibleExpandable(after, p);
+        if (m_pieceStartAt.find(cs) == None && m_pieceEndAt.find(ce) == None) {
+            m_pieceStartAt.insert(cs, p);
+            m_pieceStartBits[cs >> 6] |= uint64_t(1) << (cs & 63);
+            m_pieceEndAt.insert(ce, p);
+        }
+        m_gaps.add(cs, ce, mergeLeft, mergeRight);
+        m_piecePos[p] = uint32_t(m_livePieces.size());
+        m_livePieces.push_back(p);
+    }
+
+    void removePiece(uint32_t p)
+    {
+        const SegmentPiece& piece = m_r.m_pieces[p];
+        const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
+        m_reserved -= piece.size;
+        m_gaps.remove(cs, ce);
+        if (m_pieceStartAt.find(cs) == p && m_pieceEndAt.find(ce) == p) {
+            m_pieceStartAt.erase(cs);
+            m_pieceStartBits[cs >> 6] &= ~(uint64_t(1) << (cs & 63));
+            m_pieceEndAt.erase(ce);
+        }
+        eraseLive(m_livePieces, m_piecePos, p);
+    }
+
+    // The allocation becomes live on the way to state `after` (the state right after its alloc).
+    void addAllocation(uint32_t id, TraceIndex after)
+    {
+        const Allocation& a = m_r.m_allocations[id];
+        m_active += a.size;
+        m_requested += a.requestedSize;
+        if (a.freeRequestedIndex >= after)
+            m_allocated += a.size;
+        m_gaps.remove(m_allocCoords[2 * id], m_allocCoords[2 * id + 1]);
+        m_allocPos[id] = uint32_t(m_liveAllocs.size());
+        m_liveAllocs.push_back(id);
+    }
+
+    // The allocation stops being live at its free_completed, entry `index`.
+    void removeAllocation(uint32_t id, TraceIndex index)
+    {
+        const Allocation& a = m_r.m_allocations[id];
+        m_active -= a.size;
+        m_requested -= a.requestedSize;
+        if (a.freeRequestedIndex >= index)
+            m_allocated -= a.size;
+        const uint32_t cs = m_allocCoords[2 * id], ce = m_allocCoords[2 * id + 1];
+        m_gaps.add(cs, ce, !barrier(cs), !barrier(ce));
+        eraseLive(m_liveAllocs, m_allocPos, id);
+    }
+
+    static void eraseLive(std::vector<uint32_t>& live, std::vector<uint32_t>& pos, uint32_t id)
+    {
+        const uint32_t at = pos[id];
+        if (at >= live.size() || live[at] != id)
+            return;
+        live[at] = live.back();
+        pos[live[at]] = at;
+        live.pop_back();
+        pos[id] = None;
+    }
+
+    void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
+    {
+        ReplaySeries& s = m_r.m_series;
+        s.allocated.push_back(m_allocated);
+        s.active.push_back(m_active);
+        s.reserved.push_back(m_reserved);
+        s.requested.push_back(m_requested);
+        s.largestFree.push_back(m_gaps.largest());
+        auto peak = [&](Peak& p, ByteCount v) {
+            if (v > p.bytes) {
+                p.bytes = v;
+                p.index = index;
+            }
+        };
+        peak(m_r.m_peakAllocated, m_allocated);
+        peak(m_r.m_peakActive, m_active);
+        peak(m_r.m_peakReserved, m_reserved);
+
+        // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
+        const size_t live = m_liveAllocs.size() + m_livePieces.size();
+        const size_t spacing = std::max<size_t>(m_options.minCheckpointInterval, m_options.checkpointSpacing * live);
+        if (!m_r.m_checkpointIndex.empty() && size_t(index - m_r.m_checkpointIndex.back()) < spacing)
+            return;
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        m_r.m_checkpointIndex.push_back(index);
+        m_r.m_checkpointFirstAlloc.push_back(nextAlloc);
+        m_r.m_checkpointFirstPiece.push_back(nextPiece);
+        // Sort (address, id) pairs rather than ids, so the sort does not chase the allocation records.
+        m_sortScratch.clear();
+        for (uint32_t id : m_liveAllocs)
+            m_sortScratch.emplace_back(allocations[id].address, id);
+        std::sort(m_sortScratch.begin(), m_sortScratch.end());
+        auto& ids = m_r.m_checkpointAllocs;
+        for (const auto& [address, id] : m_sortScratch)
+            ids.push_back(AllocationId { id });
+        m_r.m_checkpointAllocOffsets.push_back(uint32_t(ids.size()));
+        auto& pids = m_r.m_checkpointPieces;
+        const size_t pfrom = pids.size();
+        pids.insert(pids.end(), m_livePieces.begin(), m_livePieces.end());
+        std::sort(pids.begin() + ptrdiff_t(pfrom), pids.end(), [&](uint32_t a, uint32_t b) {
+            return pieces[a].address != pieces[b].address ? pieces[a].address < pieces[b].address : a < b;
+        });
+        m_r.m_checkpointPieceOffsets.push_back(uint32_t(pids.size()));
+    }
+
+    void replayForward()
+    {
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        m_gaps.reset(m_coords);
+        m_pieceStartBits.assign((m_coords.size() + 63) / 64, 0);
+        m_allocPos.assign(allocations.size(), None);
+        m_piecePos.assign(pieces.size(), None);
+        ReplaySeries& s = m_r.m_series;
+        for (auto* v : { &s.allocated, &s.active, &s.reserved, &s.requested, &s.largestFree })
+            v->reserve(m_n + 1);
+        m_r.m_checkpointAllocOffsets.assign(1, 0);
+        m_r.m_checkpointPieceOffsets.assign(1, 0);
+
+        // State 0: what was alive before the trace (segments first, so blocks find their gaps).
+        uint32_t nextPiece = 0;
+        while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < 0)
+            addPiece(nextPiece++);
+        uint32_t nextAlloc = 0;
+        for (; nextAlloc < m_preTraceAllocs; ++nextAlloc)
+            addAllocation(nextAlloc, 0);
+        m_r.m_peakAllocated = { m_allocated, 0 };
+        m_r.m_peakActive = { m_active, 0 };
+        m_r.m_peakReserved = { m_reserved, 0 };
+        recordState(0, nextAlloc, nextPiece);
+
+        size_t nextEnd = 0;
+        const auto& entryAllocation = m_r.m_entryAllocation;
+        for (size_t j = 0; j < m_n; ++j) {
+            const TraceIndex index = TraceIndex(j);
+            const uint32_t id = entryAllocation[j];
+            switch (m_entries[j].action) {
+            case Action::Alloc:
+                if (id != None) {
+                    addAllocation(id, index + 1);
+                    nextAlloc = id + 1;
+                }
+                break;
+            case Action::FreeRequested:
+                if (id != None && allocations[id].freeCompletedIndex > index)
+                    m_allocated -= allocations[id].size;
+                break;
+            case Action::FreeCompleted:
+                if (id != None)
+                    removeAllocation(id, index);
+                break;
+            default:
+                break;
+            }
+            // Segment lifetimes are resolved per piece (one segment_map may begin several).
+            while (nextEnd < m_pieceEnds.size() && pieces[m_pieceEnds[nextEnd]].endIndex == index)
+                removePiece(m_pieceEnds[nextEnd++]);
+            while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == index)
+                addPiece(nextPiece++);
+            recordState(index + 1, nextAlloc, nextPiece);
+        }
+    }
+
+    const Snapshot& m_snapshot;
+    const ReplayOptions m_options;
+    Replay& m_r;
+    const TraceEntry* m_entries = nullptr;
+    size_t m_n = 0;
+
+    // Backward pass.
+    std::vector<Allocation> m_records; // creation order (by free, newest first)
+    AddressMap m_open; // address -> record live at the current point
+    std::vector<uint32_t> m_entryRecord; // per entry: the record it changed
+    std::vector<SegmentPiece> m_pieces;
+    std::vector<uint32_t> m_openPieces; // piece ids by address
+    uint32_t m_preTraceAllocs = 0;
+
+    // Coordinates.
+    std::vector<DeviceAddr> m_coords;
+    std::vector<uint32_t> m_allocCoords; // 2 per allocation: start, end
+    std::vector<uint32_t> m_pieceCoords; // 2 per piece
+    std::vector<uint32_t> m_pieceEnds; // pieces that end in the trace, by endIndex
+
+    // Forward pass.
+    GapTracker m_gaps;
+    AddressMap m_pieceStartAt { 64 }, m_pieceEndAt { 64 }; // coordinate -> the live piece starting / ending there
+    std::vector<uint64_t> m_pieceStartBits; // per coordinate: whether a live piece starts there
+    std::vector<uint32_t> m_liveAllocs, m_allocPos;
+    std::vector<uint32_t> m_livePieces, m_piecePos;
+    std::vector<std::pair<DeviceAddr, uint32_t>> m_sortScratch;
+    ByteCount m_allocated = 0, m_active = 0, m_reserved = 0, m_requested = 0;
+};
+
+Replay Replay::build(const Snapshot& snapshot, int device, const ReplayOptions& options)
+{
+    Replay replay;
+    ReplayBuilder(snapshot, device, options, replay).run();
+    return replay;
+}
+
+std::vector<Replay> Replay::buildAll(const Snapshot& snapshot, const ReplayOptions& options)
+{
+    std::vector<Replay> replays;
+    const int devices = snapshot.deviceCount();
+    replays.reserve(size_t(std::max(devices, 0)));
+    for (int d = 0; d < devices; ++d)
+        replays.push_back(build(snapshot, d, options));
+    return replays;
+}
+
+AllocationId Replay::allocationOfEntry(int64_t entry) const
+{
+    if (entry < 0 || entry >= m_entryCount)
+        return NoAllocation;
+    return AllocationId { m_entryAllocation[size_t(entry)] };
+}
+
+size_t Replay::checkpointFor(int64_t index) const
+{
+    const auto it = std::upper_bound(m_checkpointIndex.begin(), m_checkpointIndex.end(), index);
+    return size_t(it - m_checkpointIndex.begin()) - 1; // checkpoint 0 is at index 0
+}
+
+void Replay::liveAt(int64_t index, std::vector<AllocationId>& out, std::vector<AllocationId>& scratch) const
+{
+    out.clear();
+    if (m_checkpointIndex.empty())
+        return;
+    index = std::clamp<int64_t>(index, 0, m_entryCount);
+    const size_t c = checkpointFor(index);
+    const AllocationId* ids = m_checkpointAllocs.data();
+    collectLive(
+        ids + m_checkpointAllocOffsets[c], ids + m_checkpointAllocOffsets[c + 1], m_checkpointFirstAlloc[c],
+        uint32_t(m_allocations.size()),
+        [&](AllocationId a, AllocationId b) {
+            const DeviceAddr aa = m_allocations[raw(a)].address, ab = m_allocations[raw(b)].address;
+            return aa != ab ? aa < ab : raw(a) < raw(b);
+        },
+        [&](AllocationId id) {
+            const Allocation& a = m_allocations[raw(id)];
+            return a.allocIndex < index && index <= a.freeCompletedIndex;
+        },
+        [&](AllocationId id) { return m_allocations[raw(id)].allocIndex < index; }, out, scratch);
+}
+
+std::vector<AllocationId> Replay::liveAt(int64_t index) const
+{
+    std::vector<AllocationId> out, scratch;
+    liveAt(index, out, scratch);
+    return out;
+}
+
+void Replay::collectPieces(int64_t index, std::vector<uint32_t>& out) const
+{
+    std::vector<uint32_t> scratch; // pieces that began since the checkpoint: few, and segment events are rare
+    const size_t c = checkpointFor(index);
+    const uint32_t* ids = m_checkpointPieces.data();
+    collectLive(
+        ids + m_checkpointPieceOffsets[c], ids + m_checkpointPieceOffsets[c + 1], m_checkpointFirstPiece[c],
+        uint32_t(m_pieces.size()),
+        [&](uint32_t a, uint32_t b) {
+            return m_pieces[a].address != m_pieces[b].address ? m_pieces[a].address < m_pieces[b].address : a < b;
+        },
+        [&](uint32_t p) { return m_pieces[p].beginIndex < index && index <= m_pieces[p].endIndex; },
+        [&](uint32_t p) { return m_pieces[p].beginIndex < index; }, out, scratch);
+}
+
+void Replay::stateAt(int64_t index, ReplayState& out) const
+{
+    index = std::clamp<int64_t>(index, 0, m_entryCount);
+    out.index = index;
+    out.segments.clear();
+    out.blocks.clear();
+    out.strayBlocks = 0;
+    liveAt(index, out.allocations, out.scratch);
+    out.pieces.clear();
+    if (m_checkpointIndex.empty())
+        return;
+    collectPieces(index, out.pieces);
+
+    // Segments: pieces by address, adjacent mapped ranges of one expandable segment joined.
+    for (uint32_t p : out.pieces) {
+        const SegmentPiece& piece = m_pieces[p];
+        if (!out.segments.empty()) {
+            ReplaySegment& last = out.segments.back();
+            if (piece.isExpandable && last.isExpandable && last.address + last.totalSize == piece.address
+                && last.stream == piece.stream && last.poolId == piece.poolId) {
+                last.totalSize += piece.size;
+                continue;
+            }
+        }
+        ReplaySegment seg;
+        seg.address = piece.address;
+        seg.totalSize = piece.size;
+        seg.stream = piece.stream;
+        seg.poolId = piece.poolId;
+        seg.stack = piece.stack;
+        seg.device = m_device;
+        seg.isExpandable = piece.isExpandable;
+        out.segments.push_back(seg);
+    }
+
+    // Blocks: the live allocations tile their segments; the space between them is inactive.
+    const auto& live = out.allocations;
+    size_t next = 0;
+    auto gap = [&](DeviceAddr address, ByteCount size) {
+        ReplayBlock b;
+        b.address = address;
+        b.size = size;
+        out.blocks.push_back(b);
+    };
+    for (ReplaySegment& seg : out.segments) {
+        seg.blockBegin = uint32_t(out.blocks.size());
+        DeviceAddr cursor = seg.address;
+        const DeviceAddr end = seg.address + seg.totalSize;
+        for (; next < live.size() && m_allocations[raw(live[next])].address < end; ++next) {
+            const Allocation& a = m_allocations[raw(live[next])];
+            if (a.address < cursor || a.address + a.size > end) {
+                ++out.strayBlocks; // before this segment, overlapping the previous block, or past the segment end
+                continue;
+            }
+            if (a.address > cursor)
+                gap(cursor, a.address - cursor);
+            ReplayBlock b;
+            b.address = a.address;
+            b.size = a.size;
+            b.requestedSize = a.requestedSize;
+            b.state = a.freeRequestedIndex < index ? BlockState::ActivePendingFree : BlockState::ActiveAllocated;
+            b.stack = a.stack;
+            b.version = a.version;
+            b.allocIndex = a.allocIndex;
+            b.allocation = live[next];
+            out.blocks.push_back(b);
+            seg.activeSize += a.size;
+            seg.requestedSize += a.requestedSize;
+            if (b.state == BlockState::ActiveAllocated)
+                seg.allocatedSize += a.size;
+            cursor = a.address + a.size;
+        }
+        if (cursor < end)
+            gap(cursor, end - cursor);
+        seg.blockCount = uint32_t(out.blocks.size()) - seg.blockBegin;
+    }
+    out.strayBlocks += uint32_t(live.size() - next);
+}
+
+ReplayState Replay::stateAt(int64_t index) const
+{
+    ReplayState state;
+    stateAt(index, state);
+    return state;
+}
+
+size_t Replay::checkpointBytes() const
+{
+    return bytesOf(m_checkpointIndex) + bytesOf(m_checkpointAllocOffsets) + bytesOf(m_checkpointAllocs)
+        + bytesOf(m_checkpointPieceOffsets) + bytesOf(m_checkpointPieces) + bytesOf(m_checkpointFirstAlloc)
+        + bytesOf(m_checkpointFirstPiece);
+}
+
+size_t Replay::memoryBytes() const
+{
+    return sizeof(*this) + bytesOf(m_allocations) + bytesOf(m_entryAllocation) + bytesOf(m_pieces)
+        + bytesOf(m_series.allocated) + bytesOf(m_series.active) + bytesOf(m_series.reserved)
+        + bytesOf(m_series.requested) + bytesOf(m_series.largestFree) + checkpointBytes();
+}
+
+} // namespace memscope::model

@@ -1,0 +1,235 @@
+// The replay engine: the caching allocator's state of one device at any point of its trace, per-index memory
+// series, and the lifetime of every allocation, derived from one Snapshot.
+//
+// PyTorch's trace is a ring buffer (`max_entries`), so it may start mid-run; only the final `segments` are
+// complete. A Replay therefore starts from the final state and undoes the trace backwards (as PyTorch's
+// MemoryViz.js does in `simulate_memory`), which resolves every allocation's lifetime, including blocks alive
+// before the first entry. It then walks forwards once to build the series and to keep checkpoints (the ids of the
+// allocations and segment ranges live at some indices), so that the state at any index costs a binary search plus
+// the live state plus the entries since the nearest checkpoint, never the whole trace.
+//
+// A Replay is built once (Replay::build, any thread, typically a background job) and is immutable afterwards: any
+// number of threads may query one at once. It holds no reference to the Snapshot it was built from.
+#pragma once
+
+#include "model/snapshot.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace memscope::model {
+
+// Index into Replay::allocations() of one replay. Never mix ids of two replays.
+enum class AllocationId : uint32_t {};
+constexpr uint32_t raw(AllocationId id) { return static_cast<uint32_t>(id); }
+constexpr AllocationId NoAllocation { UINT32_MAX };
+
+// Trace positions. An entry index j in [0, n) names trace entry j. A state index i in [0, n] names the state after
+// applying entries [0, i): i = 0 is the state before the first entry, i = n the final state (== the snapshot's).
+// Entry j moves the state from index j to index j + 1.
+using TraceIndex = int32_t;
+// The longest trace a Replay takes (2^29 entries, ~34 GB of trace entries in memory), so that indices fit int32_t
+// and the internal address coordinates (at most 2 per allocation or segment) stay below 2^31.
+constexpr size_t MaxReplayEntries = size_t(1) << 29;
+
+// Block sizes the trace does not know. Trace entries carry the requested size only; PyTorch rounds a request up
+// to a multiple of 512 B (c10/cuda/CUDACachingAllocator.cpp: round_size, kMinBlockSize), more when
+// roundup_power2_divisions is set, and hands out the whole free block when the remainder is not worth splitting
+// off (should_split: under 512 B in the small pool, up to 1 MiB in the large pool without expandable segments).
+// A Replay takes the exact size from the final snapshot for an allocation that survives to the end, and
+// otherwise this lower bound.
+constexpr ByteCount MinBlockSize = 512;
+constexpr ByteCount estimatedBlockSize(ByteCount requested)
+{
+    return requested <= MinBlockSize ? MinBlockSize : (requested + MinBlockSize - 1) / MinBlockSize * MinBlockSize;
+}
+
+// One allocation (one block of the caching allocator from its alloc to its free_completed).
+//
+// It is live at state i iff allocIndex < i <= freeCompletedIndex, and then pending free (active_pending_free:
+// freed by the user, still in use by another stream through record_stream) iff freeRequestedIndex < i; otherwise
+// active_allocated. For a timeline its entry-index range is [allocIndex, freeCompletedIndex).
+struct Allocation {
+    DeviceAddr address = 0;
+    ByteCount size = 0; // block bytes: exact when sizeIsExact, else estimatedBlockSize(requestedSize)
+    ByteCount requestedSize = 0;
+    StackId stack = EmptyStack; // the alloc's stack; empty when the alloc is not in the trace
+    uint32_t version = 0; // as TraceEntry::version / Block::version
+    TraceIndex allocIndex = -1; // entry index of its alloc; -1: alive before the trace
+    // Entry index of its free_requested; -1: pending since before the trace (or since its alloc when the trace
+    // has no free_requested for it); freeCompletedIndex: never pending (e.g. legacy `free` entries).
+    TraceIndex freeRequestedIndex = 0;
+    TraceIndex freeCompletedIndex = 0; // entry index of its free_completed; n: alive at the end
+    bool sizeIsExact = false; // size comes from the final snapshot
+};
+
+// One lifetime of reserved memory: a whole cudaMalloc'ed segment, or one mapped range of an expandable segment
+// (segment_map .. segment_unmap; a range unmapped in parts is split into several pieces). Live at state i iff
+// beginIndex < i <= endIndex. Pool id and segment stack are known only for pieces alive at the end (trace entries
+// carry neither): other pieces have pool (0, 0) and the stack of their segment_alloc/segment_free entry.
+struct SegmentPiece {
+    DeviceAddr address = 0;
+    ByteCount size = 0;
+    int64_t stream = 0;
+    std::pair<int64_t, int64_t> poolId { 0, 0 };
+    StackId stack = EmptyStack;
+    TraceIndex beginIndex = -1; // entry index of its segment_alloc / segment_map; -1: before the trace
+    TraceIndex endIndex = 0; // entry index of its segment_free / segment_unmap; n: alive at the end
+    bool isExpandable = false;
+};
+
+// A block of the state at one index: an allocation (active_allocated / active_pending_free) or a free gap
+// (inactive) between allocations. Blocks tile their segment exactly, in address order.
+struct ReplayBlock {
+    DeviceAddr address = 0;
+    ByteCount size = 0;
+    ByteCount requestedSize = 0; // 0 on inactive blocks
+    BlockState state = BlockState::Inactive;
+    StackId stack = EmptyStack;
+    uint32_t version = 0;
+    TraceIndex allocIndex = -1; // -1 also on inactive blocks
+    AllocationId allocation = NoAllocation; // NoAllocation on inactive blocks
+};
+
+// A segment of the state at one index. An expandable segment is the union of adjacent mapped pieces of one stream
+// and pool, as PyTorch's snapshot reports one segment per contiguous mapped range (CUDACachingAllocator.cpp
+// snapshot(): "one segment for each contiguous mapped range"); total_size is then the mapped bytes.
+struct ReplaySegment {
+    DeviceAddr address = 0;
+    ByteCount totalSize = 0;
+    ByteCount allocatedSize = 0; // Σ active_allocated blocks
+    ByteCount activeSize = 0; // + active_pending_free blocks
+    ByteCount requestedSize = 0; // Σ requested bytes of active blocks
+    int64_t stream = 0;
+    std::pair<int64_t, int64_t> poolId { 0, 0 };
+    StackId stack = EmptyStack;
+    int32_t device = 0;
+    bool isExpandable = false;
+    uint32_t blockBegin = 0; // range in ReplayState::blocks
+    uint32_t blockCount = 0;
+};
+
+// The allocator state at one index. Reuse one object across queries to avoid reallocating its vectors.
+struct ReplayState {
+    int64_t index = 0;
+    std::vector<ReplaySegment> segments; // by address
+    std::vector<ReplayBlock> blocks; // by address; each segment's blocks are contiguous
+    std::vector<AllocationId> allocations; // the allocations live at index, by address (== Replay::liveAt)
+    // Live allocations that lie outside every segment or overlap another one (only in inconsistent traces); they
+    // are in `allocations` but not in `blocks`.
+    uint32_t strayBlocks = 0;
+    std::vector<uint32_t> pieces; // the segment pieces live at index (into Replay::segmentPieces()), by address
+    std::vector<AllocationId> scratch; // reused by queries; no meaning to callers
+};
+
+// Per-state-index values, one per index 0..n (n + 1 values each).
+struct ReplaySeries {
+    std::vector<ByteCount> allocated; // Σ active_allocated block bytes
+    std::vector<ByteCount> active; // + active_pending_free block bytes
+    std::vector<ByteCount> reserved; // Σ segment bytes (mapped bytes of expandable segments)
+    std::vector<ByteCount> requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
+    std::vector<ByteCount> largestFree; // largest inactive gap in any segment
+
+    size_t size() const { return allocated.size(); }
+    // External fragmentation: reserved bytes not backing an active block, in bytes and as a fraction of reserved
+    // (0 when nothing is reserved).
+    ByteCount fragmentation(size_t i) const { return reserved[i] - active[i]; }
+    double fragmentationRatio(size_t i) const
+    {
+        return reserved[i] > 0 ? double(reserved[i] - active[i]) / double(reserved[i]) : 0.0;
+    }
+};
+
+struct Peak {
+    ByteCount bytes = 0;
+    int64_t index = 0; // the first state index where the maximum is reached
+};
+
+struct ReplayOptions {
+    // Checkpoint spacing: a checkpoint is kept once max(minCheckpointInterval, checkpointSpacing × live objects)
+    // entries have passed since the previous one, so checkpoints cost about 4 / checkpointSpacing bytes per entry
+    // in total and a query replays at most that many entries. 0 and 0 keep one checkpoint per entry (tests).
+    uint32_t minCheckpointInterval = 1024;
+    uint32_t checkpointSpacing = 4;
+};
+
+class Replay {
+public:
+    Replay() = default;
+
+    // Builds the replay of `device` (segments filtered by device, trace deviceTraces[device]). Never fails:
+    // inconsistencies (a free of an unknown address, an alloc over a live block, a segment_free of an unknown
+    // segment, ...) are counted in warnings() and skipped. Allocates O(n); may be called from any thread.
+    // Of a trace longer than MaxReplayEntries only the newest MaxReplayEntries entries are replayed (counted as
+    // one warning; see firstEntry()).
+    static Replay build(const Snapshot& snapshot, int device, const ReplayOptions& options = {});
+    // One replay per device, index = device (Snapshot::deviceCount()).
+    static std::vector<Replay> buildAll(const Snapshot& snapshot, const ReplayOptions& options = {});
+
+    int device() const { return m_device; }
+    int64_t entryCount() const { return m_entryCount; } // n: states are 0..n
+    // The snapshot trace entry that is this replay's entry 0: 0 unless the trace was longer than MaxReplayEntries.
+    int64_t firstEntry() const { return m_firstEntry; }
+
+    // The state at state index `index` (clamped to [0, n]). O(log n + live state + entries since the nearest
+    // checkpoint); allocates only to grow `out`'s vectors.
+    void stateAt(int64_t index, ReplayState& out) const;
+    ReplayState stateAt(int64_t index) const;
+
+    // The allocations live at state index `index` (clamped), by address. Same cost as stateAt without the tiling.
+    void liveAt(int64_t index, std::vector<AllocationId>& out, std::vector<AllocationId>& scratch) const;
+    std::vector<AllocationId> liveAt(int64_t index) const;
+
+    // Every allocation: those alive before the trace first (by address), then one per alloc entry in trace order.
+    // An alloc entry that could not be matched (inconsistent trace, counted in warnings()) has none.
+    const std::vector<Allocation>& allocations() const { return m_allocations; }
+    const Allocation& allocation(AllocationId id) const { return m_allocations[raw(id)]; }
+    // The allocation an alloc / free_requested / free_completed entry changed, or NoAllocation (other actions,
+    // or an entry that was skipped as inconsistent).
+    AllocationId allocationOfEntry(int64_t entry) const;
+    // Every segment lifetime, by beginIndex.
+    const std::vector<SegmentPiece>& segmentPieces() const { return m_pieces; }
+
+    const ReplaySeries& series() const { return m_series; }
+    Peak peakAllocated() const { return m_peakAllocated; }
+    Peak peakActive() const { return m_peakActive; }
+    Peak peakReserved() const { return m_peakReserved; }
+
+    // Inconsistencies met while building (0 for a well-formed trace, truncated or not).
+    uint64_t warnings() const { return m_warnings; }
+
+    size_t checkpointCount() const { return m_checkpointIndex.size(); }
+    size_t checkpointBytes() const; // memory held by checkpoints
+    size_t memoryBytes() const; // memory held by the whole replay
+
+private:
+    friend class ReplayBuilder;
+
+    size_t checkpointFor(int64_t index) const;
+    void collectPieces(int64_t index, std::vector<uint32_t>& out) const;
+
+    int m_device = 0;
+    int64_t m_entryCount = 0;
+    int64_t m_firstEntry = 0;
+    uint64_t m_warnings = 0;
+    std::vector<Allocation> m_allocations;
+    std::vector<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX
+    std::vector<SegmentPiece> m_pieces;
+    ReplaySeries m_series;
+    Peak m_peakAllocated, m_peakActive, m_peakReserved;
+
+    // Checkpoint k at state index m_checkpointIndex[k]: the allocations live there (by address) are
+    // m_checkpointAllocs[m_checkpointAllocOffsets[k] .. [k + 1]), the live pieces (by address) likewise, and the
+    // first allocation / piece that begins at or after it is m_checkpointFirstAlloc[k] / m_checkpointFirstPiece[k].
+    std::vector<TraceIndex> m_checkpointIndex;
+    std::vector<uint32_t> m_checkpointAllocOffsets;
+    std::vector<AllocationId> m_checkpointAllocs;
+    std::vector<uint32_t> m_checkpointPieceOffsets;
+    std::vector<uint32_t> m_checkpointPieces;
+    std::vector<uint32_t> m_checkpointFirstAlloc;
+    std::vector<uint32_t> m_checkpointFirstPiece;
+};
+
+} // namespace memscope::model

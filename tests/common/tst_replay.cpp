@@ -1,0 +1,1224 @@
+// Tests of model::Replay (common/model/replay.h): the state at every index of the real snapshots in
+// ../shared/snapshots against the snapshot's final state, against the per-index series, against an independent
+// forward replay written here, and under truncated, multi-stream, expandable, multi-device, OOM and inconsistent
+// traces. Test thread only.
+#include "io/snapshotio.h"
+#include "model/replay.h"
+#include "testutil.h"
+
+#include <QDir>
+#include <QTest>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace memscope;
+using model::Action;
+using model::BlockState;
+using model::ByteCount;
+using model::DeviceAddr;
+
+namespace {
+
+// Snapshots are loaded once per process: big_trace takes a while to decompress.
+std::shared_ptr<const model::Snapshot> load(const std::string& name)
+{
+    static std::map<std::string, std::shared_ptr<const model::Snapshot>> cache;
+    auto& slot = cache[name];
+    if (!slot) {
+        io::LoadResult result = io::loadSnapshot(test::snapshotPath(name));
+        if (!result.ok())
+            qWarning("%s: %s", name.c_str(), result.error.message.c_str());
+        slot = result.snapshot;
+    }
+    return slot;
+}
+
+// Every real snapshot beside the checkout.
+QStringList snapshotFiles()
+{
+    const QDir dir(QString::fromStdString(test::snapshotPath("")));
+    return dir.entryList({ QStringLiteral("*.pickle"), QStringLiteral("*.pickle.xz") }, QDir::Files, QDir::Name);
+}
+
+bool isBig(const model::Snapshot& s, int device)
+{
+    return size_t(device) < s.deviceTraces.size() && s.deviceTraces[size_t(device)].size() > 20000;
+}
+
+// The indices to check: all of them for small traces, a fixed random sample plus both ends for big ones.
+std::vector<int64_t> sampleIndices(int64_t n, bool big, size_t samples = 1500)
+{
+    std::vector<int64_t> out;
+    if (!big) {
+        for (int64_t i = 0; i <= n; ++i)
+            out.push_back(i);
+        return out;
+    }
+    std::mt19937_64 rng(42);
+    std::uniform_int_distribution<int64_t> pick(0, n);
+    out = { 0, 1, n - 1, n };
+    for (size_t k = 0; k < samples; ++k)
+        out.push_back(pick(rng));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+// Segments and blocks in a form both a ReplayState and a Snapshot give, for exact comparison.
+struct FlatBlock {
+    DeviceAddr address = 0;
+    ByteCount size = 0;
+    ByteCount requested = 0; // 0 for inactive blocks (stale in snapshots)
+    BlockState state = BlockState::Inactive;
+    bool operator==(const FlatBlock&) const = default;
+};
+
+struct FlatSegment {
+    DeviceAddr address = 0;
+    ByteCount size = 0;
+    int64_t stream = 0;
+    bool expandable = false;
+    ByteCount allocated = 0, active = 0, requested = 0;
+    std::vector<FlatBlock> blocks;
+    bool operator==(const FlatSegment&) const = default;
+};
+
+std::vector<FlatSegment> flatten(const model::ReplayState& state, bool withInactive = true)
+{
+    std::vector<FlatSegment> out;
+    for (const auto& seg : state.segments) {
+        FlatSegment f { seg.address,       seg.totalSize,  seg.stream,        seg.isExpandable,
+                        seg.allocatedSize, seg.activeSize, seg.requestedSize, {} };
+        for (uint32_t b = seg.blockBegin; b < seg.blockBegin + seg.blockCount; ++b) {
+            const auto& block = state.blocks[b];
+            if (withInactive || block.state != BlockState::Inactive)
+                f.blocks.push_back({ block.address, block.size, block.requestedSize, block.state });
+        }
+        out.push_back(std::move(f));
+    }
+    return out;
+}
+
+std::vector<FlatSegment> flattenFinal(const model::Snapshot& s, int device)
+{
+    std::vector<FlatSegment> out;
+    for (const auto& seg : s.segments) {
+        if (seg.device != device)
+            continue;
+        FlatSegment f { seg.address,       seg.totalSize,  seg.stream,        seg.isExpandable,
+                        seg.allocatedSize, seg.activeSize, seg.requestedSize, {} };
+        const model::Block* blocks = s.segmentBlocks(seg);
+        for (uint32_t b = 0; b < seg.blockCount; ++b) {
+            const auto& block = blocks[b];
+            const bool inactive = block.state == BlockState::Inactive;
+            f.blocks.push_back({ block.address, block.size, inactive ? 0 : block.requestedSize, block.state });
+        }
+        out.push_back(std::move(f));
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.address < b.address; });
+    return out;
+}
+
+std::string hex(DeviceAddr a)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(a));
+    return buf;
+}
+
+// "" when equal, else where the first difference is.
+std::string difference(const std::vector<FlatSegment>& got, const std::vector<FlatSegment>& want)
+{
+    for (size_t i = 0; i < std::max(got.size(), want.size()); ++i) {
+        if (i >= got.size())
+            return "missing segment " + hex(want[i].address);
+        if (i >= want.size())
+            return "extra segment " + hex(got[i].address);
+        const FlatSegment &g = got[i], &w = want[i];
+        const std::string where = "segment " + hex(w.address);
+        if (g.address != w.address || g.size != w.size || g.expandable != w.expandable || g.stream != w.stream)
+            return where + ": got " + hex(g.address) + " size " + std::to_string(g.size) + ", want size "
+                + std::to_string(w.size);
+        for (size_t b = 0; b < std::max(g.blocks.size(), w.blocks.size()); ++b) {
+            if (b >= g.blocks.size())
+                return where + ": missing block " + hex(w.blocks[b].address);
+            if (b >= w.blocks.size())
+                return where + ": extra block " + hex(g.blocks[b].address);
+            const FlatBlock &gb = g.blocks[b], &wb = w.blocks[b];
+            if (!(gb == wb))
+                return where + ": block " + hex(wb.address) + " want size " + std::to_string(wb.size) + " req "
+                    + std::to_string(wb.requested) + " " + std::string(model::blockStateName(wb.state)) + ", got "
+                    + hex(gb.address) + " size " + std::to_string(gb.size) + " req " + std::to_string(gb.requested)
+                    + " " + std::string(model::blockStateName(gb.state));
+        }
+        if (g.allocated != w.allocated || g.active != w.active || g.requested != w.requested)
+            return where + ": segment totals differ";
+    }
+    return {};
+}
+
+// An independent forward replay of a COMPLETE trace: live blocks, whole segments and mapped ranges in std::maps.
+struct ForwardModel {
+    struct Live {
+        ByteCount requested = 0;
+        bool pending = false;
+    };
+    std::map<DeviceAddr, Live> blocks;
+    std::map<DeviceAddr, ByteCount> segments; // cudaMalloc'ed: base -> size
+    std::map<DeviceAddr, DeviceAddr> mapped; // expandable: start -> end, adjacent ranges joined
+
+    void apply(const model::TraceEntry& e)
+    {
+        switch (e.action) {
+        case Action::Alloc:
+            blocks[e.addr] = { e.size, false };
+            break;
+        case Action::FreeRequested:
+            blocks[e.addr].pending = true;
+            break;
+        case Action::FreeCompleted:
+            blocks.erase(e.addr);
+            break;
+        case Action::SegmentAlloc:
+            segments[e.addr] = e.size;
+            break;
+        case Action::SegmentFree:
+            segments.erase(e.addr);
+            break;
+        case Action::SegmentMap: {
+            DeviceAddr start = e.addr, end = e.addr + e.size;
+            auto it = mapped.lower_bound(start);
+            if (it != mapped.begin() && std::prev(it)->second == start) {
+                start = std::prev(it)->first;
+                mapped.erase(std::prev(it));
+            }
+            if (it != mapped.end() && it->first == end) {
+                end = it->second;
+                mapped.erase(it);
+            }
+            mapped[start] = end;
+            break;
+        }
+        case Action::SegmentUnmap: {
+            auto it = mapped.upper_bound(e.addr);
+            if (it == mapped.begin())
+                break;
+            --it;
+            const DeviceAddr start = it->first, end = it->second;
+            mapped.erase(it);
+            if (start < e.addr)
+                mapped[start] = e.addr;
+            if (e.addr + e.size < end)
+                mapped[e.addr + e.size] = end;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+
+    // "" when the replay's state has the same segments and allocations (address, requested size, pending).
+    std::string difference(const model::ReplayState& state) const
+    {
+        std::map<DeviceAddr, std::pair<ByteCount, bool>> segs; // address -> size, expandable
+        for (const auto& [a, s] : segments)
+            segs[a] = { s, false };
+        for (const auto& [a, e] : mapped)
+            segs[a] = { e - a, true };
+        if (segs.size() != state.segments.size())
+            return "segment count " + std::to_string(state.segments.size()) + ", want " + std::to_string(segs.size());
+        auto it = segs.begin();
+        for (const auto& seg : state.segments) {
+            if (seg.address != it->first || seg.totalSize != it->second.first || seg.isExpandable != it->second.second)
+                return "segment " + hex(seg.address) + " size " + std::to_string(seg.totalSize) + ", want "
+                    + hex(it->first) + " size " + std::to_string(it->second.first);
+            ++it;
+        }
+        auto bit = blocks.begin();
+        for (const auto& b : state.blocks) {
+            if (b.state == BlockState::Inactive)
+                continue;
+            if (bit == blocks.end())
+                return "extra block " + hex(b.address);
+            if (b.address != bit->first || b.requestedSize != bit->second.requested
+                || (b.state == BlockState::ActivePendingFree) != bit->second.pending)
+                return "block " + hex(b.address) + ", want " + hex(bit->first);
+            ++bit;
+        }
+        if (bit != blocks.end())
+            return "missing block " + hex(bit->first);
+        if (state.strayBlocks != 0)
+            return "stray blocks";
+        return {};
+    }
+};
+
+// A copy of the parts of `s` a Replay reads, with the first `drop` entries of one device's trace removed: what
+// PyTorch's ring buffer would have kept of a longer run.
+std::unique_ptr<model::Snapshot> truncatedCopy(const model::Snapshot& s, int device, size_t drop)
+{
+    auto t = std::make_unique<model::Snapshot>();
+    for (uint32_t k = 1; k < s.strings.size(); ++k)
+        t->strings.intern(s.strings.get(model::StringId { k })); // same ids, in the same order
+    t->frames = s.frames;
+    t->stackOffsets = s.stackOffsets;
+    t->stackFrames = s.stackFrames;
+    t->segments = s.segments;
+    t->blocks = s.blocks;
+    t->deviceTraces = s.deviceTraces;
+    t->hasDeviceTraces = true;
+    auto& trace = t->deviceTraces[size_t(device)];
+    trace.erase(trace.begin(), trace.begin() + ptrdiff_t(std::min(drop, trace.size())));
+    return t;
+}
+
+model::TraceEntry entry(Action action, DeviceAddr addr, ByteCount size)
+{
+    model::TraceEntry e;
+    e.action = action;
+    e.addr = addr;
+    e.size = size;
+    return e;
+}
+
+// A toy caching allocator that writes a consistent trace and knows its true state after every entry: cudaMalloc'ed
+// segments (some placed right after another, as cudaMalloc often does), one expandable segment mapped and unmapped
+// in 2 MiB pages (also in the middle, which splits it), first-fit blocks of 512-byte multiples (so the replay's
+// size estimate is exact), frees deferred as under record_stream, and oom entries.
+class AllocatorSim {
+public:
+    explicit AllocatorSim(uint32_t seed)
+        : m_rng(seed)
+    {
+    }
+
+    void run(int steps)
+    {
+        m_truth.push_back(flat());
+        for (int k = 0; k < steps; ++k)
+            step();
+    }
+
+    const std::vector<model::TraceEntry>& trace() const { return m_trace; }
+    const std::vector<FlatSegment>& truth(size_t i) const { return m_truth[i]; }
+
+    // The final state as a snapshot.
+    std::unique_ptr<model::Snapshot> snapshot() const
+    {
+        auto s = std::make_unique<model::Snapshot>();
+        s->deviceTraces = { m_trace };
+        for (const FlatSegment& f : m_truth.back()) {
+            model::Segment seg;
+            seg.address = f.address;
+            seg.totalSize = f.size;
+            seg.stream = f.stream;
+            seg.isExpandable = f.expandable;
+            seg.allocatedSize = f.allocated;
+            seg.activeSize = f.active;
+            seg.requestedSize = f.requested;
+            seg.blockBegin = uint32_t(s->blocks.size());
+            seg.blockCount = uint32_t(f.blocks.size());
+            for (const FlatBlock& fb : f.blocks) {
+                model::Block b;
+                b.address = fb.address;
+                b.size = fb.size;
+                b.requestedSize = fb.requested;
+                b.state = fb.state;
+                s->blocks.push_back(b);
+            }
+            s->segments.push_back(seg);
+        }
+        return s;
+    }
+
+private:
+    static constexpr ByteCount Page = 2 << 20;
+    static constexpr int Pages = 12;
+    static constexpr DeviceAddr ExpandableBase = 0x7f0000000000;
+    struct Seg {
+        DeviceAddr address;
+        ByteCount size;
+        int64_t stream;
+        bool expandable;
+    };
+    struct Live {
+        ByteCount size, requested;
+        bool pending;
+    };
+
+    int pick(int n) { return int(m_rng() % uint32_t(n)); }
+
+    // Reserved memory as PyTorch reports it: each cudaMalloc'ed segment, each contiguous mapped run.
+    std::vector<Seg> runs() const
+    {
+        std::vector<Seg> out(m_segments.begin(), m_segments.end());
+        for (int p = 0; p < Pages;) {
+            if (!m_mapped[size_t(p)]) {
+                ++p;
+                continue;
+            }
+            int q = p;
+            while (q < Pages && m_mapped[size_t(q)])
+                ++q;
+            out.push_back({ ExpandableBase + p * Page, (q - p) * Page, 0, true });
+            p = q;
+        }
+        std::sort(out.begin(), out.end(), [](const Seg& a, const Seg& b) { return a.address < b.address; });
+        return out;
+    }
+
+    std::vector<FlatSegment> flat() const
+    {
+        std::vector<FlatSegment> out;
+        for (const Seg& seg : runs()) {
+            FlatSegment f { seg.address, seg.size, seg.stream, seg.expandable, 0, 0, 0, {} };
+            DeviceAddr cursor = seg.address;
+            for (auto it = m_blocks.lower_bound(seg.address);
+                 it != m_blocks.end() && it->first < seg.address + seg.size; ++it) {
+                if (it->first > cursor)
+                    f.blocks.push_back({ cursor, it->first - cursor, 0, BlockState::Inactive });
+                const auto state = it->second.pending ? BlockState::ActivePendingFree : BlockState::ActiveAllocated;
+                f.blocks.push_back({ it->first, it->second.size, it->second.requested, state });
+                f.active += it->second.size;
+                f.requested += it->second.requested;
+                if (!it->second.pending)
+                    f.allocated += it->second.size;
+                cursor = it->first + it->second.size;
+            }
+            if (cursor < seg.address + seg.size)
+                f.blocks.push_back({ cursor, seg.address + seg.size - cursor, 0, BlockState::Inactive });
+            out.push_back(std::move(f));
+        }
+        return out;
+    }
+
+    void emit(Action action, DeviceAddr addr, ByteCount size, int64_t stream = 0)
+    {
+        model::TraceEntry e = entry(action, addr, size);
+        e.stream = stream;
+        m_trace.push_back(e);
+        m_truth.push_back(flat());
+    }
+
+    bool isFree(DeviceAddr addr, ByteCount size) const
+    {
+        auto it = m_blocks.lower_bound(addr);
+        if (it != m_blocks.begin() && std::prev(it)->first + std::prev(it)->second.size > addr)
+            return false;
+        return it == m_blocks.end() || it->first >= addr + size;
+    }
+
+    DeviceAddr findGap(ByteCount size) const
+    {
+        for (const Seg& seg : runs()) {
+            DeviceAddr cursor = seg.address;
+            const DeviceAddr end = seg.address + seg.size;
+            for (auto it = m_blocks.lower_bound(seg.address); cursor < end; ++it) {
+                const DeviceAddr next = it == m_blocks.end() ? end : std::min(it->first, end);
+                if (next - cursor >= size)
+                    return cursor;
+                if (it == m_blocks.end())
+                    break;
+                cursor = it->first + it->second.size;
+            }
+        }
+        return -1;
+    }
+
+    void grow(ByteCount size)
+    {
+        if (pick(2)) {
+            const int pages = int((size + Page - 1) / Page);
+            for (int p = 0; p + pages <= Pages; ++p) {
+                if (std::none_of(m_mapped.begin() + p, m_mapped.begin() + p + pages, [](bool m) { return m; })) {
+                    std::fill(m_mapped.begin() + p, m_mapped.begin() + p + pages, true);
+                    emit(Action::SegmentMap, ExpandableBase + p * Page, pages * Page);
+                    return;
+                }
+            }
+        }
+        const ByteCount segSize = std::max<ByteCount>(Page, (size + Page - 1) / Page * Page);
+        DeviceAddr addr = m_nextSegment;
+        // Often right after the newest segment, as cudaMalloc tends to place them.
+        if (!m_segments.empty() && pick(2)) {
+            const Seg& last = m_segments.back();
+            const DeviceAddr after = last.address + last.size;
+            if (std::none_of(m_segments.begin(), m_segments.end(),
+                             [&](const Seg& s) { return s.address < after + segSize && after < s.address + s.size; }))
+                addr = after;
+        }
+        if (addr == m_nextSegment)
+            m_nextSegment += segSize + Page;
+        else
+            m_nextSegment = std::max(m_nextSegment, addr + segSize + Page);
+        const int64_t stream = pick(3) == 0 ? 0x5000 : 0;
+        m_segments.push_back({ addr, segSize, stream, false });
+        emit(Action::SegmentAlloc, addr, segSize, stream);
+    }
+
+    void step()
+    {
+        const int r = pick(100);
+        if (r < 45) {
+            const ByteCount requested = pick(4) ? 1 + pick(8 * 512) : 1 + pick(3 * int(Page));
+            const ByteCount size = model::estimatedBlockSize(requested);
+            DeviceAddr addr = findGap(size);
+            if (addr < 0) {
+                grow(size);
+                addr = findGap(size);
+            }
+            if (addr < 0)
+                return;
+            m_blocks[addr] = { size, requested, false };
+            emit(Action::Alloc, addr, requested);
+        } else if (r < 75) {
+            std::vector<DeviceAddr> active;
+            for (const auto& [a, b] : m_blocks)
+                if (!b.pending)
+                    active.push_back(a);
+            if (active.empty())
+                return;
+            const DeviceAddr addr = active[size_t(pick(int(active.size())))];
+            Live& b = m_blocks[addr];
+            b.pending = true;
+            emit(Action::FreeRequested, addr, b.requested);
+            if (pick(10) < 7) {
+                const ByteCount requested = b.requested;
+                m_blocks.erase(addr);
+                emit(Action::FreeCompleted, addr, requested);
+            }
+        } else if (r < 85) {
+            std::vector<DeviceAddr> pending;
+            for (const auto& [a, b] : m_blocks)
+                if (b.pending)
+                    pending.push_back(a);
+            if (pending.empty())
+                return;
+            const DeviceAddr addr = pending[size_t(pick(int(pending.size())))];
+            const ByteCount requested = m_blocks[addr].requested;
+            m_blocks.erase(addr);
+            emit(Action::FreeCompleted, addr, requested);
+        } else if (r < 92) {
+            if (m_segments.empty())
+                return;
+            const size_t k = size_t(pick(int(m_segments.size())));
+            const Seg seg = m_segments[k];
+            if (!isFree(seg.address, seg.size))
+                return;
+            m_segments.erase(m_segments.begin() + ptrdiff_t(k));
+            emit(Action::SegmentFree, seg.address, seg.size, seg.stream);
+        } else if (r < 98) {
+            // Unmap a run of free pages, anywhere in the mapped range.
+            int p = pick(Pages);
+            if (!m_mapped[size_t(p)] || !isFree(ExpandableBase + p * Page, Page))
+                return;
+            int q = p + 1;
+            while (q < Pages && m_mapped[size_t(q)] && isFree(ExpandableBase + q * Page, Page) && pick(3))
+                ++q;
+            std::fill(m_mapped.begin() + p, m_mapped.begin() + q, false);
+            emit(Action::SegmentUnmap, ExpandableBase + p * Page, (q - p) * Page);
+        } else {
+            emit(Action::Oom, 0, 1 << 30);
+        }
+    }
+
+    std::mt19937 m_rng;
+    std::vector<Seg> m_segments;
+    std::vector<bool> m_mapped = std::vector<bool>(Pages, false);
+    std::map<DeviceAddr, Live> m_blocks;
+    DeviceAddr m_nextSegment = 0x10000000;
+    std::vector<model::TraceEntry> m_trace;
+    std::vector<std::vector<FlatSegment>> m_truth; // m_truth[i]: the state after i entries
+};
+
+struct Sums {
+    ByteCount allocated = 0, active = 0, reserved = 0, requested = 0, largestFree = 0;
+};
+
+Sums sumsOf(const model::ReplayState& state)
+{
+    Sums s;
+    for (const auto& seg : state.segments)
+        s.reserved += seg.totalSize;
+    for (const auto& b : state.blocks) {
+        if (b.state == BlockState::Inactive) {
+            s.largestFree = std::max(s.largestFree, b.size);
+            continue;
+        }
+        s.active += b.size;
+        s.requested += b.requestedSize;
+        if (b.state == BlockState::ActiveAllocated)
+            s.allocated += b.size;
+    }
+    return s;
+}
+
+} // namespace
+
+class TestReplay : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void finalStateMatchesSnapshot_data();
+    void finalStateMatchesSnapshot();
+    void initialStateIsEmpty_data() { finalStateMatchesSnapshot_data(); }
+    void initialStateIsEmpty();
+    void seriesMatchState_data() { finalStateMatchesSnapshot_data(); }
+    void seriesMatchState();
+    void forwardReplayAgrees_data() { finalStateMatchesSnapshot_data(); }
+    void forwardReplayAgrees();
+    void allocationIntervals_data() { finalStateMatchesSnapshot_data(); }
+    void allocationIntervals();
+    void checkpointSpacingDoesNotChangeState_data();
+    void checkpointSpacingDoesNotChangeState();
+    void truncatedTrace_data();
+    void truncatedTrace();
+    void pendingFreeBetweenRequestAndCompletion();
+    void deferredFreeStaysPending_data();
+    void deferredFreeStaysPending();
+    void expandableSegmentGrowsAndShrinks();
+    void devicesReplaySeparately();
+    void oomChangesNothing();
+    void legacyFreeIsNeverPending();
+    void inconsistentTraceIsCounted_data();
+    void inconsistentTraceIsCounted();
+    void simulatedAllocatorAtEveryIndex_data();
+    void simulatedAllocatorAtEveryIndex();
+    void randomGarbageNeverCrashes_data();
+    void randomGarbageNeverCrashes();
+};
+
+void TestReplay::finalStateMatchesSnapshot_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<int>("device");
+    const QStringList files = snapshotFiles();
+    QVERIFY2(!files.isEmpty(), "no snapshots in MEMSCOPE_SHARED_DIR/snapshots");
+    for (const QString& file : files) {
+        auto s = load(file.toStdString());
+        QVERIFY2(s, qPrintable(file));
+        for (int d = 0; d < std::max(1, s->deviceCount()); ++d)
+            QTest::addRow("%s device %d", qPrintable(file), d) << file << d;
+    }
+}
+
+void TestReplay::finalStateMatchesSnapshot()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, device);
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    const auto state = replay.stateAt(replay.entryCount());
+    QCOMPARE(state.strayBlocks, 0u);
+    const std::string diff = difference(flatten(state), flattenFinal(*s, device));
+    QVERIFY2(diff.empty(), diff.c_str());
+    // Live blocks keep the snapshot's stacks and versions.
+    for (const auto& b : state.blocks) {
+        if (b.state == BlockState::Inactive)
+            continue;
+        const auto& a = replay.allocation(b.allocation);
+        QVERIFY(a.sizeIsExact);
+        QCOMPARE(b.stack, a.stack);
+    }
+}
+
+void TestReplay::initialStateIsEmpty()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, device);
+    const auto state = replay.stateAt(0);
+    // These traces start with the process: nothing was alive before the first entry.
+    QCOMPARE(state.segments.size(), size_t(0));
+    QCOMPARE(state.blocks.size(), size_t(0));
+    QCOMPARE(state.allocations.size(), size_t(0));
+    QCOMPARE(replay.series().reserved[0], ByteCount(0));
+    for (const auto& a : replay.allocations())
+        QVERIFY(a.allocIndex >= 0);
+    for (const auto& p : replay.segmentPieces())
+        QVERIFY(p.beginIndex >= 0);
+}
+
+void TestReplay::seriesMatchState()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, device);
+    const auto& series = replay.series();
+    QCOMPARE(int64_t(series.size()), replay.entryCount() + 1);
+    model::ReplayState state;
+    for (int64_t i : sampleIndices(replay.entryCount(), isBig(*s, device))) {
+        replay.stateAt(i, state);
+        QCOMPARE(state.index, i);
+        QCOMPARE(state.strayBlocks, 0u);
+        const Sums sums = sumsOf(state);
+        const size_t k = size_t(i);
+        QCOMPARE(series.allocated[k], sums.allocated);
+        QCOMPARE(series.active[k], sums.active);
+        QCOMPARE(series.reserved[k], sums.reserved);
+        QCOMPARE(series.requested[k], sums.requested);
+        QCOMPARE(series.largestFree[k], sums.largestFree);
+        QCOMPARE(series.fragmentation(k), sums.reserved - sums.active);
+        QVERIFY(series.fragmentationRatio(k) >= 0.0 && series.fragmentationRatio(k) <= 1.0);
+    }
+    // The peaks are the series' maxima, at their first index.
+    auto checkPeak = [](const std::vector<ByteCount>& v, model::Peak p) {
+        const auto it = std::max_element(v.begin(), v.end());
+        return p.bytes == *it && p.index == it - v.begin();
+    };
+    QVERIFY(checkPeak(series.allocated, replay.peakAllocated()));
+    QVERIFY(checkPeak(series.active, replay.peakActive()));
+    QVERIFY(checkPeak(series.reserved, replay.peakReserved()));
+}
+
+void TestReplay::forwardReplayAgrees()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, device);
+    const auto indices = sampleIndices(replay.entryCount(), isBig(*s, device), 400);
+    const auto& trace
+        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : std::vector<model::TraceEntry> {};
+    ForwardModel model;
+    model::ReplayState state;
+    int64_t applied = 0;
+    for (int64_t i : indices) {
+        for (; applied < i; ++applied)
+            model.apply(trace[size_t(applied)]);
+        replay.stateAt(i, state);
+        const std::string diff = model.difference(state);
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+    }
+}
+
+void TestReplay::allocationIntervals()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, device);
+    const auto& trace
+        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : std::vector<model::TraceEntry> {};
+    const auto& allocations = replay.allocations();
+    size_t allocEntries = 0;
+    for (size_t j = 0; j < trace.size(); ++j) {
+        const auto id = replay.allocationOfEntry(int64_t(j));
+        const auto action = trace[j].action;
+        if (action == Action::Alloc || action == Action::FreeRequested || action == Action::FreeCompleted) {
+            QVERIFY(id != model::NoAllocation);
+            QCOMPARE(replay.allocation(id).address, trace[j].addr);
+        } else {
+            QVERIFY(id == model::NoAllocation);
+        }
+        allocEntries += action == Action::Alloc;
+    }
+    // One allocation per alloc entry, in trace order, each with its own entries at its indices.
+    QCOMPARE(allocations.size(), allocEntries);
+    for (size_t k = 0; k < allocations.size(); ++k) {
+        const auto& a = allocations[k];
+        QVERIFY(k == 0 || allocations[k - 1].allocIndex < a.allocIndex);
+        QCOMPARE(trace[size_t(a.allocIndex)].action, Action::Alloc);
+        QCOMPARE(raw(replay.allocationOfEntry(a.allocIndex)), uint32_t(k));
+        QVERIFY(a.allocIndex < a.freeRequestedIndex && a.freeRequestedIndex <= a.freeCompletedIndex);
+        QVERIFY(a.freeCompletedIndex <= replay.entryCount());
+        if (a.freeCompletedIndex < replay.entryCount())
+            QCOMPARE(trace[size_t(a.freeCompletedIndex)].action, Action::FreeCompleted);
+        QCOMPARE(a.stack, trace[size_t(a.allocIndex)].stack);
+        QCOMPARE(a.requestedSize, trace[size_t(a.allocIndex)].size);
+    }
+    // liveAt(i) is exactly the allocations whose interval holds i, by address.
+    for (int64_t i : sampleIndices(replay.entryCount(), isBig(*s, device), 200)) {
+        std::vector<model::AllocationId> want;
+        for (uint32_t k = 0; k < allocations.size(); ++k)
+            if (allocations[k].allocIndex < i && i <= allocations[k].freeCompletedIndex)
+                want.push_back(model::AllocationId { k });
+        std::sort(want.begin(), want.end(),
+                  [&](auto a, auto b) { return allocations[raw(a)].address < allocations[raw(b)].address; });
+        QVERIFY(replay.liveAt(i) == want);
+    }
+}
+
+void TestReplay::checkpointSpacingDoesNotChangeState_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<uint>("minInterval");
+    QTest::addColumn<uint>("spacing");
+    for (const char* f : { "transformer_train.pickle", "expandable_segments.pickle", "multistream.pickle" }) {
+        QTest::addRow("%s, a checkpoint per entry", f) << QString::fromLatin1(f) << 0u << 0u;
+        QTest::addRow("%s, every 7 entries", f) << QString::fromLatin1(f) << 7u << 0u;
+        QTest::addRow("%s, only at index 0", f) << QString::fromLatin1(f) << UINT32_MAX << 0u;
+    }
+}
+
+void TestReplay::checkpointSpacingDoesNotChangeState()
+{
+    QFETCH(QString, file);
+    QFETCH(uint, minInterval);
+    QFETCH(uint, spacing);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto reference = model::Replay::build(*s, 0);
+    const auto replay = model::Replay::build(*s, 0, { minInterval, spacing });
+    if (minInterval == 0)
+        QCOMPARE(int64_t(replay.checkpointCount()), replay.entryCount() + 1);
+    if (minInterval == UINT32_MAX)
+        QCOMPARE(replay.checkpointCount(), size_t(1));
+    QVERIFY(replay.series().largestFree == reference.series().largestFree);
+    for (int64_t i = 0; i <= replay.entryCount(); ++i) {
+        const std::string diff = difference(flatten(replay.stateAt(i)), flatten(reference.stateAt(i)));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+    }
+}
+
+void TestReplay::truncatedTrace_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<double>("dropFraction");
+    for (const char* f : { "transformer_train.pickle", "mlp_train.pickle", "multistream.pickle",
+                           "expandable_segments.pickle", "scripted_allocs.pickle", "big_trace.pickle.xz" }) {
+        QTest::addRow("%s, first half dropped", f) << QString::fromLatin1(f) << 0.5;
+        QTest::addRow("%s, first 90%% dropped", f) << QString::fromLatin1(f) << 0.9;
+    }
+    QTest::addRow("multistream.pickle, all but the last entry dropped")
+        << QStringLiteral("multistream.pickle") << 0.999;
+    QTest::addRow("oom.pickle, every entry dropped") << QStringLiteral("oom.pickle") << 1.0;
+}
+
+void TestReplay::truncatedTrace()
+{
+    QFETCH(QString, file);
+    QFETCH(double, dropFraction);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto full = model::Replay::build(*s, 0);
+    const size_t cut = size_t(double(full.entryCount()) * dropFraction);
+    const auto t = truncatedCopy(*s, 0, cut);
+    const auto replay = model::Replay::build(*t, 0);
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    QCOMPARE(replay.entryCount(), full.entryCount() - int64_t(cut));
+
+    // The end is the snapshot's; the start is what the full trace had at the cut, blocks alive before it included.
+    std::string diff = difference(flatten(replay.stateAt(replay.entryCount())), flattenFinal(*s, 0));
+    QVERIFY2(diff.empty(), ("final: " + diff).c_str());
+    const auto initial = replay.stateAt(0);
+    QCOMPARE(initial.strayBlocks, 0u);
+    diff = difference(flatten(initial), flatten(full.stateAt(int64_t(cut))));
+    QVERIFY2(diff.empty(), ("initial: " + diff).c_str());
+    if (full.series().active[cut] > 0)
+        QVERIFY(!initial.allocations.empty());
+    for (auto id : initial.allocations)
+        QCOMPARE(replay.allocation(id).allocIndex, -1);
+
+    // Every later state is the full trace's, shifted.
+    const auto& a = replay.series();
+    const auto& b = full.series();
+    for (size_t k = 0; k < a.size(); ++k) {
+        QCOMPARE(a.allocated[k], b.allocated[k + cut]);
+        QCOMPARE(a.active[k], b.active[k + cut]);
+        QCOMPARE(a.reserved[k], b.reserved[k + cut]);
+        QCOMPARE(a.requested[k], b.requested[k + cut]);
+        QCOMPARE(a.largestFree[k], b.largestFree[k + cut]);
+    }
+    for (int64_t k : sampleIndices(replay.entryCount(), isBig(*t, 0), 100)) {
+        diff = difference(flatten(replay.stateAt(k)), flatten(full.stateAt(k + int64_t(cut))));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(k) + ": " + diff).c_str());
+    }
+}
+
+void TestReplay::pendingFreeBetweenRequestAndCompletion()
+{
+    auto s = load("multistream.pickle");
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, 0);
+    const auto& trace = s->deviceTraces[0];
+    // In this file each free_completed directly follows its free_requested (the side streams had finished by
+    // then); between the two the block is active_pending_free.
+    int pairs = 0;
+    for (size_t j = 0; j < trace.size(); ++j) {
+        if (trace[j].action != Action::FreeRequested)
+            continue;
+        const auto id = replay.allocationOfEntry(int64_t(j));
+        QVERIFY(id != model::NoAllocation);
+        const auto& a = replay.allocation(id);
+        QCOMPARE(a.freeRequestedIndex, int32_t(j));
+        const int64_t completed = a.freeCompletedIndex;
+        QVERIFY(completed > int64_t(j) && completed < replay.entryCount());
+        QCOMPARE(trace[size_t(completed)].action, Action::FreeCompleted);
+        QCOMPARE(trace[size_t(completed)].addr, trace[j].addr);
+        ++pairs;
+        auto stateOf = [&](int64_t i) {
+            const auto st = replay.stateAt(i);
+            for (const auto& b : st.blocks)
+                if (b.address == trace[j].addr && b.state != BlockState::Inactive)
+                    return b.state;
+            return BlockState::Inactive;
+        };
+        QCOMPARE(stateOf(int64_t(j)), BlockState::ActiveAllocated);
+        for (int64_t i = int64_t(j) + 1; i <= completed; ++i)
+            QCOMPARE(stateOf(i), BlockState::ActivePendingFree);
+        QVERIFY(stateOf(completed + 1) != BlockState::ActivePendingFree);
+        // Pending bytes are active but not allocated.
+        const auto& series = replay.series();
+        QCOMPARE(series.active[size_t(j) + 1] - series.allocated[size_t(j) + 1]
+                     - (series.active[size_t(j)] - series.allocated[size_t(j)]),
+                 a.size);
+    }
+    QCOMPARE(pairs, 52);
+}
+
+void TestReplay::deferredFreeStaysPending_data()
+{
+    QTest::addColumn<int>("drop");
+    QTest::newRow("complete trace") << 0;
+    QTest::newRow("trace starting between free_requested and free_completed") << 4;
+}
+
+void TestReplay::deferredFreeStaysPending()
+{
+    // record_stream: A is freed by the user at entry 3 but returns to the pool only at entry 5, after C's alloc.
+    QFETCH(int, drop);
+    model::Snapshot s;
+    s.deviceTraces.resize(1);
+    auto& t = s.deviceTraces[0];
+    const DeviceAddr base = 0x7f0000000000;
+    t.push_back(entry(Action::SegmentAlloc, base, 2 << 20)); // 0
+    t.push_back(entry(Action::Alloc, base, 1000)); // 1: A
+    t.push_back(entry(Action::Alloc, base + 1024, 512)); // 2: B
+    t.push_back(entry(Action::FreeRequested, base, 1000)); // 3
+    t.push_back(entry(Action::Alloc, base + 1536, 4096)); // 4: C
+    t.push_back(entry(Action::FreeCompleted, base, 1000)); // 5
+    t.erase(t.begin(), t.begin() + drop);
+    model::Segment seg;
+    seg.address = base;
+    seg.totalSize = 2 << 20;
+    seg.allocatedSize = seg.activeSize = 512 + 4096;
+    seg.requestedSize = 512 + 4096;
+    model::Block gap, b, c, rest;
+    gap.address = base;
+    gap.size = 1024;
+    b.address = base + 1024;
+    b.size = b.requestedSize = 512;
+    b.state = BlockState::ActiveAllocated;
+    c.address = base + 1536;
+    c.size = c.requestedSize = 4096;
+    c.state = BlockState::ActiveAllocated;
+    rest.address = base + 1536 + 4096;
+    rest.size = (2 << 20) - 1536 - 4096;
+    s.blocks = { gap, b, c, rest };
+    seg.blockCount = 4;
+    s.segments.push_back(seg);
+
+    const auto replay = model::Replay::build(s, 0);
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    auto stateOfA = [&](int64_t full) {
+        const auto st = replay.stateAt(full - drop);
+        return st.blocks.empty() || st.blocks[0].state == BlockState::Inactive ? BlockState::Inactive
+                                                                               : st.blocks[0].state;
+    };
+    if (drop == 0) {
+        QCOMPARE(stateOfA(1), BlockState::Inactive);
+        QCOMPARE(stateOfA(2), BlockState::ActiveAllocated);
+        QCOMPARE(stateOfA(3), BlockState::ActiveAllocated);
+    }
+    QCOMPARE(stateOfA(4), BlockState::ActivePendingFree);
+    QCOMPARE(stateOfA(5), BlockState::ActivePendingFree);
+    QCOMPARE(stateOfA(6), BlockState::Inactive);
+    const auto& series = replay.series();
+    QCOMPARE(series.active[size_t(5 - drop)] - series.allocated[size_t(5 - drop)], ByteCount(1024));
+    QCOMPARE(series.active[size_t(6 - drop)], ByteCount(512 + 4096));
+    QCOMPARE(series.allocated[size_t(6 - drop)], ByteCount(512 + 4096));
+}
+
+void TestReplay::expandableSegmentGrowsAndShrinks()
+{
+    auto s = load("expandable_segments.pickle");
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, 0);
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    const auto& trace = s->deviceTraces[0];
+    const auto& reserved = replay.series().reserved;
+    ByteCount mapped = 0;
+    int grew = 0, shrank = 0;
+    for (size_t j = 0; j < trace.size(); ++j) {
+        const auto& e = trace[j];
+        if (e.action == Action::SegmentMap) {
+            mapped += e.size;
+            ++grew;
+        } else if (e.action == Action::SegmentUnmap) {
+            mapped -= e.size;
+            ++shrank;
+        }
+        QCOMPARE(reserved[j + 1], mapped);
+        const auto state = replay.stateAt(int64_t(j) + 1);
+        ByteCount total = 0;
+        for (const auto& seg : state.segments) {
+            QVERIFY(seg.isExpandable);
+            total += seg.totalSize;
+        }
+        QCOMPARE(total, mapped);
+        // The mapped ranges are contiguous here, so they read as one segment, as PyTorch reports them.
+        QCOMPARE(state.segments.size(), size_t(mapped > 0 ? 1 : 0));
+    }
+    QVERIFY(grew > 0 && shrank > 0);
+    QVERIFY(*std::max_element(reserved.begin(), reserved.end()) > reserved.back());
+    QCOMPARE(replay.peakReserved().bytes, *std::max_element(reserved.begin(), reserved.end()));
+}
+
+void TestReplay::devicesReplaySeparately()
+{
+    auto s = load("two_device.pickle");
+    QVERIFY(s);
+    const auto replays = model::Replay::buildAll(*s);
+    QCOMPARE(replays.size(), size_t(2));
+    for (int d = 0; d < 2; ++d) {
+        const auto& replay = replays[size_t(d)];
+        QCOMPARE(replay.device(), d);
+        QCOMPARE(replay.entryCount(), int64_t(s->deviceTraces[size_t(d)].size()));
+        QVERIFY(replay.entryCount() > 0);
+        const auto state = replay.stateAt(replay.entryCount());
+        size_t want = 0;
+        ByteCount reserved = 0;
+        for (const auto& seg : s->segments) {
+            if (seg.device == d) {
+                ++want;
+                reserved += seg.totalSize;
+            }
+        }
+        QCOMPARE(state.segments.size(), want);
+        QCOMPARE(replay.series().reserved.back(), reserved);
+        for (const auto& seg : state.segments)
+            QCOMPARE(seg.device, d);
+    }
+    // A device without a trace or segments replays to nothing.
+    const auto none = model::Replay::build(*s, 7);
+    QCOMPARE(none.entryCount(), int64_t(0));
+    QCOMPARE(none.stateAt(0).segments.size(), size_t(0));
+}
+
+void TestReplay::oomChangesNothing()
+{
+    auto s = load("oom.pickle");
+    QVERIFY(s);
+    const auto replay = model::Replay::build(*s, 0);
+    const auto& trace = s->deviceTraces[0];
+    int ooms = 0;
+    for (size_t j = 0; j < trace.size(); ++j) {
+        if (trace[j].action != Action::Oom)
+            continue;
+        ++ooms;
+        const auto& series = replay.series();
+        QCOMPARE(series.allocated[j + 1], series.allocated[j]);
+        QCOMPARE(series.active[j + 1], series.active[j]);
+        QCOMPARE(series.reserved[j + 1], series.reserved[j]);
+        QCOMPARE(series.largestFree[j + 1], series.largestFree[j]);
+        const std::string diff
+            = difference(flatten(replay.stateAt(int64_t(j) + 1)), flatten(replay.stateAt(int64_t(j))));
+        QVERIFY2(diff.empty(), diff.c_str());
+        QVERIFY(replay.allocationOfEntry(int64_t(j)) == model::NoAllocation);
+    }
+    QCOMPARE(ooms, 1);
+}
+
+void TestReplay::legacyFreeIsNeverPending()
+{
+    // PyTorch < 2.1 wrote `free` (read as free_completed) with no free_requested before it.
+    model::Snapshot s;
+    const auto legacy = s.strings.intern("free");
+    s.deviceTraces.resize(1);
+    auto& t = s.deviceTraces[0];
+    t.push_back(entry(Action::SegmentAlloc, 0x10000, 2 << 20));
+    t.push_back(entry(Action::Alloc, 0x10000, 1000));
+    t.push_back(entry(Action::FreeCompleted, 0x10000, 1000));
+    t.back().actionName = legacy;
+    model::Segment seg;
+    seg.address = 0x10000;
+    seg.totalSize = 2 << 20;
+    seg.blockCount = 1;
+    s.segments.push_back(seg);
+    model::Block free;
+    free.address = 0x10000;
+    free.size = 2 << 20;
+    s.blocks.push_back(free);
+
+    const auto replay = model::Replay::build(s, 0);
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    const auto state = replay.stateAt(2);
+    QCOMPARE(state.blocks.size(), size_t(2));
+    QCOMPARE(state.blocks[0].state, BlockState::ActiveAllocated);
+    QCOMPARE(state.blocks[0].size, model::estimatedBlockSize(1000));
+    QCOMPARE(state.blocks[0].size, ByteCount(1024));
+    QCOMPARE(replay.series().allocated[2], ByteCount(1024));
+    QCOMPARE(replay.series().largestFree[2], ByteCount((2 << 20) - 1024));
+    QCOMPARE(replay.series().largestFree[3], ByteCount(2 << 20));
+}
+
+void TestReplay::inconsistentTraceIsCounted_data()
+{
+    QTest::addColumn<QList<int>>("actions"); // Action values
+    QTest::addColumn<QList<qlonglong>>("addrs");
+    QTest::addColumn<bool>("finalBlock"); // the final state has a live block at 0x1000
+    QTest::addColumn<bool>("warns");
+    using A = Action;
+    auto row = [](const char* name, std::vector<A> a, QList<qlonglong> addrs, bool finalBlock, bool warns) {
+        QList<int> actions;
+        for (A x : a)
+            actions << int(x);
+        QTest::newRow(name) << actions << addrs << finalBlock << warns;
+    };
+    row("alloc over a live block", { A::Alloc, A::Alloc }, { 0x1000, 0x1000 }, true, true);
+    row("double free", { A::Alloc, A::FreeRequested, A::FreeCompleted, A::FreeRequested, A::FreeCompleted },
+        { 0x1000, 0x1000, 0x1000, 0x1000, 0x1000 }, false, true);
+    row("free_requested of an unknown address", { A::FreeRequested }, { 0x1000 }, false, true);
+    row("free_requested of a block still active at the end", { A::Alloc, A::FreeRequested }, { 0x1000, 0x1000 }, true,
+        true);
+    row("free_completed of a block live at the end", { A::FreeCompleted }, { 0x1000 }, true, true);
+    row("segment_alloc of a segment not live after", { A::SegmentAlloc }, { 0x200000 }, false, true);
+    row("segment_map of a range not mapped after", { A::SegmentMap }, { 0x200000 }, false, true);
+    row("segment_free over a live segment", { A::SegmentFree }, { 0x0 }, false, true);
+    row("free of a block before the trace (truncation, not an error)", { A::FreeRequested, A::FreeCompleted },
+        { 0x2000, 0x2000 }, false, false);
+    row("oom, snapshot and unknown actions", { A::Oom, A::Snapshot, A::Unknown }, { 0, 0, 0 }, false, false);
+}
+
+void TestReplay::inconsistentTraceIsCounted()
+{
+    QFETCH(QList<int>, actions);
+    QFETCH(QList<qlonglong>, addrs);
+    QFETCH(bool, finalBlock);
+    QFETCH(bool, warns);
+    // Final state: one 2 MiB segment at 0, with or without a live 512-byte block at 0x1000.
+    model::Snapshot s;
+    model::Segment seg;
+    seg.totalSize = 2 << 20;
+    model::Block gapBefore, live, gapAfter;
+    gapBefore.size = 0x1000;
+    live.address = 0x1000;
+    live.size = 512;
+    live.requestedSize = 500;
+    live.state = BlockState::ActiveAllocated;
+    gapAfter.address = 0x1200;
+    gapAfter.size = (2 << 20) - 0x1200;
+    if (finalBlock) {
+        s.blocks = { gapBefore, live, gapAfter };
+        seg.allocatedSize = seg.activeSize = live.size;
+        seg.requestedSize = live.requestedSize;
+    } else {
+        model::Block whole;
+        whole.size = 2 << 20;
+        s.blocks = { whole };
+    }
+    seg.blockCount = uint32_t(s.blocks.size());
+    s.segments.push_back(seg);
+    s.deviceTraces.resize(1);
+    for (qsizetype k = 0; k < actions.size(); ++k)
+        s.deviceTraces[0].push_back(entry(Action(actions[k]), addrs[k], 500));
+
+    const auto replay = model::Replay::build(s, 0);
+    QCOMPARE(replay.warnings() > 0, warns);
+    model::ReplayState state;
+    for (int64_t i = -1; i <= replay.entryCount() + 1; ++i) {
+        replay.stateAt(i, state);
+        QVERIFY(state.index >= 0 && state.index <= replay.entryCount());
+    }
+    const std::string diff = difference(flatten(replay.stateAt(replay.entryCount())), flattenFinal(s, 0));
+    QVERIFY2(diff.empty(), diff.c_str());
+}
+
+void TestReplay::simulatedAllocatorAtEveryIndex_data()
+{
+    QTest::addColumn<uint>("seed");
+    QTest::addColumn<double>("dropFraction");
+    for (uint seed = 1; seed <= 30; ++seed)
+        QTest::addRow("seed %u, complete", seed) << seed << 0.0;
+    for (uint seed = 1; seed <= 10; ++seed)
+        QTest::addRow("seed %u, first 40%% dropped", seed) << seed << 0.4;
+}
+
+void TestReplay::simulatedAllocatorAtEveryIndex()
+{
+    QFETCH(uint, seed);
+    QFETCH(double, dropFraction);
+    AllocatorSim sim(seed);
+    sim.run(700);
+    auto s = sim.snapshot();
+    const size_t cut = size_t(double(sim.trace().size()) * dropFraction);
+    auto& trace = s->deviceTraces[0];
+    trace.erase(trace.begin(), trace.begin() + ptrdiff_t(cut));
+    // Small checkpoint spacing, so queries start from many different checkpoints.
+    const auto replay = model::Replay::build(*s, 0, { 16, 1 });
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    model::ReplayState state;
+    for (int64_t i = 0; i <= replay.entryCount(); ++i) {
+        replay.stateAt(i, state);
+        QCOMPARE(state.strayBlocks, 0u);
+        const std::string diff = difference(flatten(state), sim.truth(size_t(i) + cut));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+        const Sums sums = sumsOf(state);
+        QCOMPARE(replay.series().allocated[size_t(i)], sums.allocated);
+        QCOMPARE(replay.series().active[size_t(i)], sums.active);
+        QCOMPARE(replay.series().reserved[size_t(i)], sums.reserved);
+        QCOMPARE(replay.series().requested[size_t(i)], sums.requested);
+        QCOMPARE(replay.series().largestFree[size_t(i)], sums.largestFree);
+    }
+}
+
+void TestReplay::randomGarbageNeverCrashes_data()
+{
+    QTest::addColumn<int>("seed");
+    for (int seed = 1; seed <= 12; ++seed)
+        QTest::addRow("seed %d", seed) << seed;
+}
+
+void TestReplay::randomGarbageNeverCrashes()
+{
+    QFETCH(int, seed);
+    std::mt19937 rng { uint32_t(seed) };
+    auto pick = [&](int n) { return int(rng() % uint32_t(n)); };
+    const DeviceAddr addrs[] = { 0, 0x200, 0x400, 0x1000, 0x200000, 0x400000, 0x600000 };
+    const ByteCount sizes[] = { 1, 512, 1000, 0x1000, 0x200000, 0x400000, -5, 0 };
+    model::Snapshot s;
+    for (int k = 0; k < 3; ++k) {
+        model::Segment seg;
+        seg.address = addrs[pick(7)];
+        seg.totalSize = sizes[pick(8)];
+        seg.isExpandable = pick(2);
+        seg.blockBegin = uint32_t(s.blocks.size());
+        for (int b = pick(4); b > 0; --b) {
+            model::Block block;
+            block.address = addrs[pick(7)];
+            block.size = sizes[pick(8)];
+            block.state = BlockState(pick(4));
+            s.blocks.push_back(block);
+            ++seg.blockCount;
+        }
+        s.segments.push_back(seg);
+    }
+    s.deviceTraces.resize(1);
+    for (int k = 0; k < 400; ++k)
+        s.deviceTraces[0].push_back(entry(Action(pick(int(Action::Count))), addrs[pick(7)], sizes[pick(8)]));
+
+    const auto replay = model::Replay::build(s, 0, { uint32_t(pick(3)), uint32_t(pick(3)) });
+    model::ReplayState state;
+    for (int64_t i = 0; i <= replay.entryCount(); ++i) {
+        replay.stateAt(i, state);
+        QCOMPARE(replay.liveAt(i), state.allocations);
+    }
+    QCOMPARE(replay.series().size(), size_t(replay.entryCount() + 1));
+}
+
+QTEST_GUILESS_MAIN(TestReplay)
+#include "tst_replay.moc"
