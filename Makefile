@@ -1,0 +1,79 @@
+# Developer and CI entry points; a thin layer over tools/install-deps.sh, CMake presets, CTest and CPack, so that
+# `make test` on a fresh Debian 12 machine installs, builds and tests everything, and on a built tree does nothing
+# but run the tests. Run one make at a time per checkout (the build folders are shared).
+#
+#   make [build]   install missing packages, configure once, build          (build/)
+#   make run       build, then start build/bin/memscope on its bundled sample
+#   make test      build, then run every CTest test
+#   make package   build, then write the .deb into build/package/
+#   make bench     build, then run every build/bin/bench_*
+#   make fuzz      build the libFuzzer targets with clang (build-fuzz/), run each for FUZZ_SECONDS
+#   make format    clang-format every C++ file in the tree
+#   make clean     remove every build folder
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+JOBS := $(shell nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS ?= 30
+DEPS_STAMP := build/.deps-$(shell sha256sum cmake/dependencies.txt | cut -c1-16)
+
+.PHONY: deps configure build run test package bench fuzz format clean
+
+deps: $(DEPS_STAMP)
+
+# The stamp's name carries the list's hash: editing cmake/dependencies.txt makes the next make check again.
+$(DEPS_STAMP): cmake/dependencies.txt
+	tools/install-deps.sh
+	mkdir -p build
+	rm -f build/.deps-*
+	touch $@
+
+# Configure once (build.ninja exists only after a configure that succeeded); after that `cmake --build` re-runs
+# CMake by itself whenever a CMakeLists.txt changes.
+build/build.ninja: CMakePresets.json | deps
+	cmake --preset default
+	touch $@
+
+build-fuzz/build.ninja: CMakePresets.json | deps
+	cmake --preset fuzz
+	touch $@
+
+configure: deps
+	cmake --preset default
+
+build: build/build.ninja
+	cmake --build --preset default -j $(JOBS)
+
+run: build
+	build/bin/memscope
+
+test: build
+	ctest --preset default --output-on-failure -j $(JOBS)
+
+package: build
+	cpack --preset default
+
+bench: build
+	@set -e; found=0; \
+	for b in build/bin/bench_*; do \
+		[[ -x "$$b" ]] || continue; found=1; \
+		echo "== $$b"; "$$b"; \
+	done; \
+	((found)) || echo "memscope: no benchmarks built (build/bin/bench_*)"
+
+fuzz: build-fuzz/build.ninja
+	cmake --build --preset fuzz -j $(JOBS)
+	@set -e; for f in build-fuzz/bin/fuzz_*; do \
+		[[ -x "$$f" ]] || continue; \
+		mkdir -p "build-fuzz/corpus/$${f##*/}"; \
+		echo "== $$f ($(FUZZ_SECONDS) s)"; \
+		"$$f" -max_total_time=$(FUZZ_SECONDS) "build-fuzz/corpus/$${f##*/}" $(FUZZ_ARGS); \
+	done
+
+format:
+	git ls-files -z --cached --others --exclude-standard -- '*.h' '*.cpp' '*.hpp' '*.cc' \
+		| xargs -0 -r clang-format -i
+
+clean:
+	rm -rf build build-debug build-asan build-fuzz

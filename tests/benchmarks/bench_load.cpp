@@ -1,0 +1,100 @@
+// Benchmarks of loading: what `memscope-cli stats` pays before it prints. Bytes in memory -> pickle machine ->
+// snapshot builder -> replay with checkpoints, on big_trace (28 MB, 329k entries) and on synthetic pickles of ~1M
+// and ~10M entries (big_trace repeated, written by our own pickle writer), to show the cost grows linearly.
+// Counters: input MB/s and entries/s. Peak memory is measured outside (see the README: /usr/bin/time -v).
+#include "io/snapshotio.h"
+#include "model/replay.h"
+#include "report/memoryviz.h"
+#include "synthetic.h"
+
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace memscope;
+
+namespace {
+
+using namespace memscope::bench;
+
+const std::vector<uint8_t>& bigTraceBytes()
+{
+    static const std::vector<uint8_t> bytes = [] {
+        std::vector<uint8_t> b;
+        const std::string path = sharedDir() + "/snapshots/big_trace.pickle.xz";
+        if (io::Error e = io::readFile(path, b)) {
+            std::fprintf(stderr, "%s\n", e.toString().c_str());
+            std::exit(1);
+        }
+        return b;
+    }();
+    return bytes;
+}
+
+const std::string& syntheticPickle(int64_t entries)
+{
+    static std::map<int64_t, std::string> cache;
+    std::string& slot = cache[entries];
+    if (slot.empty())
+        slot = io::encodePickle(synthetic(entries, Survivors::Freed));
+    return slot;
+}
+
+void loadBenchmark(benchmark::State& state, std::span<const uint8_t> bytes, bool withReplay)
+{
+    size_t entries = 0;
+    for (auto _ : state) {
+        io::LoadResult r = io::loadSnapshotFromMemory(bytes, "bench");
+        if (!r.ok()) {
+            state.SkipWithError(r.error.toString().c_str());
+            return;
+        }
+        entries = r.snapshot->entryCount();
+        if (withReplay) {
+            auto replays = model::Replay::buildAll(*r.snapshot);
+            benchmark::DoNotOptimize(replays);
+        }
+        benchmark::DoNotOptimize(r);
+    }
+    state.SetBytesProcessed(int64_t(bytes.size()) * state.iterations());
+    state.counters["entries"] = double(entries);
+    state.counters["entries/s"] = benchmark::Counter(double(entries), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_LoadBigTrace(benchmark::State& state) { loadBenchmark(state, bigTraceBytes(), false); }
+BENCHMARK(BM_LoadBigTrace)->Unit(benchmark::kMillisecond);
+
+// What `memscope-cli stats` does before formatting: load, then replay every device with checkpoints.
+void BM_LoadAndReplayBigTrace(benchmark::State& state) { loadBenchmark(state, bigTraceBytes(), true); }
+BENCHMARK(BM_LoadAndReplayBigTrace)->Unit(benchmark::kMillisecond);
+
+void BM_StatsReportBigTrace(benchmark::State& state)
+{
+    const io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "bench");
+    for (auto _ : state) {
+        std::string text = report::segsum(*r.snapshot);
+        benchmark::DoNotOptimize(text);
+    }
+}
+BENCHMARK(BM_StatsReportBigTrace)->Unit(benchmark::kMillisecond);
+
+void BM_LoadAndReplaySynthetic(benchmark::State& state)
+{
+    const std::string& pickle = syntheticPickle(state.range(0));
+    loadBenchmark(state, { reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size() }, true);
+}
+BENCHMARK(BM_LoadAndReplaySynthetic)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->Iterations(2);
+
+void BM_EncodePickleBigTrace(benchmark::State& state)
+{
+    const io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "bench");
+    for (auto _ : state) {
+        std::string out = io::encodePickle(*r.snapshot);
+        benchmark::DoNotOptimize(out);
+    }
+}
+BENCHMARK(BM_EncodePickleBigTrace)->Unit(benchmark::kMillisecond);
+
+} // namespace
