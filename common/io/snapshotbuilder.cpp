@@ -4,6 +4,10 @@
 // block layout (history/real_size) and the bare-list top level are handled as torch/cuda/_memory_viz.py does.
 #include "io/snapshotbuilder.h"
 
+#include "model/addressmap.h"
+
+#include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 
@@ -208,9 +212,14 @@ private:
         const NodeType t = m_tree.type(n);
         if (t != NodeType::String && t != NodeType::Bytes)
             return false;
-        StringSlot& slot = m_stringCache[n % CacheSlots];
-        if (slot.node != n)
-            slot = StringSlot { n, m_s.strings.intern(m_tree.string(n)) };
+        // PyTorch writes a fresh string object for most values ('alloc', 'N/A', ''), so they are not shared
+        // through the memo: a small cache keyed by a cheap content hash avoids hashing every one in full.
+        const std::string_view text = m_tree.string(n);
+        uint64_t head = 0;
+        std::memcpy(&head, text.data(), std::min<size_t>(text.size(), 8));
+        StringSlot& slot = m_stringCache[(((head ^ text.size()) * 0x9E3779B97F4A7C15ull) >> 54) % CacheSlots];
+        if (slot.node == NoNode || m_s.str(slot.id) != text)
+            slot = StringSlot { n, m_s.strings.intern(text) };
         out = slot.id;
         return true;
     }
@@ -726,14 +735,18 @@ Error Builder::build(NodeId root)
 
     // Address versions: the n-th alloc at an address on a device has version n; its frees share it.
     for (auto& trace : m_s.deviceTraces) {
-        std::unordered_map<DeviceAddr, uint32_t> allocs;
-        allocs.reserve(trace.size() / 4 + 16);
+        AddressMap allocs(1024); // address -> allocs seen there so far
         for (TraceEntry& e : trace) {
             if (e.action == model::Action::Alloc) {
-                e.version = allocs[e.addr]++;
+                const uint32_t seen = allocs.find(e.addr);
+                e.version = seen == AddressMap::None ? 0 : seen;
+                if (seen == AddressMap::None)
+                    allocs.insert(e.addr, 1);
+                else
+                    allocs.assign(e.addr, seen + 1);
             } else if (e.action == model::Action::FreeRequested || e.action == model::Action::FreeCompleted) {
-                auto it = allocs.find(e.addr);
-                e.version = it == allocs.end() ? 0 : it->second - 1;
+                const uint32_t seen = allocs.find(e.addr);
+                e.version = seen == AddressMap::None ? 0 : seen - 1;
             }
         }
         // Blocks alive at the end carry the version of the last alloc at their address.
@@ -742,8 +755,8 @@ Error Builder::build(NodeId root)
                 continue;
             for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi) {
                 Block& b = m_s.blocks[bi];
-                auto it = allocs.find(b.address);
-                b.version = it == allocs.end() ? 0 : it->second - 1;
+                const uint32_t seen = allocs.find(b.address);
+                b.version = seen == AddressMap::None ? 0 : seen - 1;
             }
         }
     }

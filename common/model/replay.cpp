@@ -14,6 +14,8 @@
 //   snapshot, oom, unknown actions: no change.
 #include "model/replay.h"
 
+#include "model/addressmap.h"
+
 #include <algorithm>
 #include <bit>
 #include <cassert>
@@ -24,93 +26,6 @@ namespace {
 
     constexpr uint32_t None = UINT32_MAX;
 
-    // DeviceAddr -> uint32_t, open addressing with linear probing and backward-shift deletion: the blocks live at
-    // the current point of the backward pass, with no heap allocation per event.
-    class AddressMap {
-    public:
-        explicit AddressMap(size_t expected)
-        {
-            size_t capacity = 16;
-            while (capacity < expected * 2)
-                capacity *= 2;
-            rehash(capacity);
-        }
-
-        uint32_t find(DeviceAddr key) const
-        {
-            for (size_t i = home(key);; i = (i + 1) & m_mask) {
-                if (m_keys[i] == key)
-                    return m_values[i];
-                if (m_keys[i] == Empty)
-                    return None;
-            }
-        }
-
-        // The key must be absent.
-        void insert(DeviceAddr key, uint32_t value)
-        {
-            if ((m_size + 1) * 2 > m_keys.size())
-                rehash(m_keys.size() * 2);
-            size_t i = home(key);
-            while (m_keys[i] != Empty)
-                i = (i + 1) & m_mask;
-            m_keys[i] = key;
-            m_values[i] = value;
-            ++m_size;
-        }
-
-        void erase(DeviceAddr key)
-        {
-            size_t i = home(key);
-            while (m_keys[i] != key) {
-                if (m_keys[i] == Empty)
-                    return;
-                i = (i + 1) & m_mask;
-            }
-            // Shift later members of the probe run back into the hole so lookups need no tombstones.
-            for (size_t j = (i + 1) & m_mask; m_keys[j] != Empty; j = (j + 1) & m_mask) {
-                if (((j - home(m_keys[j])) & m_mask) >= ((j - i) & m_mask)) {
-                    m_keys[i] = m_keys[j];
-                    m_values[i] = m_values[j];
-                    i = j;
-                }
-            }
-            m_keys[i] = Empty;
-            --m_size;
-        }
-
-        template <typename F> void forEach(F&& f) const
-        {
-            for (size_t i = 0; i < m_keys.size(); ++i)
-                if (m_keys[i] != Empty)
-                    f(m_keys[i], m_values[i]);
-        }
-
-    private:
-        static constexpr DeviceAddr Empty = INT64_MIN;
-
-        size_t home(DeviceAddr key) const { return size_t((uint64_t(key) * 0x9E3779B97F4A7C15ull) >> m_shift); }
-
-        void rehash(size_t capacity)
-        {
-            std::vector<DeviceAddr> keys(capacity, Empty);
-            std::vector<uint32_t> values(capacity, None);
-            keys.swap(m_keys);
-            values.swap(m_values);
-            m_mask = capacity - 1;
-            m_shift = 64 - std::countr_zero(capacity);
-            m_size = 0;
-            for (size_t i = 0; i < keys.size(); ++i)
-                if (keys[i] != Empty)
-                    insert(keys[i], values[i]);
-        }
-
-        std::vector<DeviceAddr> m_keys;
-        std::vector<uint32_t> m_values;
-        size_t m_mask = 0;
-        int m_shift = 0;
-        size_t m_size = 0;
-    };
 
     // A set of integers in [0, size) with predecessor / successor search: a 64-ary tree of bit words, O(log64 size)
     // per operation, no allocation after construction.
