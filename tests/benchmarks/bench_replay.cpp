@@ -76,16 +76,6 @@ void liveAtBenchmark(benchmark::State& state, const model::Snapshot& snapshot)
     state.counters["live_blocks"] = benchmark::Counter(double(blocks), benchmark::Counter::kAvgIterations);
 }
 
-void BM_LoadBigTrace(benchmark::State& state)
-{
-    const std::string path = sharedDir() + "/snapshots/big_trace.pickle.xz";
-    for (auto _ : state) {
-        auto result = io::loadSnapshot(path);
-        benchmark::DoNotOptimize(result.snapshot.get());
-    }
-}
-BENCHMARK(BM_LoadBigTrace)->Unit(benchmark::kMillisecond)->Iterations(2); // for scale: reading vs replaying
-
 void BM_BuildBigTrace(benchmark::State& state) { buildBenchmark(state, bigTrace()); }
 BENCHMARK(BM_BuildBigTrace)->Unit(benchmark::kMillisecond);
 
