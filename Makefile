@@ -62,13 +62,18 @@ bench: build
 	done; \
 	((found)) || echo "memscope: no benchmarks built (build/bin/bench_*)"
 
+# Seeds: the small real snapshots and the test data. A crashing input lands in tests/data/fuzz-regressions/.
+FUZZ_SEEDS := tests/data $(wildcard ../shared/snapshots)
+
 fuzz: build-fuzz/build.ninja
 	cmake --build --preset fuzz -j $(JOBS)
 	@set -e; for f in build-fuzz/bin/fuzz_*; do \
 		[[ -x "$$f" ]] || continue; \
 		mkdir -p "build-fuzz/corpus/$${f##*/}"; \
 		echo "== $$f ($(FUZZ_SECONDS) s)"; \
-		"$$f" -max_total_time=$(FUZZ_SECONDS) "build-fuzz/corpus/$${f##*/}" $(FUZZ_ARGS); \
+		"$$f" -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
+			-artifact_prefix=tests/data/fuzz-regressions/ \
+			"build-fuzz/corpus/$${f##*/}" $(FUZZ_SEEDS) $(FUZZ_ARGS); \
 	done
 
 format:

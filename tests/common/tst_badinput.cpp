@@ -4,6 +4,7 @@
 #include "io/snapshotio.h"
 #include "testutil.h"
 
+#include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -63,6 +64,7 @@ private Q_SLOTS:
     void refusedAndBroken();
     void messageNamesFileAndReason();
     void everyTruncationFails();
+    void fuzzRegressions();
     void corruptedBytesNeverCrash();
     void validButOddInputs_data();
     void validButOddInputs();
@@ -185,7 +187,7 @@ void TestBadInput::messageNamesFileAndReason()
 void TestBadInput::everyTruncationFails()
 {
     // Every prefix of a real snapshot is an error (a pickle is only complete at its STOP), never a crash.
-    const QByteArray real = readAll(test::snapshotPath("cudagraph.pickle"));
+    const QByteArray real = readAll(test::dataPath("cudagraph.pickle"));
     QVERIFY(!real.isEmpty());
     for (qsizetype n = 0; n < real.size(); ++n) {
         const io::LoadResult r = loadBytes(real.left(n));
@@ -194,6 +196,25 @@ void TestBadInput::everyTruncationFails()
                 || r.error.code == io::ErrorCode::NotPickle);
     }
     QVERIFY(loadBytes(real).ok());
+}
+
+void TestBadInput::fuzzRegressions()
+{
+    // Inputs that once crashed a fuzz target, and the hand-made bad files: each must give a clean error.
+    const QDir dir(QString::fromStdString(test::dataPath("fuzz-regressions")));
+    QStringList files;
+    for (const QString& name : dir.entryList(QDir::Files | QDir::NoDotAndDotDot))
+        if (!name.startsWith(QLatin1Char('.')))
+            files << dir.filePath(name);
+    files << QString::fromStdString(test::dataPath("hostile-reduce.pickle"))
+          << QString::fromStdString(test::dataPath("truncated-multistream.pickle"));
+    for (const QString& file : files) {
+        const io::LoadResult r = io::loadSnapshot(file.toStdString());
+        if (!r.ok())
+            QVERIFY2(QString::fromStdString(r.error.toString()).startsWith(file), r.error.toString().c_str());
+    }
+    QCOMPARE(io::loadSnapshot(test::dataPath("hostile-reduce.pickle")).error.code, io::ErrorCode::Refused);
+    QCOMPARE(io::loadSnapshot(test::dataPath("truncated-multistream.pickle")).error.code, io::ErrorCode::Truncated);
 }
 
 void TestBadInput::corruptedBytesNeverCrash()
