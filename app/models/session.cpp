@@ -1,0 +1,308 @@
+// Session: shared per-document view state. See session.h.
+#include "models/session.h"
+
+#include "report/memoryviz.h"
+
+#include <QDateTime>
+#include <QStringBuilder>
+
+#include <algorithm>
+
+namespace memscope::app {
+
+using namespace memscope::model;
+
+std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const Snapshot> snapshot)
+{
+    auto doc = std::make_shared<Document>();
+    doc->path = std::move(path);
+    doc->replays.reserve(size_t(std::max(1, snapshot->deviceCount())));
+    for (int d = 0; d < std::max(1, snapshot->deviceCount()); ++d)
+        doc->replays.push_back(Replay::build(*snapshot, d));
+    doc->snapshot = std::move(snapshot);
+    return doc;
+}
+
+Session::Session(std::shared_ptr<const Document> document, QObject* parent)
+    : QObject(parent)
+    , m_document(std::move(document))
+{
+    const auto devs = devices();
+    m_device = devs.empty() ? 0 : devs.front();
+    m_cursor = entryCount();
+}
+
+std::vector<int> Session::devices() const
+{
+    std::vector<int> out;
+    const Snapshot& s = snapshot();
+    for (int d = 0; d < int(m_document->replays.size()); ++d) {
+        const bool hasTrace = size_t(d) < s.deviceTraces.size() && !s.deviceTraces[size_t(d)].empty();
+        const bool hasSegment
+            = std::any_of(s.segments.begin(), s.segments.end(), [d](const Segment& seg) { return seg.device == d; });
+        if (hasTrace || hasSegment)
+            out.push_back(d);
+    }
+    return out;
+}
+
+void Session::setDevice(int device)
+{
+    if (device == m_device || device < 0 || size_t(device) >= m_document->replays.size())
+        return;
+    m_device = device;
+    m_stateValid = false;
+    m_selection = m_hovered = NoAllocation;
+    m_cursor = entryCount();
+    Q_EMIT deviceChanged(device);
+    Q_EMIT selectionChanged(m_selection);
+    Q_EMIT hoveredChanged(m_hovered);
+    Q_EMIT cursorChanged(m_cursor);
+}
+
+const std::vector<TraceEntry>& Session::entries() const
+{
+    static const std::vector<TraceEntry> none;
+    const auto& traces = snapshot().deviceTraces;
+    return size_t(m_device) < traces.size() ? traces[size_t(m_device)] : none;
+}
+
+void Session::setCursor(int64_t index)
+{
+    index = std::clamp<int64_t>(index, 0, entryCount());
+    if (index == m_cursor)
+        return;
+    m_cursor = index;
+    m_stateValid = false;
+    Q_EMIT cursorChanged(index);
+}
+
+const ReplayState& Session::state() const
+{
+    if (!m_stateValid) {
+        replay().stateAt(m_cursor, m_state);
+        m_stateValid = true;
+    }
+    return m_state;
+}
+
+int64_t Session::timeUsAt(int64_t index) const
+{
+    const auto& e = entries();
+    if (e.empty())
+        return 0;
+    return e[size_t(std::clamp<int64_t>(index - 1, 0, int64_t(e.size()) - 1))].timeUs;
+}
+
+int64_t Session::indexAtTimeUs(int64_t timeUs) const
+{
+    const auto& e = entries();
+    // State i follows entry i - 1, so the first state at or after timeUs is one past the first entry at it.
+    auto it = std::lower_bound(e.begin(), e.end(), timeUs,
+                               [](const TraceEntry& entry, int64_t t) { return entry.timeUs < t; });
+    if (it == e.begin())
+        return 0;
+    return std::min<int64_t>(int64_t(it - e.begin()) + 1, entryCount());
+}
+
+void Session::setTimeAxis(TimeAxis axis)
+{
+    if (axis == m_timeAxis)
+        return;
+    m_timeAxis = axis;
+    Q_EMIT timeAxisChanged();
+}
+
+void Session::setSelection(AllocationId id)
+{
+    if (id == m_selection)
+        return;
+    m_selection = id;
+    Q_EMIT selectionChanged(id);
+}
+
+void Session::setHovered(AllocationId id)
+{
+    if (id == m_hovered)
+        return;
+    m_hovered = id;
+    Q_EMIT hoveredChanged(id);
+}
+
+void Session::setStreamVisible(int64_t stream, bool visible)
+{
+    if (visible == isStreamVisible(stream))
+        return;
+    if (visible)
+        m_hiddenStreams.erase(stream);
+    else
+        m_hiddenStreams.insert(stream);
+    Q_EMIT filterChanged();
+}
+
+void Session::setPoolVisible(std::pair<int64_t, int64_t> pool, bool visible)
+{
+    if (visible == isPoolVisible(pool))
+        return;
+    if (visible)
+        m_hiddenPools.erase(pool);
+    else
+        m_hiddenPools.insert(pool);
+    Q_EMIT filterChanged();
+}
+
+std::vector<int64_t> Session::streams() const
+{
+    std::vector<int64_t> out;
+    for (const SegmentPiece& p : replay().segmentPieces())
+        if (std::find(out.begin(), out.end(), p.stream) == out.end())
+            out.push_back(p.stream);
+    return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Session::pools() const
+{
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const SegmentPiece& p : replay().segmentPieces())
+        if (std::find(out.begin(), out.end(), p.poolId) == out.end())
+            out.push_back(p.poolId);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+void Session::setFrameFilter(bool on)
+{
+    if (on == m_frameFilter)
+        return;
+    m_frameFilter = on;
+    Q_EMIT filterChanged();
+}
+
+std::vector<AnnotationSpan> Session::annotations() const
+{
+    // record_function writes START and END with the same name; pair each END with the latest open START.
+    std::vector<AnnotationSpan> out;
+    std::vector<size_t> open;
+    const Snapshot& s = snapshot();
+    for (const Annotation& a : s.annotations) {
+        if (a.device != m_device)
+            continue;
+        const QString name = QString::fromUtf8(s.str(a.name).data(), qsizetype(s.str(a.name).size()));
+        if (a.stage == Annotation::Stage::Start) {
+            AnnotationSpan span;
+            span.name = name;
+            span.beginUs = span.endUs = a.timeUs;
+            span.begin = span.end = indexAtTimeUs(a.timeUs);
+            open.push_back(out.size());
+            out.push_back(span);
+        } else if (a.stage == Annotation::Stage::End) {
+            for (size_t k = open.size(); k-- > 0;) {
+                if (out[open[k]].name == name) {
+                    out[open[k]].endUs = a.timeUs;
+                    out[open[k]].end = indexAtTimeUs(a.timeUs);
+                    open.erase(open.begin() + qsizetype(k));
+                    break;
+                }
+            }
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+    return out;
+}
+
+std::vector<int64_t> Session::oomIndices() const
+{
+    std::vector<int64_t> out;
+    const auto& e = entries();
+    for (size_t i = 0; i < e.size(); ++i)
+        if (e[i].action == Action::Oom)
+            out.push_back(int64_t(i) + 1);
+    return out;
+}
+
+QString Session::allocationName(AllocationId id) const
+{
+    if (id == NoAllocation || raw(id) >= replay().allocations().size())
+        return {};
+    const Allocation& a = replay().allocation(id);
+    // MemoryViz.js formatAddr: 'b' + hex address + '_' + version.
+    return QLatin1Char('b') + QString::number(quint64(a.address), 16) + QLatin1Char('_') + QString::number(a.version);
+}
+
+QString Session::formatBytes(int64_t bytes)
+{
+    static const char* units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double v = double(bytes);
+    int u = 0;
+    while (std::abs(v) >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    if (u == 0)
+        return QString::number(bytes) + QLatin1String(" B");
+    return QString::number(v, 'f', v < 10 ? 2 : 1) + QLatin1Char(' ') + QLatin1String(units[u]);
+}
+
+QString Session::stackText(StackId stack) const
+{
+    const Snapshot& s = snapshot();
+    QString out;
+    for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
+        const Frame& fr = s.frame(*f);
+        if (m_frameFilter && !report::keepFrame(s.str(fr.name), s.str(fr.filename)))
+            continue;
+        const std::string line = report::formatFrame(s, fr, true);
+        out += QString::fromUtf8(line.data(), qsizetype(line.size())) + QLatin1Char('\n');
+    }
+    if (out.isEmpty())
+        out = s.stackSize(stack) == 0 ? tr("(no stack recorded)\n") : tr("(every frame hidden by the frame filter)\n");
+    return out;
+}
+
+QString Session::describeAllocation(AllocationId id) const
+{
+    if (id == NoAllocation || raw(id) >= replay().allocations().size())
+        return {};
+    const Allocation& a = replay().allocation(id);
+    const Snapshot& s = snapshot();
+    const auto& e = entries();
+    auto str = [&](StringId sid) {
+        const auto v = s.str(sid);
+        return QString::fromUtf8(v.data(), qsizetype(v.size()));
+    };
+    QString text = allocationName(id) + QLatin1String("  ") + formatBytes(a.requestedSize) + tr(" requested, ")
+        + formatBytes(a.size) + (a.sizeIsExact ? tr(" block") : tr(" block (estimated)")) + QLatin1Char('\n');
+    text += tr("address 0x%1, version %2\n").arg(QString::number(quint64(a.address), 16)).arg(a.version);
+    if (a.allocIndex >= 0 && size_t(a.allocIndex) < e.size()) {
+        const TraceEntry& alloc = e[size_t(a.allocIndex)];
+        const int streamNumber = s.streamNumber(alloc.stream);
+        text += tr("stream %1 (0x%2)\n").arg(streamNumber).arg(QString::number(quint64(alloc.stream), 16));
+        text += tr("allocated at entry %1, %2\n")
+                    .arg(a.allocIndex)
+                    .arg(QDateTime::fromMSecsSinceEpoch(alloc.timeUs / 1000, Qt::UTC)
+                             .toString(QStringLiteral("yyyy-MM-dd hh:mm:ss.zzz")));
+        if (alloc.compileContext != EmptyString)
+            text += tr("compile context: %1\n").arg(str(alloc.compileContext));
+        if (alloc.userMetadata != EmptyString)
+            text += tr("user metadata: %1\n").arg(str(alloc.userMetadata));
+    } else {
+        text += tr("allocated before the trace began\n");
+    }
+    if (a.freeCompletedIndex < entryCount())
+        text += tr("freed at entry %1\n").arg(a.freeCompletedIndex);
+    else
+        text += tr("alive at the end of the trace\n");
+    // The pool of the segment holding it, at the cursor (trace entries carry no pool).
+    for (const ReplaySegment& seg : state().segments) {
+        if (a.address >= seg.address && a.address < seg.address + seg.totalSize) {
+            text += tr("pool (%1, %2)%3\n")
+                        .arg(seg.poolId.first)
+                        .arg(seg.poolId.second)
+                        .arg(seg.isExpandable ? tr(", expandable segment") : QString());
+            break;
+        }
+    }
+    return text + QLatin1Char('\n') + stackText(a.stack);
+}
+
+} // namespace memscope::app

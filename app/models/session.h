@@ -1,0 +1,129 @@
+// One opened snapshot and the small shared state every view of it observes: the device shown, the cursor (a
+// trace index), the selected and hovered allocation, stream/pool filters and the time axis. Views never call each
+// other: they change the Session and repaint on its signals (the hotspot pattern). GUI thread only; the Document
+// it shares is immutable and may be read from worker threads.
+#pragma once
+
+#include "model/replay.h"
+#include "model/snapshot.h"
+
+#include <QObject>
+#include <QString>
+
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace memscope::app {
+
+// Everything derived once from a loaded file, off the GUI thread: the snapshot and one replay per device.
+struct Document {
+    QString path; // as opened (a file, or a ":/" resource)
+    std::shared_ptr<const model::Snapshot> snapshot;
+    std::vector<model::Replay> replays; // index = device; a device without a trace has an empty replay
+};
+
+// Builds a Document (replays of every device). Pure; any thread.
+std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const model::Snapshot> snapshot);
+
+// A named time range from external_annotations (record_function START/END pairs), in state indices of one device.
+struct AnnotationSpan {
+    QString name;
+    int64_t begin = 0; // state index at START
+    int64_t end = 0; // state index at END (== begin for an unmatched START)
+    int64_t beginUs = 0;
+    int64_t endUs = 0;
+};
+
+enum class TimeAxis : uint8_t { Index, Time };
+
+class Session : public QObject {
+    Q_OBJECT
+public:
+    explicit Session(std::shared_ptr<const Document> document, QObject* parent = nullptr);
+
+    const Document& document() const { return *m_document; }
+    std::shared_ptr<const Document> documentPtr() const { return m_document; }
+    const model::Snapshot& snapshot() const { return *m_document->snapshot; }
+
+    // Devices with a segment or a trace entry; the device shown.
+    std::vector<int> devices() const;
+    int device() const { return m_device; }
+    void setDevice(int device);
+    const model::Replay& replay() const { return m_document->replays[size_t(m_device)]; }
+    const std::vector<model::TraceEntry>& entries() const;
+    int64_t entryCount() const { return replay().entryCount(); } // states are 0..entryCount()
+
+    // The cursor: a state index, 0 (before the first entry) .. entryCount() (the snapshot's final state).
+    int64_t cursor() const { return m_cursor; }
+    void setCursor(int64_t index); // clamps; emits cursorChanged when it moves
+    // The allocator state at the cursor, computed on demand and cached until the cursor or device changes.
+    const model::ReplayState& state() const;
+
+    // Time of a state index: time_us of the entry that led to it (entry index - 1), or of the first entry for 0.
+    int64_t timeUsAt(int64_t index) const;
+    // The first state index whose time is >= timeUs.
+    int64_t indexAtTimeUs(int64_t timeUs) const;
+
+    TimeAxis timeAxis() const { return m_timeAxis; }
+    void setTimeAxis(TimeAxis axis);
+
+    // Selection (pinned, e.g. by a click) and hover, as allocations of the current device's replay.
+    model::AllocationId selection() const { return m_selection; }
+    void setSelection(model::AllocationId id);
+    model::AllocationId hovered() const { return m_hovered; }
+    void setHovered(model::AllocationId id);
+    // The allocation whose details the details pane shows: the hovered one, else the selection.
+    model::AllocationId focused() const
+    {
+        return m_hovered != model::NoAllocation ? m_hovered : m_selection;
+    }
+
+    // Filters: streams (raw handles) and pools hidden from every view. Empty sets show everything.
+    bool isStreamVisible(int64_t stream) const { return !m_hiddenStreams.count(stream); }
+    bool isPoolVisible(std::pair<int64_t, int64_t> pool) const { return !m_hiddenPools.count(pool); }
+    void setStreamVisible(int64_t stream, bool visible);
+    void setPoolVisible(std::pair<int64_t, int64_t> pool, bool visible);
+    // Streams and pools present on the current device.
+    std::vector<int64_t> streams() const;
+    std::vector<std::pair<int64_t, int64_t>> pools() const;
+
+    // PyTorch's frame filter (torch/cuda/_memory_viz.py _frame_filter) applied in stack displays; on by default.
+    bool frameFilter() const { return m_frameFilter; }
+    void setFrameFilter(bool on);
+
+    std::vector<AnnotationSpan> annotations() const; // of the current device, by begin
+    std::vector<int64_t> oomIndices() const; // state indices right after each oom entry of the current device
+
+    // Text for people. Names follow PyTorch's viewer: b<hex address>_<version> for blocks, s<...> for segments.
+    QString allocationName(model::AllocationId id) const;
+    QString describeAllocation(model::AllocationId id) const; // size, address, stream, pool, times, stack
+    QString stackText(model::StackId stack) const; // one frame per line, innermost first, filtered if on
+    static QString formatBytes(int64_t bytes); // "1.5 MiB"
+
+Q_SIGNALS:
+    void deviceChanged(int device);
+    void cursorChanged(int64_t index);
+    void selectionChanged(memscope::model::AllocationId id);
+    void hoveredChanged(memscope::model::AllocationId id);
+    void filterChanged();
+    void timeAxisChanged();
+
+private:
+    std::shared_ptr<const Document> m_document;
+    int m_device = 0;
+    int64_t m_cursor = 0;
+    TimeAxis m_timeAxis = TimeAxis::Index;
+    model::AllocationId m_selection = model::NoAllocation;
+    model::AllocationId m_hovered = model::NoAllocation;
+    std::set<int64_t> m_hiddenStreams;
+    std::set<std::pair<int64_t, int64_t>> m_hiddenPools;
+    bool m_frameFilter = true;
+    mutable model::ReplayState m_state;
+    mutable bool m_stateValid = false;
+};
+
+} // namespace memscope::app
+
+Q_DECLARE_METATYPE(memscope::model::AllocationId)
