@@ -1,0 +1,44 @@
+// The colours every view uses for the same thing, so that an allocation has one colour in the timeline, the segment
+// map and the flame graph. Pure functions; any thread.
+#pragma once
+
+#include "model/snapshot.h"
+
+#include <QColor>
+#include <QPalette>
+
+#include <cstdint>
+
+namespace memscope::app::colors {
+
+// Ten categorical colours (the Tableau 10 scheme, which PyTorch's MemoryViz.js also uses for blocks).
+inline QColor categorical(uint64_t key)
+{
+    static const QRgb scheme[] = { 0x4e79a7, 0xf28e2c, 0xe15759, 0x76b7b2, 0x59a14f,
+                                   0xedc949, 0xaf7aa1, 0xff9da7, 0x9c755f, 0xbab0ab };
+    // A multiplicative hash spreads neighbouring addresses and ids over the scheme.
+    const uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> 32;
+    return QColor(scheme[h % 10]);
+}
+
+// An allocation, by its address (as MemoryViz.js hashes block addresses), or by its stack on request.
+inline QColor allocation(model::DeviceAddr address) { return categorical(uint64_t(address)); }
+inline QColor stack(model::StackId stack) { return categorical(uint64_t(model::raw(stack)) + 0x51ED27ull); }
+inline QColor stream(int streamNumber) { return categorical(uint64_t(streamNumber) * 7 + 3); }
+
+// Blocks freed by the user but still in use on another stream (record_stream): drawn red, as MemoryViz.js does.
+inline QColor pendingFree() { return QColor(0xd6, 0x27, 0x28); }
+// Bytes lost to rounding (block size - requested size).
+inline QColor roundingWaste() { return QColor(0x60, 0x60, 0x60); }
+// The selection outline, and the shared cursor line.
+inline QColor selection(const QPalette& p) { return p.color(QPalette::Highlight); }
+inline QColor cursor(const QPalette& p) { return p.color(QPalette::WindowText); }
+// Free space inside a segment: a tone between the view's base and its text, readable in light and dark palettes.
+inline QColor freeSpace(const QPalette& p)
+{
+    const QColor b = p.color(QPalette::Base), t = p.color(QPalette::Text);
+    return QColor((b.red() * 7 + t.red()) / 8, (b.green() * 7 + t.green()) / 8, (b.blue() * 7 + t.blue()) / 8);
+}
+inline QColor oom() { return QColor(0xd6, 0x27, 0x28); }
+
+} // namespace memscope::app::colors
