@@ -4,6 +4,7 @@
 // deliberate differences: NaN and infinities become null (Python prints NaN/Infinity, which RFC 8259 forbids),
 // ill-formed UTF-8 becomes U+FFFD, and encoded lone surrogates become \udXXX escapes. Tuples become lists, as in
 // Python. Reentrant: one call per thread, shares nothing.
+#include "io/schema.h"
 #include "io/snapshotio.h"
 
 #include <algorithm>
@@ -22,76 +23,10 @@ using namespace memscope::model;
 
 namespace {
 
-// The keys the SnapshotBuilder knows (io/snapshotbuilder.cpp); anything else was kept in Snapshot::extras.
-// (The same table as picklewriter.cpp's: each writer resolves layouts on its own.)
-enum class Field : uint8_t {
-    Unknown,
-    Segments,
-    DeviceTraces,
-    AllocatorSettings,
-    ExternalAnnotations,
-    Device,
-    Address,
-    TotalSize,
-    AllocatedSize,
-    ActiveSize,
-    RequestedSize,
-    Stream,
-    SegmentType,
-    SegmentPoolId,
-    IsExpandable,
-    Frames,
-    Blocks,
-    Size,
-    State,
-    History,
-    Action,
-    Addr,
-    TimeUs,
-    CompileContext,
-    UserMetadata,
-    DeviceFree,
-    Count
-};
+using schema::Field;
+using schema::FieldNames;
+using schema::fieldFor;
 
-constexpr std::string_view FieldNames[] = {
-    "",
-    "segments",
-    "device_traces",
-    "allocator_settings",
-    "external_annotations",
-    "device",
-    "address",
-    "total_size",
-    "allocated_size",
-    "active_size",
-    "requested_size",
-    "stream",
-    "segment_type",
-    "segment_pool_id",
-    "is_expandable",
-    "frames",
-    "blocks",
-    "size",
-    "state",
-    "history",
-    "action",
-    "addr",
-    "time_us",
-    "compile_context",
-    "user_metadata",
-    "device_free",
-};
-static_assert(std::size(FieldNames) == size_t(Field::Count));
-
-Field fieldFor(std::string_view key)
-{
-    for (size_t i = 1; i < size_t(Field::Count); ++i) {
-        if (FieldNames[i] == key)
-            return Field(i);
-    }
-    return Field::Unknown;
-}
 
 enum class Kind : uint8_t { Top, Segment, Block, Entry, Count };
 

@@ -10,6 +10,7 @@
 // 4 bytes, and strings of 64 KiB or more written outside frames; MEMOIZE after every container and string;
 // BINGET/LONG_BINGET for memo hits; SETITEMS/APPENDS batches of 1000 with a single item written by SETITEM/APPEND;
 // BININT1/BININT2/BININT/LONG1 by value; TUPLE2 for 2-tuples. Reentrant: one call per thread, shares nothing.
+#include "io/schema.h"
 #include "io/snapshotio.h"
 
 #include <algorithm>
@@ -69,85 +70,10 @@ constexpr size_t BatchSize = 1000;
 constexpr size_t NoFrame = SIZE_MAX;
 constexpr uint32_t NoMemo = UINT32_MAX;
 
-// The keys the SnapshotBuilder knows (io/snapshotbuilder.cpp); anything else was kept in Snapshot::extras.
-enum class Field : uint8_t {
-    Unknown,
-    Segments,
-    DeviceTraces,
-    AllocatorSettings,
-    ExternalAnnotations,
-    Device,
-    Address,
-    TotalSize,
-    AllocatedSize,
-    ActiveSize,
-    RequestedSize,
-    Stream,
-    SegmentType,
-    SegmentPoolId,
-    IsExpandable,
-    Frames,
-    Blocks,
-    Size,
-    State,
-    History,
-    Action,
-    Addr,
-    TimeUs,
-    CompileContext,
-    UserMetadata,
-    DeviceFree,
-    Name,
-    Filename,
-    Line,
-    RealSize,
-    Stage,
-    Count
-};
+using schema::Field;
+using schema::FieldNames;
+using schema::fieldFor;
 
-constexpr std::string_view FieldNames[] = {
-    "",
-    "segments",
-    "device_traces",
-    "allocator_settings",
-    "external_annotations",
-    "device",
-    "address",
-    "total_size",
-    "allocated_size",
-    "active_size",
-    "requested_size",
-    "stream",
-    "segment_type",
-    "segment_pool_id",
-    "is_expandable",
-    "frames",
-    "blocks",
-    "size",
-    "state",
-    "history",
-    "action",
-    "addr",
-    "time_us",
-    "compile_context",
-    "user_metadata",
-    "device_free",
-    "name",
-    "filename",
-    "line",
-    "real_size",
-    "stage",
-};
-static_assert(std::size(FieldNames) == size_t(Field::Count));
-
-Field fieldFor(std::string_view key)
-{
-    for (size_t i = 1; i < size_t(Field::Count); ++i) {
-        if (FieldNames[i] == key)
-            return Field(i);
-    }
-    return Field::Unknown;
-}
 
 // The objects whose key order the model records (a LayoutId), and which keys the builder reads for each.
 enum class Kind : uint8_t { Top, Segment, Block, Entry, Count };

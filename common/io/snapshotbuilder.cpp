@@ -4,6 +4,8 @@
 // block layout (history/real_size) and the bare-list top level are handled as torch/cuda/_memory_viz.py does.
 #include "io/snapshotbuilder.h"
 
+#include "io/schema.h"
+
 #include "model/addressmap.h"
 
 #include <algorithm>
@@ -34,84 +36,9 @@ const char* typeName(NodeType t)
 }
 
 // Keys the builder knows, across all object kinds.
-enum class Key : uint8_t {
-    Unknown,
-    // top level
-    Segments,
-    DeviceTraces,
-    AllocatorSettings,
-    ExternalAnnotations,
-    // segment
-    Device,
-    Address,
-    TotalSize,
-    AllocatedSize,
-    ActiveSize,
-    RequestedSize,
-    Stream,
-    SegmentType,
-    SegmentPoolId,
-    IsExpandable,
-    Frames,
-    Blocks,
-    // block
-    Size,
-    State,
-    History,
-    // trace entry
-    Action,
-    Addr,
-    TimeUs,
-    CompileContext,
-    UserMetadata,
-    DeviceFree,
-    // frame
-    Name,
-    Filename,
-    Line,
-    // history item
-    RealSize,
-    // annotation
-    Stage,
-};
+using Key = schema::Field;
 
-Key keyFor(std::string_view k)
-{
-    static const std::unordered_map<std::string_view, Key> table = {
-        { "segments", Key::Segments },
-        { "device_traces", Key::DeviceTraces },
-        { "allocator_settings", Key::AllocatorSettings },
-        { "external_annotations", Key::ExternalAnnotations },
-        { "device", Key::Device },
-        { "address", Key::Address },
-        { "total_size", Key::TotalSize },
-        { "allocated_size", Key::AllocatedSize },
-        { "active_size", Key::ActiveSize },
-        { "requested_size", Key::RequestedSize },
-        { "stream", Key::Stream },
-        { "segment_type", Key::SegmentType },
-        { "segment_pool_id", Key::SegmentPoolId },
-        { "is_expandable", Key::IsExpandable },
-        { "frames", Key::Frames },
-        { "blocks", Key::Blocks },
-        { "size", Key::Size },
-        { "state", Key::State },
-        { "history", Key::History },
-        { "action", Key::Action },
-        { "addr", Key::Addr },
-        { "time_us", Key::TimeUs },
-        { "compile_context", Key::CompileContext },
-        { "user_metadata", Key::UserMetadata },
-        { "device_free", Key::DeviceFree },
-        { "name", Key::Name },
-        { "filename", Key::Filename },
-        { "line", Key::Line },
-        { "real_size", Key::RealSize },
-        { "stage", Key::Stage },
-    };
-    auto it = table.find(k);
-    return it == table.end() ? Key::Unknown : it->second;
-}
+Key keyFor(std::string_view k) { return schema::fieldFor(k); }
 
 model::Action actionFor(std::string_view a)
 {
