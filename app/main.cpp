@@ -1,6 +1,7 @@
-// memscope's entry point: `memscope [FILE]` opens FILE (or the bundled sample) in the main window;
-// `memscope --screenshot OUT.png [FILE]` renders the loaded window into OUT.png and exits (0, or 1 with the error on
-// stderr). Runs on the GUI thread.
+// memscope's entry point: `memscope [FILE...]` opens each FILE in a tab (the bundled sample when none is given);
+// `memscope --screenshot OUT.png [--view timeline|segments|tree|events|overview] [--at INDEX] [FILE]` renders the
+// window, or one view, with FILE loaded and the cursor at INDEX into OUT.png (or .svg) and exits: 0, 1 with the
+// error on stderr when loading or writing fails, 2 for a bad command line. Runs on the GUI thread.
 #include "ingest/resources.h"
 #include "views/mainwindow.h"
 
@@ -8,7 +9,6 @@
 #include <QCommandLineParser>
 #include <QEventLoop>
 #include <QIcon>
-#include <QPixmap>
 
 #include <cstdio>
 
@@ -16,11 +16,12 @@ namespace {
 
 void printError(const QString& message) { std::fprintf(stderr, "memscope: %s\n", qPrintable(message)); }
 
-int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const QString& out)
+int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const QString& out,
+                   std::optional<memscope::app::DocumentWindow::View> view, qint64 at)
 {
     // Laid out and rendered like a shown window, but never mapped on a real screen.
     window.setAttribute(Qt::WA_DontShowOnScreen);
-    window.resize(1000, 700);
+    window.resize(1600, 1000);
     window.show();
 
     QEventLoop loop;
@@ -35,9 +36,26 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         printError(window.errorText());
         return 1;
     }
+    auto* doc = window.currentDocument();
+    if (at >= 0)
+        doc->session()->setCursor(at);
+    QWidget* target = nullptr;
+    if (view) {
+        target = doc->view(*view);
+        // A view alone, at a size that shows it well, outside the window's layout.
+        target->setParent(nullptr);
+        target->setAttribute(Qt::WA_DontShowOnScreen);
+        target->resize(1400, 800);
+        target->show();
+    }
     QCoreApplication::sendPostedEvents(); // pending layout requests, so the grab shows the final geometry
-    if (!window.grab().save(out)) {
-        printError(out + QStringLiteral(": cannot write the screenshot"));
+    QCoreApplication::processEvents();
+    const QString error = target ? window.exportView(out, target)
+                                 : (window.grab().save(out) ? QString() : out + QStringLiteral(": cannot write the screenshot"));
+    if (target)
+        delete target;
+    if (!error.isEmpty()) {
+        printError(error);
         return 1;
     }
     return 0;
@@ -49,6 +67,7 @@ int main(int argc, char** argv)
 {
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("memscope"));
+    QApplication::setOrganizationName(QStringLiteral("memscope"));
     QApplication::setApplicationVersion(QStringLiteral(MEMSCOPE_VERSION));
     memscope::app::initResources();
     QApplication::setWindowIcon(QIcon(memscope::app::iconPath()));
@@ -58,26 +77,57 @@ int main(int argc, char** argv)
     parser.addHelpOption();
     parser.addVersionOption();
     const QCommandLineOption screenshot(QStringLiteral("screenshot"),
-                                        QStringLiteral("Render the window with FILE loaded into <png>, then exit."),
-                                        QStringLiteral("png"));
+                                        QStringLiteral("Render the window (or --view) with FILE loaded into <out> "
+                                                       "(.png or .svg), then exit."),
+                                        QStringLiteral("out"));
+    const QCommandLineOption viewOption(QStringLiteral("view"),
+                                        QStringLiteral("With --screenshot: only this view: timeline, segments, tree, "
+                                                       "events or overview."),
+                                        QStringLiteral("name"));
+    const QCommandLineOption atOption(QStringLiteral("at"),
+                                      QStringLiteral("With --screenshot: put the cursor at this state index."),
+                                      QStringLiteral("index"));
     parser.addOption(screenshot);
+    parser.addOption(viewOption);
+    parser.addOption(atOption);
     parser.addPositionalArgument(QStringLiteral("FILE"),
-                                 QStringLiteral("Snapshot to open (pickle or JSON, optionally .xz); without it, "
+                                 QStringLiteral("Snapshots to open (pickle or JSON, optionally .xz); without any, "
                                                 "the bundled sample."),
-                                 QStringLiteral("[FILE]"));
+                                 QStringLiteral("[FILE...]"));
     parser.process(app);
 
-    const QStringList files = parser.positionalArguments();
-    if (files.size() > 1) {
-        printError(QStringLiteral("expected at most one FILE; see --help"));
-        return 2;
-    }
-    const QString path = files.isEmpty() ? memscope::app::bundledSamplePath() : files.first();
+    QStringList files = parser.positionalArguments();
+    if (files.isEmpty())
+        files << memscope::app::bundledSamplePath();
 
     memscope::app::MainWindow window;
-    if (parser.isSet(screenshot))
-        return takeScreenshot(window, path, parser.value(screenshot));
+    if (parser.isSet(screenshot)) {
+        if (files.size() > 1) {
+            printError(QStringLiteral("--screenshot takes one FILE; see --help"));
+            return 2;
+        }
+        std::optional<memscope::app::DocumentWindow::View> view;
+        if (parser.isSet(viewOption)) {
+            view = memscope::app::DocumentWindow::viewFromName(parser.value(viewOption));
+            if (!view) {
+                printError(QStringLiteral("unknown view '%1': use timeline, segments, tree, events or overview")
+                               .arg(parser.value(viewOption)));
+                return 2;
+            }
+        }
+        qint64 at = -1;
+        if (parser.isSet(atOption)) {
+            bool ok = false;
+            at = parser.value(atOption).toLongLong(&ok);
+            if (!ok || at < 0) {
+                printError(QStringLiteral("--at needs a state index (a whole number >= 0), not '%1'")
+                               .arg(parser.value(atOption)));
+                return 2;
+            }
+        }
+        return takeScreenshot(window, files.first(), parser.value(screenshot), view, at);
+    }
     window.show();
-    window.openFile(path);
+    window.openFiles(files);
     return QApplication::exec();
 }
