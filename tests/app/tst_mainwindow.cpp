@@ -1,39 +1,51 @@
-// MainWindow end to end: the bundled sample loads (on the thread pool) and its summary shows the right numbers; bad
-// files show an error naming the file and the reason, and never a summary. Runs offscreen on the GUI thread.
+// The main window end to end: files open in tabs (on the thread pool, with progress), bad files show an error naming
+// the file and the reason and never a tab, cancel works, the keyboard moves the shared cursor, views export as PNG
+// and SVG, and `memscope --screenshot` renders every view of every real snapshot. Runs offscreen.
+#include "apptestutil.h"
 #include "ingest/resources.h"
+#include "views/documentwindow.h"
 #include "views/mainwindow.h"
 
+#include <QCoreApplication>
 #include <QFile>
+#include <QImage>
 #include <QLabel>
+#include <QProcess>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
-#include <QTreeWidget>
 
+#include <algorithm>
+#include <set>
+
+using memscope::app::DocumentWindow;
 using memscope::app::MainWindow;
 
 namespace {
-
-// The value column of the top-level summary row called `name`, or a null QString.
-QString summaryValue(const MainWindow& window, const QString& name)
-{
-    const auto* tree = window.findChild<QTreeWidget*>(QStringLiteral("summaryTree"));
-    if (!tree)
-        return {};
-    for (int i = 0; i < tree->topLevelItemCount(); ++i) {
-        if (tree->topLevelItem(i)->text(0) == name)
-            return tree->topLevelItem(i)->text(1);
-    }
-    return {};
-}
 
 bool loadAndWait(MainWindow& window, const QString& path)
 {
     QSignalSpy spy(&window, &MainWindow::loadFinished);
     window.openFile(path);
-    if (!spy.wait(60'000))
+    if (!spy.wait(120'000))
         return false;
     return spy.takeFirst().at(0).toBool();
+}
+
+// Distinct colours in a sample of pixels: a blank or single-colour image has one or two.
+int colourVariety(const QImage& image)
+{
+    std::set<QRgb> colours;
+    for (int y = 0; y < image.height(); y += 7)
+        for (int x = 0; x < image.width(); x += 7)
+            colours.insert(image.pixel(x, y));
+    return int(colours.size());
+}
+
+QString snapshot(const char* name)
+{
+    return QString::fromStdString(memscope::test::snapshotPath(name));
 }
 
 } // namespace
@@ -42,82 +54,213 @@ class TestMainWindow : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
-    void initTestCase() { memscope::app::initResources(); }
+    void initTestCase()
+    {
+        memscope::app::initResources();
+        QCoreApplication::setOrganizationName(QStringLiteral("memscope-tests"));
+    }
 
     void showsBundledSample()
     {
         MainWindow window;
         window.show();
         QVERIFY(loadAndWait(window, memscope::app::bundledSamplePath()));
-
+        QCOMPARE(window.documentCount(), 1);
         QCOMPARE(window.windowTitle(), QStringLiteral("memscope — transformer_train.pickle"));
         QVERIFY(window.errorText().isEmpty());
-        QVERIFY(!window.findChild<QLabel*>(QStringLiteral("errorLabel"))->isVisible());
-        QCOMPARE(summaryValue(window, QStringLiteral("File")), QStringLiteral("transformer_train.pickle"));
-        QCOMPARE(summaryValue(window, QStringLiteral("Devices")), QStringLiteral("1"));
+        QVERIFY(!window.findChild<QWidget*>(QStringLiteral("errorBanner"))->isVisible());
         // Counted by Python, not by our reader:
         //   python3 -c "import pickle;print(len(pickle.load(open('transformer_train.pickle','rb'))['segments']))"
-        // prints 86 for resources/samples/transformer_train.pickle.
-        QCOMPARE(summaryValue(window, QStringLiteral("Segments")), QStringLiteral("86"));
-        // ../shared/README.md: "11,137 trace entries".
-        QCOMPARE(summaryValue(window, QStringLiteral("Trace entries")), QStringLiteral("11,137"));
+        // prints 86 for resources/samples/transformer_train.pickle; ../shared/README.md says 11,137 entries.
+        QCOMPARE(window.snapshot()->segments.size(), size_t(86));
+        QCOMPARE(window.currentDocument()->session()->entryCount(), int64_t(11137));
+        // The cursor starts at the end: the snapshot's own state.
+        QCOMPARE(window.currentDocument()->session()->cursor(), int64_t(11137));
+        QVERIFY(window.findChild<QLabel*>(QStringLiteral("cursorStatus"))->text().contains(QLatin1String("11,137")));
+    }
+
+    void severalFilesOpenAsTabs()
+    {
+        MainWindow window;
+        window.show();
+        QSignalSpy spy(&window, &MainWindow::loadFinished);
+        window.openFiles({ snapshot("oom.pickle"), snapshot("two_device.pickle"), snapshot("cudagraph.pickle") });
+        while (spy.size() < 3)
+            QVERIFY(spy.wait(60'000));
+        QCOMPARE(window.documentCount(), 3);
+        QVERIFY(window.errorText().isEmpty());
     }
 
     void showsErrorForBadFile_data()
     {
         QTest::addColumn<QByteArray>("content"); // null: the file is not created
-
+        QTest::addColumn<QString>("reason");
         QFile sample(memscope::app::bundledSamplePath());
         QVERIFY(sample.open(QIODevice::ReadOnly));
         const QByteArray pickle = sample.readAll();
-
-        QTest::newRow("missing file") << QByteArray();
-        QTest::newRow("empty file") << QByteArray("");
-        QTest::newRow("plain text") << QByteArray("not a snapshot at all\n");
-        QTest::newRow("truncated pickle") << pickle.left(pickle.size() / 2);
+        QTest::newRow("missing file") << QByteArray() << "No such file";
+        QTest::newRow("empty file") << QByteArray("") << "empty";
+        QTest::newRow("plain text") << QByteArray("not a snapshot at all\n") << "neither a pickle nor JSON";
+        QTest::newRow("truncated pickle") << pickle.left(pickle.size() / 2) << "truncated";
+        QTest::newRow("hostile pickle") << QByteArray("cos\nsystem\n(S'touch pwned'\ntR.") << "unsafe";
     }
 
     void showsErrorForBadFile()
     {
         QFETCH(QByteArray, content);
+        QFETCH(QString, reason);
         QTemporaryDir dir;
-        QVERIFY(dir.isValid());
-        const QString path = dir.filePath(QStringLiteral("bad_snapshot.pickle"));
+        const QString path = dir.filePath(QStringLiteral("bad.pickle"));
         if (!content.isNull()) {
-            QFile file(path);
-            QVERIFY(file.open(QIODevice::WriteOnly));
-            QCOMPARE(file.write(content), content.size());
+            QFile f(path);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(content);
         }
-
         MainWindow window;
         window.show();
         QVERIFY(!loadAndWait(window, path));
-
-        QCOMPARE(window.windowTitle(), QStringLiteral("memscope — bad_snapshot.pickle"));
-        QVERIFY(window.snapshot() == nullptr);
-        const QString error = window.errorText();
-        QVERIFY2(error.contains(path), qPrintable(error));
-        // The reason follows the file name.
-        QVERIFY2(error.size() > path.size() + 2, qPrintable(error));
-        const auto* label = window.findChild<QLabel*>(QStringLiteral("errorLabel"));
-        QVERIFY(label->isVisible());
-        QVERIFY(label->text().contains(error));
-        QVERIFY(!window.findChild<QTreeWidget*>(QStringLiteral("summaryTree"))->isVisible());
+        QCOMPARE(window.documentCount(), 0);
+        QVERIFY2(window.errorText().startsWith(path + QLatin1String(": ")), qPrintable(window.errorText()));
+        QVERIFY2(window.errorText().contains(reason), qPrintable(window.errorText()));
+        QVERIFY(window.findChild<QWidget*>(QStringLiteral("errorBanner"))->isVisible());
+        // The window keeps working: a good file still opens.
+        QVERIFY(loadAndWait(window, snapshot("oom.pickle")));
+        QCOMPARE(window.documentCount(), 1);
     }
 
-    void latestLoadWins()
+    void cancelStopsLoading()
     {
-        // A load superseded before it finished must not overwrite the newer one.
         MainWindow window;
+        window.show();
         QSignalSpy spy(&window, &MainWindow::loadFinished);
-        window.openFile(QStringLiteral("/nonexistent/first.pickle"));
-        window.openFile(memscope::app::bundledSamplePath());
-        QVERIFY(spy.wait(60'000));
-        QCOMPARE(spy.size(), 1);
-        QVERIFY(spy.at(0).at(0).toBool());
-        QTest::qWait(100);
-        QCOMPARE(spy.size(), 1);
-        QCOMPARE(summaryValue(window, QStringLiteral("Segments")), QStringLiteral("86"));
+        window.openFile(snapshot("big_trace.pickle.xz"));
+        auto* cancel = window.findChild<QWidget*>(QStringLiteral("cancelLoad"));
+        QVERIFY(cancel->isVisible());
+        QMetaObject::invokeMethod(cancel, "click");
+        QVERIFY(spy.wait(120'000));
+        QCOMPARE(spy.first().at(0).toBool(), false);
+        QCOMPARE(window.documentCount(), 0);
+        QVERIFY(window.errorText().isEmpty()); // a cancel is not an error
+    }
+
+    void keysMoveTheCursor()
+    {
+        MainWindow window;
+        window.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&window) || true);
+        QVERIFY(loadAndWait(window, memscope::app::bundledSamplePath()));
+        DocumentWindow* doc = window.currentDocument();
+        auto* session = doc->session();
+        const int64_t n = session->entryCount();
+        window.activateWindow();
+        doc->view(DocumentWindow::View::Timeline)->setFocus();
+        QTest::keyClick(&window, Qt::Key_Home);
+        QCOMPARE(session->cursor(), int64_t(0));
+        QTest::keyClick(&window, Qt::Key_Right);
+        QTest::keyClick(&window, Qt::Key_Right);
+        QCOMPARE(session->cursor(), int64_t(2));
+        QTest::keyClick(&window, Qt::Key_Left);
+        QCOMPARE(session->cursor(), int64_t(1));
+        // PgDn jumps to the next annotation boundary (transformer_train has record_function step_0..5).
+        const auto spans = session->annotations();
+        QVERIFY(!spans.empty());
+        std::vector<int64_t> marks;
+        for (const auto& span : spans) {
+            marks.push_back(span.begin);
+            marks.push_back(span.end);
+        }
+        std::sort(marks.begin(), marks.end());
+        const int64_t next = *std::upper_bound(marks.begin(), marks.end(), int64_t(1));
+        QTest::keyClick(&window, Qt::Key_PageDown);
+        QCOMPARE(session->cursor(), next);
+        QTest::keyClick(&window, Qt::Key_PageUp);
+        QCOMPARE(session->cursor(), marks.front() < next ? *std::prev(std::lower_bound(marks.begin(), marks.end(), next)) : int64_t(0));
+        QTest::keyClick(&window, Qt::Key_End);
+        QCOMPARE(session->cursor(), n);
+        // The state the views draw is the replay's state at the cursor.
+        session->setCursor(n / 2);
+        QCOMPARE(session->state().index, n / 2);
+        QCOMPARE(session->state().blocks.size(), session->replay().stateAt(n / 2).blocks.size());
+    }
+
+    void exportsPngAndSvg()
+    {
+        MainWindow window;
+        window.show();
+        QVERIFY(loadAndWait(window, snapshot("multistream.pickle")));
+        QTemporaryDir dir;
+        const QString png = dir.filePath(QStringLiteral("view.png"));
+        const QString svg = dir.filePath(QStringLiteral("view.svg"));
+        QCOMPARE(window.exportView(png), QString());
+        QCOMPARE(window.exportView(svg), QString());
+        const QImage image(png);
+        QVERIFY(!image.isNull());
+        QVERIFY(colourVariety(image) > 3);
+        QFile f(svg);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QByteArray xml = f.readAll();
+        QVERIFY(xml.contains("<svg") && xml.contains("</svg>"));
+        // A path that cannot be written gives an error naming it.
+        const QString bad = dir.filePath(QStringLiteral("no/such/dir/view.png"));
+        QVERIFY(window.exportView(bad).startsWith(bad));
+    }
+
+    void screenshotCommandRendersEveryView_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("view");
+        const char* files[] = { "mlp_train.pickle", "transformer_train.pickle", "expandable_segments.pickle",
+                                "oom.pickle", "multistream.pickle", "cudagraph.pickle", "diff_before.pickle",
+                                "diff_after.pickle", "scripted_allocs.pickle", "two_device.pickle",
+                                "big_trace.pickle.xz" };
+        for (const char* f : files)
+            for (const char* v : { "timeline", "segments", "tree", "events", "overview" })
+                QTest::addRow("%s %s", f, v) << snapshot(f) << QString::fromLatin1(v);
+    }
+
+    void screenshotCommandRendersEveryView()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, view);
+        const QString out = memscope::test::screenshotDir() + QLatin1Char('/') + QFileInfo(file).baseName()
+            + QLatin1Char('-') + view + QLatin1String(".png");
+        QFile::remove(out);
+        QProcess p;
+        p.start(QCoreApplication::applicationDirPath() + QLatin1String("/memscope"),
+                { QStringLiteral("--screenshot"), out, QStringLiteral("--view"), view, file });
+        QVERIFY(p.waitForFinished(120'000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const QImage image(out);
+        QVERIFY(!image.isNull());
+        QVERIFY2(colourVariety(image) > 4, qPrintable(out));
+    }
+
+    void screenshotCommandRejectsBadArguments_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<int>("status");
+        QTest::addColumn<QString>("reason");
+        QTest::newRow("unknown view") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
+                                                       QStringLiteral("--view"), QStringLiteral("pie"), snapshot("oom.pickle") }
+                                      << 2 << "unknown view 'pie'";
+        QTest::newRow("bad index") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
+                                                    QStringLiteral("--at"), QStringLiteral("-3"), snapshot("oom.pickle") }
+                                   << 2 << "--at needs a state index";
+        QTest::newRow("missing file") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
+                                                       QStringLiteral("/nonexistent.pickle") }
+                                      << 1 << "/nonexistent.pickle: ";
+    }
+
+    void screenshotCommandRejectsBadArguments()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(int, status);
+        QFETCH(QString, reason);
+        QProcess p;
+        p.start(QCoreApplication::applicationDirPath() + QLatin1String("/memscope"), args);
+        QVERIFY(p.waitForFinished(60'000));
+        QCOMPARE(p.exitCode(), status);
+        QVERIFY2(p.readAllStandardError().contains(reason.toUtf8()), qPrintable(reason));
     }
 };
 
