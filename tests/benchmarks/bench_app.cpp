@@ -1,0 +1,173 @@
+// Benchmarks of the desktop app, offscreen: opening big_trace to every view painted; moving the cursor and
+// repainting every view; a full repaint of the timeline at 1920x1080 at several zoom levels; and the same on a
+// synthetic 10M-entry trace. Views are rendered into QImages (what a paint does, minus the screen).
+// GUI thread only; QApplication is created in main().
+#include "models/session.h"
+#include "synthetic.h"
+#include "views/documentwindow.h"
+#include "views/timelineview.h"
+
+#include <QApplication>
+#include <QImage>
+#include <QPainter>
+
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <random>
+
+using namespace memscope;
+using memscope::app::DocumentWindow;
+
+namespace {
+
+using namespace memscope::bench;
+
+// A snapshot shared as the app holds it (a Document owns a shared_ptr).
+std::shared_ptr<const model::Snapshot> shared(const model::Snapshot& s)
+{
+    return std::shared_ptr<const model::Snapshot>(&s, [](const model::Snapshot*) {});
+}
+
+const std::vector<uint8_t>& bigTraceBytes()
+{
+    static const std::vector<uint8_t> bytes = [] {
+        std::vector<uint8_t> b;
+        if (io::Error e = io::readFile(sharedDir() + "/snapshots/big_trace.pickle.xz", b)) {
+            std::fprintf(stderr, "%s\n", e.toString().c_str());
+            std::exit(1);
+        }
+        return b;
+    }();
+    return bytes;
+}
+
+void renderAll(DocumentWindow& window, QImage& canvas)
+{
+    for (auto v : { DocumentWindow::View::Timeline, DocumentWindow::View::Segments, DocumentWindow::View::Tree,
+                    DocumentWindow::View::Events, DocumentWindow::View::Overview }) {
+        QWidget* w = window.view(v);
+        QPainter painter(&canvas);
+        w->render(&painter);
+    }
+}
+
+// From bytes in memory to a window whose every view has painted once: parse, build, replay, views, paint.
+void BM_OpenBigTraceToPainted(benchmark::State& state)
+{
+    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
+    for (auto _ : state) {
+        io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "big_trace.pickle");
+        auto doc = app::makeDocument(QStringLiteral("big_trace.pickle"), r.snapshot);
+        DocumentWindow window(doc);
+        window.resize(1920, 1080);
+        window.setAttribute(Qt::WA_DontShowOnScreen);
+        window.show();
+        QCoreApplication::processEvents();
+        renderAll(window, canvas);
+        benchmark::DoNotOptimize(canvas.bits());
+    }
+}
+BENCHMARK(BM_OpenBigTraceToPainted)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void cursorBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc)
+{
+    DocumentWindow window(doc);
+    window.resize(1920, 1080);
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.show();
+    QCoreApplication::processEvents();
+    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
+    renderAll(window, canvas); // caches warm, as after opening
+    std::mt19937_64 rng(7);
+    const int64_t n = window.session()->entryCount();
+    for (auto _ : state) {
+        window.session()->setCursor(int64_t(rng() % uint64_t(n + 1)));
+        QCoreApplication::processEvents();
+        renderAll(window, canvas);
+        benchmark::DoNotOptimize(canvas.bits());
+    }
+}
+
+// Moving the cursor anywhere, then repainting every view.
+void BM_CursorMoveRepaintAllBigTrace(benchmark::State& state)
+{
+    static auto doc = [] {
+        io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "big_trace.pickle");
+        return app::makeDocument(QStringLiteral("big_trace.pickle"), r.snapshot);
+    }();
+    cursorBenchmark(state, doc);
+}
+BENCHMARK(BM_CursorMoveRepaintAllBigTrace)->Unit(benchmark::kMillisecond);
+
+void timelineBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc)
+{
+    app::Session session(doc);
+    app::TimelineView view(&session);
+    view.resize(1920, 1080);
+    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
+    const int64_t n = session.entryCount();
+    // state.range(0): the visible fraction of the trace, in 1/1000.
+    const int64_t span = std::max<int64_t>(2, n * state.range(0) / 1000);
+    std::mt19937_64 rng(11);
+    for (auto _ : state) {
+        // A different range each time, so the cached plot is always re-rendered.
+        const int64_t first = n > span ? int64_t(rng() % uint64_t(n - span)) : 0;
+        view.zoomToRange(first, first + span);
+        QPainter painter(&canvas);
+        view.render(&painter);
+        benchmark::DoNotOptimize(canvas.bits());
+    }
+}
+
+// A full repaint of the timeline at 1920x1080: whole trace (1000/1000) down to 1/1000 of it.
+void BM_TimelineRepaintBigTrace(benchmark::State& state)
+{
+    static auto doc = [] {
+        io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "big_trace.pickle");
+        return app::makeDocument(QStringLiteral("big_trace.pickle"), r.snapshot);
+    }();
+    timelineBenchmark(state, doc);
+}
+BENCHMARK(BM_TimelineRepaintBigTrace)->Arg(1000)->Arg(100)->Arg(10)->Arg(1)->Unit(benchmark::kMillisecond);
+
+std::shared_ptr<const app::Document> synthetic10M()
+{
+    static auto doc = app::makeDocument(QStringLiteral("synthetic-10M"),
+                                        shared(synthetic(10'000'000, Survivors::Freed)));
+    return doc;
+}
+
+void BM_OpenSynthetic10MToPainted(benchmark::State& state)
+{
+    const auto& snapshot = synthetic(10'000'000, Survivors::Freed);
+    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
+    for (auto _ : state) {
+        auto doc = app::makeDocument(QStringLiteral("synthetic-10M"), shared(snapshot));
+        DocumentWindow window(doc);
+        window.resize(1920, 1080);
+        window.setAttribute(Qt::WA_DontShowOnScreen);
+        window.show();
+        QCoreApplication::processEvents();
+        renderAll(window, canvas);
+    }
+}
+BENCHMARK(BM_OpenSynthetic10MToPainted)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+void BM_CursorMoveRepaintAllSynthetic10M(benchmark::State& state) { cursorBenchmark(state, synthetic10M()); }
+BENCHMARK(BM_CursorMoveRepaintAllSynthetic10M)->Unit(benchmark::kMillisecond);
+
+void BM_TimelineRepaintSynthetic10M(benchmark::State& state) { timelineBenchmark(state, synthetic10M()); }
+BENCHMARK(BM_TimelineRepaintSynthetic10M)->Arg(1000)->Arg(10)->Unit(benchmark::kMillisecond);
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    qputenv("QT_QPA_PLATFORM", "offscreen");
+    QApplication app(argc, argv);
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}
