@@ -660,44 +660,49 @@ Error Builder::build(NodeId root)
             return err;
     }
 
-    // Address versions: the n-th alloc at an address on a device has version n; its frees share it.
+    // Address versions and stream numbers exactly as PyTorch's viewer assigns them (torch/utils/viz/MemoryViz.js,
+    // annotate_snapshot): one version counter per block address and one per segment address, shared by all devices,
+    // walked over every device's trace in order and then the final segments. A free_completed (segment_free,
+    // segment_unmap) takes the current version and then moves it on, so an alloc and its frees share a version and
+    // the next use of the address gets the next one. Raw stream 0 is always stream 0; others count from 1 in order
+    // of first appearance.
+    AddressMap blockVersions(1024), segmentVersions(64);
+    auto version = [](AddressMap& space, DeviceAddr addr, bool increment) {
+        const uint32_t current = space.find(addr);
+        const uint32_t v = current == AddressMap::None ? 0 : current;
+        if (current == AddressMap::None)
+            space.insert(addr, increment ? 1 : 0);
+        else if (increment)
+            space.assign(addr, v + 1);
+        return v;
+    };
+    m_s.streams.push_back(0);
+    m_streamSeen.emplace(0, true);
+    auto seeStream = [&](int64_t stream) {
+        if (m_streamSeen.emplace(stream, true).second)
+            m_s.streams.push_back(stream);
+    };
     for (auto& trace : m_s.deviceTraces) {
-        AddressMap allocs(1024); // address -> allocs seen there so far
         for (TraceEntry& e : trace) {
-            if (e.action == model::Action::Alloc) {
-                const uint32_t seen = allocs.find(e.addr);
-                e.version = seen == AddressMap::None ? 0 : seen;
-                if (seen == AddressMap::None)
-                    allocs.insert(e.addr, 1);
-                else
-                    allocs.assign(e.addr, seen + 1);
-            } else if (e.action == model::Action::FreeRequested || e.action == model::Action::FreeCompleted) {
-                const uint32_t seen = allocs.find(e.addr);
-                e.version = seen == AddressMap::None ? 0 : seen - 1;
-            }
-        }
-        // Blocks alive at the end carry the version of the last alloc at their address.
-        for (const Segment& seg : m_s.segments) {
-            if (size_t(seg.device) >= m_s.deviceTraces.size() || &m_s.deviceTraces[seg.device] != &trace)
-                continue;
-            for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi) {
-                Block& b = m_s.blocks[bi];
-                const uint32_t seen = allocs.find(b.address);
-                b.version = seen == AddressMap::None ? 0 : seen - 1;
+            seeStream(e.stream);
+            switch (e.action) {
+            case model::Action::FreeCompleted: e.version = version(blockVersions, e.addr, true); break;
+            case model::Action::FreeRequested:
+            case model::Action::Alloc: e.version = version(blockVersions, e.addr, false); break;
+            case model::Action::SegmentFree:
+            case model::Action::SegmentUnmap: e.version = version(segmentVersions, e.addr, true); break;
+            case model::Action::SegmentAlloc:
+            case model::Action::SegmentMap: e.version = version(segmentVersions, e.addr, false); break;
+            default: break;
             }
         }
     }
-
-    // Streams numbered in order of first appearance.
-    auto seeStream = [&](int64_t s) {
-        if (m_streamSeen.emplace(s, true).second)
-            m_s.streams.push_back(s);
-    };
-    for (const auto& trace : m_s.deviceTraces)
-        for (const TraceEntry& e : trace)
-            seeStream(e.stream);
-    for (const Segment& seg : m_s.segments)
+    for (Segment& seg : m_s.segments) {
         seeStream(seg.stream);
+        seg.version = version(segmentVersions, seg.address, false);
+        for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi)
+            m_s.blocks[bi].version = version(blockVersions, m_s.blocks[bi].address, false);
+    }
     return {};
 }
 

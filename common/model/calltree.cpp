@@ -230,7 +230,8 @@ CallTree CallTreeBuilder::finish()
     // Breadth-first layout: the children of every node become contiguous.
     CallTree tree;
     tree.m_options = options;
-    tree.m_nodes.resize(n);
+    tree.m_nodes.clear();
+    tree.m_nodes.reserve(n);
     std::vector<uint32_t> order;
     order.reserve(n);
     std::vector<uint32_t> newId(n);
@@ -238,7 +239,7 @@ CallTree CallTreeBuilder::finish()
     newId[0] = 0;
     for (size_t at = 0; at < order.size(); ++at) {
         const uint32_t old = order[at];
-        CallNode& out = tree.m_nodes[at];
+        CallNode& out = tree.m_nodes.emplace_back();
         const Impl::RawNode& in = raw[old];
         out.frame = in.frame;
         out.parent = old == 0 ? NoCallNode : CallNodeId { newId[in.parent] };

@@ -107,7 +107,7 @@ struct Block {
     bool hasFrames = false; // a `frames` key was present (absent in legacy files)
     bool hasRequestedSize = false;
     bool hasAddress = false;
-    uint32_t version = 0; // how many allocations at this address the trace saw before this block's
+    uint32_t version = 0; // the address's version at the end, as PyTorch's viewer counts (io/snapshotbuilder.cpp)
     uint32_t historyBegin = 0; // legacy history: range in Snapshot::history
     uint32_t historyCount = 0;
     bool hasHistory = false;
@@ -128,6 +128,7 @@ struct Segment {
     bool isExpandable = false;
     StackId stack = EmptyStack;
     bool hasFrames = false;
+    uint32_t version = 0; // the segment address's version at the end (segment_free/unmap move it on)
     uint32_t blockBegin = 0; // range in Snapshot::blocks
     uint32_t blockCount = 0;
     LayoutId layout {};
@@ -146,8 +147,9 @@ struct TraceEntry {
     StackId stack = EmptyStack;
     StringId compileContext = EmptyString;
     StringId userMetadata = EmptyString;
-    // For alloc/free entries: the number of earlier allocs at this address on this device in the trace, so that
-    // one address reused is told apart (PyTorch's viewer names them `b7f..._3`).
+    // The address's version, so one address reused is told apart (PyTorch's viewer names them `b7f..._3` and
+    // `s7f..._1`): for block actions, how many free_completed at this address came before (the free_completed
+    // itself included its own alloc's version); for segment actions, the same over segment_free/segment_unmap.
     uint32_t version = 0;
     uint32_t extraIndex = UINT32_MAX;
 };
@@ -218,8 +220,8 @@ struct Snapshot {
     bool hasAnnotationsKey = false;
     LayoutId topLevelLayout {};
 
-    // Raw stream handle -> small stream number, in order of first appearance (trace entries of device 0.., then
-    // segments), as PyTorch's viewer numbers them.
+    // Raw stream handle -> small stream number: raw 0 is 0, the others count from 1 in order of first appearance
+    // (trace entries of device 0.., then segments), as PyTorch's viewer numbers them.
     std::vector<int64_t> streams;
 
     size_t stackCount() const { return stackOffsets.size() - 1; }
