@@ -4,6 +4,7 @@
 //
 // Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
 // 2 a bad command line (usage on stderr).
+#include "allocatorreplay.h"
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
@@ -33,6 +34,9 @@ commands (output identical to python -m torch.cuda._memory_viz):
 
 commands of memscope:
   info FILE...         a summary: devices, segments, trace entries, time span, peak, truncation
+  allocator-replay FILE
+                       replay the trace through memscope's caching allocator and check that it makes
+                       PyTorch's decisions (same addresses, same final segments and blocks)
   convert IN OUT [--format pickle|json]
                        rewrite a snapshot as a protocol-4 pickle (default) or JSON (default for *.json)
 
@@ -167,6 +171,9 @@ int main(int argc, char** argv)
         }
         return status;
     }
+
+    if (command == "allocator-replay")
+        return runAllocatorReplay(args);
 
     if (command == "compare") {
         if (args.size() != 2)

@@ -1,0 +1,84 @@
+/* memscope agent: the exported C API of memscope's caching allocator (PyTorch's CUDACachingAllocator rules).
+ *
+ * Load it into a PyTorch process as a pluggable allocator:
+ *
+ *     alloc = torch.cuda.memory.CUDAPluggableAllocator("libmemscope-agent.so", "memscope_malloc", "memscope_free")
+ *     torch.cuda.memory.change_current_allocator(alloc)
+ *
+ * Settings come from MEMSCOPE_ALLOC_CONF, else PYTORCH_ALLOC_CONF, else PYTORCH_CUDA_ALLOC_CONF (same syntax);
+ * MEMSCOPE_AGENT_BACKEND=cuda|host picks the device backend (default: CUDA when a driver and a device are there,
+ * else the host backend, which reserves address space only and is meant for tests).
+ *
+ * Every function may be called from any thread, never throws, and reports failure through its return value;
+ * memscope_last_error() then says why (per thread). The allocator is set up on first use.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define MEMSCOPE_AGENT_API __attribute__((visibility("default")))
+#else
+#define MEMSCOPE_AGENT_API
+#endif
+
+#ifdef __cplusplus
+#define MEMSCOPE_NOEXCEPT noexcept
+extern "C" {
+#else
+#define MEMSCOPE_NOEXCEPT
+#endif
+
+/* CUDAPluggableAllocator's malloc: `size` bytes on `device` for use on `stream` (a cudaStream_t). NULL when
+ * size is 0 or on failure (out of memory after releasing the cache, bad device, bad settings). */
+MEMSCOPE_AGENT_API void* memscope_malloc(size_t size, int device, void* stream) MEMSCOPE_NOEXCEPT;
+
+/* CUDAPluggableAllocator's free. `size` and `stream` are what PyTorch passes and are not needed. A pointer the
+ * allocator did not hand out is ignored (warned about once on stderr). */
+MEMSCOPE_AGENT_API void memscope_free(void* ptr, size_t size, int device, void* stream) MEMSCOPE_NOEXCEPT;
+
+/* torch.cuda.empty_cache(): waits for pending cross-stream frees, then releases every cached segment of every
+ * device that has no block in use. */
+MEMSCOPE_AGENT_API void memscope_empty_cache(void) MEMSCOPE_NOEXCEPT;
+
+/* Tensor.record_stream(): `ptr` is also used on `stream`; its memory is reused only after that work completes.
+ * Returns 0, or -1 when `ptr` is not an allocated block. */
+MEMSCOPE_AGENT_API int memscope_record_stream(void* ptr, void* stream) MEMSCOPE_NOEXCEPT;
+
+/* torch.cuda.set_per_process_memory_fraction(): 0 on success, -1 for a bad fraction or device. */
+MEMSCOPE_AGENT_API int memscope_set_memory_fraction(double fraction, int device) MEMSCOPE_NOEXCEPT;
+
+/* A few of torch.cuda.memory_stats()'s counters (the "all" variants), in bytes or counts. */
+typedef struct memscope_device_stats {
+    int64_t allocated_bytes_current;
+    int64_t allocated_bytes_peak;
+    int64_t reserved_bytes_current;
+    int64_t reserved_bytes_peak;
+    int64_t active_bytes_current;
+    int64_t active_bytes_peak;
+    int64_t requested_bytes_current;
+    int64_t requested_bytes_peak;
+    int64_t allocation_count;
+    int64_t segment_count;
+    int64_t num_alloc_retries;
+    int64_t num_ooms;
+    int64_t num_device_alloc;
+    int64_t num_device_free;
+} memscope_device_stats;
+
+/* Fills *out for `device`: 0, or -1 for a bad device or a NULL out. */
+MEMSCOPE_AGENT_API int memscope_get_device_stats(int device, memscope_device_stats* out) MEMSCOPE_NOEXCEPT;
+
+/* Why this thread's last failing call failed ("" if none failed yet). Valid until the thread's next call. */
+MEMSCOPE_AGENT_API const char* memscope_last_error(void) MEMSCOPE_NOEXCEPT;
+
+/* "cuda" or "host": the backend in use (sets the allocator up if needed); "none" if it could not be set up. */
+MEMSCOPE_AGENT_API const char* memscope_backend_name(void) MEMSCOPE_NOEXCEPT;
+
+/* The version of libmemscope-agent.so ("0.1.0"); only the shared library defines it. */
+MEMSCOPE_AGENT_API const char* memscope_agent_version(void) MEMSCOPE_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,236 @@
+// The C API of memscope/agent.h over one process-wide CachingAllocator. Set up once, on first use, from the
+// environment; never torn down (like PyTorch's allocator, it must outlive every tensor freed at exit). Every
+// entry point catches everything: nothing crosses the C ABI but return values.
+#include "memscope/agent.h"
+
+#include "allocator.h"
+#include "config.h"
+#include "hostbackend.h"
+#if MEMSCOPE_AGENT_HAVE_CUDA
+#include "cudabackend.h"
+#endif
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace memscope::agent {
+namespace {
+
+    struct Agent {
+        std::unique_ptr<Backend> backend;
+        std::unique_ptr<CachingAllocator> allocator;
+        const char* backendName = "none";
+        std::string error; // why there is no allocator
+    };
+
+    thread_local std::string t_lastError;
+
+    void setError(std::string message) { t_lastError = std::move(message); }
+
+    Agent* createAgent()
+    {
+        auto* agent = new Agent; // leaked on purpose: frees may arrive during process exit
+        std::string source;
+        ConfigParse config = allocatorConfigFromEnvironment(&source);
+        if (!config.ok) {
+            agent->error = "memscope: bad allocator settings: " + config.error;
+            std::fprintf(stderr, "%s\n", agent->error.c_str());
+            return agent;
+        }
+        const char* wanted = std::getenv("MEMSCOPE_AGENT_BACKEND");
+        const std::string choice = wanted ? wanted : "";
+        std::string cudaError = "memscope was built without CUDA";
+        if (choice.empty() || choice == "cuda") {
+#if MEMSCOPE_AGENT_HAVE_CUDA
+            agent->backend = createCudaBackend(&cudaError);
+#endif
+            if (agent->backend) {
+                agent->backendName = "cuda";
+            } else if (choice == "cuda") {
+                agent->error = "memscope: MEMSCOPE_AGENT_BACKEND=cuda but " + cudaError;
+                std::fprintf(stderr, "%s\n", agent->error.c_str());
+                return agent;
+            }
+        } else if (choice != "host") {
+            agent->error = "memscope: MEMSCOPE_AGENT_BACKEND must be cuda or host, not '" + choice + "'";
+            std::fprintf(stderr, "%s\n", agent->error.c_str());
+            return agent;
+        }
+        if (!agent->backend) {
+            if (choice.empty())
+                std::fprintf(stderr, "memscope: %s; using the host backend (no GPU memory)\n", cudaError.c_str());
+            agent->backend = std::make_unique<HostBackend>();
+            agent->backendName = "host";
+        }
+        agent->allocator = std::make_unique<CachingAllocator>(*agent->backend, config.config);
+        return agent;
+    }
+
+    Agent& agent()
+    {
+        static Agent* instance = createAgent();
+        return *instance;
+    }
+
+    CachingAllocator* allocatorOrError()
+    {
+        Agent& a = agent();
+        if (!a.allocator)
+            setError(a.error);
+        return a.allocator.get();
+    }
+
+    void warnOnce(std::atomic<bool>& flag, const char* message)
+    {
+        if (!flag.exchange(true))
+            std::fprintf(stderr, "memscope: %s (warned once)\n", message);
+    }
+
+    std::atomic<bool> g_warnedBadFree { false };
+
+} // namespace
+} // namespace memscope::agent
+
+using namespace memscope::agent;
+
+extern "C" {
+
+void* memscope_malloc(size_t size, int device, void* stream) noexcept
+{
+    try {
+        if (size == 0)
+            return nullptr; // NativeCachingAllocator::allocate hands out no block for 0 bytes
+        CachingAllocator* a = allocatorOrError();
+        if (!a)
+            return nullptr;
+        const MallocResult r = a->malloc(device, size, StreamId { reinterpret_cast<uintptr_t>(stream) });
+        if (r.status == Status::Ok)
+            return reinterpret_cast<void*>(raw(r.ptr));
+        if (r.status == Status::OutOfMemory)
+            setError(describeOutOfMemory(device, r));
+        else
+            setError("memscope_malloc(" + std::to_string(size) + ", device " + std::to_string(device)
+                     + "): " + std::string(statusName(r.status)));
+    } catch (const std::exception& e) {
+        setError(std::string("memscope_malloc: ") + e.what());
+    } catch (...) {
+        setError("memscope_malloc: unknown error");
+    }
+    return nullptr;
+}
+
+void memscope_free(void* ptr, size_t, int device, void*) noexcept
+{
+    try {
+        if (!ptr)
+            return;
+        CachingAllocator* a = allocatorOrError();
+        if (!a)
+            return;
+        const Status s = a->free(device, DevicePtr { reinterpret_cast<uintptr_t>(ptr) });
+        if (s != Status::Ok) {
+            setError("memscope_free: " + std::string(statusName(s)));
+            warnOnce(g_warnedBadFree, "memscope_free was given a pointer it did not hand out");
+        }
+    } catch (...) {
+        setError("memscope_free: unknown error");
+    }
+}
+
+void memscope_empty_cache(void) noexcept
+{
+    try {
+        if (CachingAllocator* a = allocatorOrError())
+            a->emptyCache();
+    } catch (...) {
+        setError("memscope_empty_cache: unknown error");
+    }
+}
+
+int memscope_record_stream(void* ptr, void* stream) noexcept
+{
+    try {
+        CachingAllocator* a = allocatorOrError();
+        if (!a)
+            return -1;
+        // torch's record_stream hook passes no device: the block is looked up on each device.
+        for (int d = 0; d < a->deviceCount(); ++d) {
+            if (a->recordStream(d, DevicePtr { reinterpret_cast<uintptr_t>(ptr) },
+                                StreamId { reinterpret_cast<uintptr_t>(stream) })
+                == Status::Ok)
+                return 0;
+        }
+        setError("memscope_record_stream: invalid device pointer");
+    } catch (...) {
+        setError("memscope_record_stream: unknown error");
+    }
+    return -1;
+}
+
+int memscope_set_memory_fraction(double fraction, int device) noexcept
+{
+    try {
+        CachingAllocator* a = allocatorOrError();
+        if (!a)
+            return -1;
+        const Status s = a->setMemoryFraction(device, fraction);
+        if (s == Status::Ok)
+            return 0;
+        setError("memscope_set_memory_fraction: " + std::string(statusName(s)));
+    } catch (...) {
+        setError("memscope_set_memory_fraction: unknown error");
+    }
+    return -1;
+}
+
+int memscope_get_device_stats(int device, memscope_device_stats* out) noexcept
+{
+    try {
+        CachingAllocator* a = allocatorOrError();
+        if (!a)
+            return -1;
+        if (!out || device < 0 || device >= a->deviceCount()) {
+            setError("memscope_get_device_stats: invalid device or NULL output");
+            return -1;
+        }
+        const DeviceStats s = a->stats(device);
+        constexpr size_t All = size_t(StatType::Aggregate);
+        *out = memscope_device_stats {};
+        out->allocated_bytes_current = s.allocatedBytes[All].current;
+        out->allocated_bytes_peak = s.allocatedBytes[All].peak;
+        out->reserved_bytes_current = s.reservedBytes[All].current;
+        out->reserved_bytes_peak = s.reservedBytes[All].peak;
+        out->active_bytes_current = s.activeBytes[All].current;
+        out->active_bytes_peak = s.activeBytes[All].peak;
+        out->requested_bytes_current = s.requestedBytes[All].current;
+        out->requested_bytes_peak = s.requestedBytes[All].peak;
+        out->allocation_count = s.allocation[All].current;
+        out->segment_count = s.segment[All].current;
+        out->num_alloc_retries = s.numAllocRetries;
+        out->num_ooms = s.numOoms;
+        out->num_device_alloc = s.numDeviceAlloc;
+        out->num_device_free = s.numDeviceFree;
+        return 0;
+    } catch (...) {
+        setError("memscope_get_device_stats: unknown error");
+    }
+    return -1;
+}
+
+const char* memscope_last_error(void) noexcept { return t_lastError.c_str(); }
+
+const char* memscope_backend_name(void) noexcept
+{
+    try {
+        return agent().backendName;
+    } catch (...) {
+        return "none";
+    }
+}
+
+} // extern "C"

@@ -1,0 +1,248 @@
+// The decision oracle: `allocator-replay` must say yes for every complete trace PyTorch recorded in ../shared
+// (every allocation at PyTorch's address, the same segments reserved, released, mapped and unmapped in the same
+// order, the same final segments and blocks), say no with the first diverging event when a trace is altered or its
+// allocator settings are not the ones it was recorded with, refuse incomplete traces, and behave like the rest of
+// memscope-cli on bad command lines and unreadable files.
+#include "allocatorreplay.h"
+#include "io/snapshotio.h"
+#include "model/snapshot.h"
+#include "testutil.h"
+
+#include <QCoreApplication>
+#include <QProcess>
+#include <QTest>
+
+using namespace memscope;
+
+namespace {
+
+std::string lastLine(const std::string& text)
+{
+    std::string t = text;
+    while (!t.empty() && t.back() == '\n')
+        t.pop_back();
+    const size_t nl = t.rfind('\n');
+    return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
+// The loader builds a non-const Snapshot and hands out the only reference: the tests below alter it in place.
+std::shared_ptr<model::Snapshot> loadMutable(const std::string& name)
+{
+    io::LoadResult r = io::loadSnapshot(test::snapshotPath(name));
+    if (!r.ok())
+        qFatal("cannot load %s: %s", name.c_str(), r.error.toString().c_str());
+    return std::const_pointer_cast<model::Snapshot>(r.snapshot);
+}
+
+// Index of the n-th alloc entry of a device's trace.
+size_t nthAlloc(const model::Snapshot& s, int device, size_t n)
+{
+    const auto& t = s.deviceTraces[size_t(device)];
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i].action == model::Action::Alloc && n-- == 0)
+            return i;
+    }
+    qFatal("trace has too few allocations");
+    return 0;
+}
+
+} // namespace
+
+class TestAllocatorReplay : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void everySharedTraceMatches_data();
+    void everySharedTraceMatches();
+    void throughTheBinary();
+    void alteredTraceDiverges_data();
+    void alteredTraceDiverges();
+    void settingsAreApplied();
+    void incompleteTraceIsRefused();
+    void badCommandLines_data();
+    void badCommandLines();
+    void unreadableInput_data();
+    void unreadableInput();
+};
+
+void TestAllocatorReplay::everySharedTraceMatches_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<int>("allocations");
+    QTest::newRow("scripted_allocs: 3,000 requests of boundary sizes")
+        << QStringLiteral("scripted_allocs.pickle") << 1669;
+    QTest::newRow("transformer_train: bf16 autocast training") << QStringLiteral("transformer_train.pickle") << 3831;
+    QTest::newRow("mlp_train: MLP + Adam") << QStringLiteral("mlp_train.pickle") << 107;
+    QTest::newRow("multistream: two side streams, record_stream") << QStringLiteral("multistream.pickle") << 68;
+    QTest::newRow("cudagraph: private pool (1, 0) during capture") << QStringLiteral("cudagraph.pickle") << 13;
+    QTest::newRow("expandable_segments: maps, empty_cache unmap, regrow")
+        << QStringLiteral("expandable_segments.pickle") << 43;
+    QTest::newRow("two_device: two device traces") << QStringLiteral("two_device.pickle") << 67;
+    QTest::newRow("oom: memory fraction, OOM entry") << QStringLiteral("oom.pickle") << 25;
+    QTest::newRow("diff_before") << QStringLiteral("diff_before.pickle") << 50;
+    QTest::newRow("diff_after") << QStringLiteral("diff_after.pickle") << 167;
+    QTest::newRow("big_trace: 329k entries, empty_cache") << QStringLiteral("big_trace.pickle.xz") << 111496;
+}
+
+void TestAllocatorReplay::everySharedTraceMatches()
+{
+    QFETCH(QString, file);
+    QFETCH(int, allocations);
+    const AllocatorReplayOutput r = allocatorReplay({ test::snapshotPath(file.toStdString()) });
+    QVERIFY2(r.exitCode == 0, (r.out + r.err).c_str());
+    QVERIFY2(r.err.empty(), r.err.c_str());
+    const std::string n = std::to_string(allocations);
+    QCOMPARE(lastLine(r.out), "matched " + n + "/" + n + " allocations, final state identical: yes");
+    QVERIFY(r.out.find("device 0: ") == 0);
+    QVERIFY(r.out.find("final state identical (") != std::string::npos);
+}
+
+void TestAllocatorReplay::throughTheBinary()
+{
+    QProcess p;
+    p.start(
+        QCoreApplication::applicationDirPath() + QLatin1String("/memscope-cli"),
+        { QStringLiteral("allocator-replay"), QString::fromStdString(test::snapshotPath("scripted_allocs.pickle")) });
+    QVERIFY(p.waitForFinished(120000));
+    const QByteArray out = p.readAllStandardOutput();
+    const QByteArray err = p.readAllStandardError();
+    if (p.exitCode() == 2 && err.contains("unknown command 'allocator-replay'"))
+        QSKIP("tools/cli/main.cpp does not route 'allocator-replay' to runAllocatorReplay() yet");
+    QCOMPARE(p.exitCode(), 0);
+    QCOMPARE(QByteArray::fromStdString(lastLine(out.toStdString())),
+             QByteArray("matched 1669/1669 allocations, final state identical: yes"));
+}
+
+void TestAllocatorReplay::alteredTraceDiverges_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<int>("device");
+    QTest::addColumn<int>("allocation"); // which alloc entry of the device's trace to alter
+    QTest::addColumn<qlonglong>("delta"); // bytes added to its requested size
+    QTest::newRow("scripted: allocation 200 asks for 1 MiB more")
+        << QStringLiteral("scripted_allocs.pickle") << 0 << 200 << 1048576LL;
+    QTest::newRow("scripted: allocation 7 asks for 1 B more")
+        << QStringLiteral("scripted_allocs.pickle") << 0 << 7 << 1LL;
+    QTest::newRow("transformer: allocation 1000 asks for 512 B less")
+        << QStringLiteral("transformer_train.pickle") << 0 << 1000 << -512LL;
+    QTest::newRow("expandable: allocation 3 asks for 20 MiB more")
+        << QStringLiteral("expandable_segments.pickle") << 0 << 3 << 20971520LL;
+    QTest::newRow("two_device: only device 1 is altered") << QStringLiteral("two_device.pickle") << 1 << 5 << 4194304LL;
+}
+
+void TestAllocatorReplay::alteredTraceDiverges()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    QFETCH(int, allocation);
+    QFETCH(qlonglong, delta);
+    auto s = loadMutable(file.toStdString());
+    const size_t index = nthAlloc(*s, device, size_t(allocation));
+    s->deviceTraces[size_t(device)][index].size += delta;
+
+    const AllocatorReplayOutput r = allocatorReplaySnapshot(*s, file.toStdString());
+    QCOMPARE(r.exitCode, 1);
+    const std::string last = lastLine(r.out);
+    QVERIFY2(last.rfind("matched ", 0) == 0 && last.size() > 4 && last.substr(last.size() - 4) == ": no", last.c_str());
+    // The device's line names the first diverging event: at or after the altered one, with the reason.
+    const std::string prefix = "device " + std::to_string(device) + ": ";
+    const size_t at = r.out.find(prefix);
+    QVERIFY(at != std::string::npos);
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    const size_t marker = line.find("first divergence at event ");
+    QVERIFY2(marker != std::string::npos, line.c_str());
+    // The altered malloc's events start with the segments it reserved or released just before its alloc entry.
+    size_t callStart = index;
+    const auto& trace = s->deviceTraces[size_t(device)];
+    while (callStart > 0 && trace[callStart - 1].action != model::Action::Alloc
+           && trace[callStart - 1].action != model::Action::FreeRequested
+           && trace[callStart - 1].action != model::Action::FreeCompleted)
+        --callStart;
+    const size_t diverged = std::stoul(line.substr(marker + 26));
+    QVERIFY2(diverged >= callStart, line.c_str());
+    QVERIFY2(line.find("expected address") != std::string::npos
+                 || line.find("where PyTorch's trace has") != std::string::npos
+                 || line.find(" B where PyTorch's is ") != std::string::npos
+                 || line.find("the trace frees") != std::string::npos,
+             line.c_str());
+    if (device == 1)
+        QVERIFY2(r.out.find("device 0: ") == 0 && r.out.find("final state identical (") != std::string::npos,
+                 r.out.c_str());
+}
+
+void TestAllocatorReplay::settingsAreApplied()
+{
+    // The expandable_segments trace replayed as if expandable segments were off: the very first reservation is a
+    // cudaMalloc'ed segment where PyTorch mapped pages.
+    auto s = loadMutable("expandable_segments.pickle");
+    QVERIFY(s->allocatorSettings);
+    for (auto& [key, value] : s->allocatorSettings->entries) {
+        if (key == "expandable_segments")
+            value.boolean = false;
+        if (key == "PYTORCH_CUDA_ALLOC_CONF")
+            value.text.clear();
+    }
+    const AllocatorReplayOutput r = allocatorReplaySnapshot(*s, "expandable_segments.pickle");
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.out.find("first divergence at event 0 (segment_map") != std::string::npos, r.out.c_str());
+    QVERIFY2(r.out.find("memscope did segment_alloc") != std::string::npos, r.out.c_str());
+}
+
+void TestAllocatorReplay::incompleteTraceIsRefused()
+{
+    // What a wrapped max_entries ring buffer leaves: the first segment_alloc and its allocation are gone.
+    auto s = loadMutable("scripted_allocs.pickle");
+    auto& t = s->deviceTraces[0];
+    t.erase(t.begin(), t.begin() + 2);
+    const AllocatorReplayOutput r = allocatorReplaySnapshot(*s, "scripted_allocs.pickle");
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.out.find("the trace is incomplete") != std::string::npos, r.out.c_str());
+    QCOMPARE(lastLine(r.out), std::string("matched 0/1668 allocations, final state identical: no"));
+}
+
+void TestAllocatorReplay::badCommandLines_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("no file") << QStringList() << QStringLiteral("needs exactly one SNAPSHOT");
+    QTest::newRow("two files") << QStringList { QStringLiteral("a.pickle"), QStringLiteral("b.pickle") }
+                               << QStringLiteral("needs exactly one SNAPSHOT");
+    QTest::newRow("unknown option") << QStringList { QStringLiteral("--verbose"), QStringLiteral("a.pickle") }
+                                    << QStringLiteral("unknown option '--verbose'");
+}
+
+void TestAllocatorReplay::badCommandLines()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QString, reason);
+    std::vector<std::string> a;
+    for (const QString& s : args)
+        a.push_back(s.toStdString());
+    const AllocatorReplayOutput r = allocatorReplay(a);
+    QCOMPARE(r.exitCode, 2);
+    QVERIFY(r.out.empty());
+    QVERIFY2(QString::fromStdString(r.err).contains(reason), r.err.c_str());
+}
+
+void TestAllocatorReplay::unreadableInput_data()
+{
+    QTest::addColumn<QString>("path");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("missing file") << QStringLiteral("/nonexistent/dir/trace.pickle") << QStringLiteral("trace.pickle");
+    QTest::newRow("pickle that would run code")
+        << QString::fromStdString(test::dataPath("hostile-reduce.pickle")) << QStringLiteral("hostile-reduce.pickle");
+    QTest::newRow("truncated pickle") << QString::fromStdString(test::dataPath("truncated-multistream.pickle"))
+                                      << QStringLiteral("truncated-multistream.pickle");
+}
+
+void TestAllocatorReplay::unreadableInput()
+{
+    QFETCH(QString, path);
+    QFETCH(QString, reason);
+    const AllocatorReplayOutput r = allocatorReplay({ path.toStdString() });
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(QString::fromStdString(r.err).contains(reason), r.err.c_str());
+    QVERIFY2(QString::fromStdString(r.err).contains(path), r.err.c_str());
+}
+
+QTEST_GUILESS_MAIN(TestAllocatorReplay)
+#include "tst_allocatorreplay.moc"

@@ -1,0 +1,752 @@
+// The decision oracle. See allocatorreplay.h.
+//
+// How a trace becomes calls. PyTorch records what its allocator did, not what it was asked, so the asks are
+// recovered from the shape of the trace (c10/cuda/CUDACachingAllocator.cpp, DeviceCachingAllocator):
+//  - `alloc`/`oom` ends one malloc() call. The entries just before it belong to that call: `free_completed` of
+//    blocks whose free waited for other streams (process_events, or synchronize_and_free_events on a retry),
+//    `segment_free`/`segment_unmap` (the cache released after a failed reservation: release_cached_blocks),
+//    `segment_alloc`/`segment_map` (alloc_block / map_block). The backend is scripted to hand out exactly the
+//    trace's segment addresses, to fail the first reservation when the call released cached segments first, and
+//    every reservation when it ended in `oom`. The call's size is the alloc's requested size (the oom entry's
+//    rounded size; rounding is idempotent), its stream the entry's stream.
+//  - `free_requested` is a free() call. When its `free_completed` does not follow at once the block was used on
+//    another stream (record_stream): the replay records a use on a stream of its own before freeing, and completes
+//    that stream's event where the trace shows the `free_completed`.
+//  - `segment_free`/`segment_unmap`/`free_completed` runs that no malloc explains are an empty_cache() call.
+//  - Allocations that land in a segment the final snapshot assigns to a private pool (CUDA graphs, pool (1, 0)...)
+//    were made during a capture: the replay begins allocating to that pool on their stream just before the first
+//    of them and ends after the last (beginAllocateToPool / endAllocateToPool).
+// Every event the allocator reports must equal the next trace entry (action, address, size, stream); only the
+// order of `free_completed` entries of one process_events pass may differ (PyTorch walks a hash map of streams).
+#include "allocatorreplay.h"
+
+#include "allocator.h"
+#include "config.h"
+#include "hostbackend.h"
+#include "io/snapshotio.h"
+#include "model/snapshot.h"
+
+#include <algorithm>
+#include <bit>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+
+namespace memscope {
+
+namespace {
+
+    using model::Action;
+
+    std::string hex(uintptr_t v)
+    {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "0x%" PRIxPTR, v);
+        return buf;
+    }
+
+    // Replay streams of our own for record_stream uses: far from any real cudaStream_t value.
+    constexpr uintptr_t SyntheticStreamBase = uintptr_t(0x5eed) << 48;
+
+    struct Entry {
+        Action action = Action::Unknown;
+        uintptr_t addr = 0;
+        size_t size = 0;
+        uintptr_t stream = 0;
+        size_t index = 0; // in the device's trace, as the snapshot numbers it
+        agent::PoolId pool; // allocs: the pool the final state puts their segment in
+    };
+
+    class Recorder final : public agent::TraceObserver {
+    public:
+        void onTraceEvent(const agent::TraceEvent& event) override { events.push_back(event); }
+        std::vector<agent::TraceEvent> events;
+    };
+
+    Action actionOf(agent::TraceAction a)
+    {
+        switch (a) {
+        case agent::TraceAction::Alloc:
+            return Action::Alloc;
+        case agent::TraceAction::FreeRequested:
+            return Action::FreeRequested;
+        case agent::TraceAction::FreeCompleted:
+            return Action::FreeCompleted;
+        case agent::TraceAction::SegmentAlloc:
+            return Action::SegmentAlloc;
+        case agent::TraceAction::SegmentFree:
+            return Action::SegmentFree;
+        case agent::TraceAction::SegmentMap:
+            return Action::SegmentMap;
+        case agent::TraceAction::SegmentUnmap:
+            return Action::SegmentUnmap;
+        case agent::TraceAction::Oom:
+            return Action::Oom;
+        case agent::TraceAction::Count:
+            break;
+        }
+        return Action::Unknown;
+    }
+
+    bool matches(const agent::TraceEvent& ev, const Entry& e)
+    {
+        if (actionOf(ev.action) != e.action || raw(ev.stream) != e.stream || ev.size != e.size)
+            return false;
+        // An oom entry's address is the device's free memory, which only the real device knew.
+        return e.action == Action::Oom || ev.addr == e.addr;
+    }
+
+    std::string describeEntry(const Entry& e)
+    {
+        std::string s = std::string(model::actionName(e.action));
+        if (e.action == Action::Oom)
+            return s + " of " + std::to_string(e.size) + " B on stream " + std::to_string(e.stream);
+        return s + " " + hex(e.addr) + " of " + std::to_string(e.size) + " B on stream " + std::to_string(e.stream);
+    }
+
+    std::string describeEvent(const agent::TraceEvent& ev)
+    {
+        std::string s = std::string(agent::traceActionName(ev.action));
+        if (ev.action == agent::TraceAction::Oom)
+            return s + " of " + std::to_string(ev.size) + " B on stream " + std::to_string(raw(ev.stream));
+        return s + " " + hex(ev.addr) + " of " + std::to_string(ev.size) + " B on stream "
+            + std::to_string(raw(ev.stream));
+    }
+
+    // The allocator settings a snapshot recorded (torch/csrc/cuda/memory_snapshot.cpp, allocator_settings):
+    // the settings string first, then the parsed values PyTorch reports, which win.
+    agent::AllocatorConfig configFromSettings(const model::Value* settings, std::string& problem)
+    {
+        agent::AllocatorConfig c;
+        if (!settings || settings->kind != model::Value::Kind::Dict)
+            return c;
+        if (const model::Value* text = settings->find("PYTORCH_CUDA_ALLOC_CONF");
+            text && text->kind == model::Value::Kind::String && !text->text.empty()) {
+            agent::ConfigParse p = agent::parseAllocatorConfig(text->text);
+            if (p.ok)
+                c = p.config;
+            else
+                problem = "its PYTORCH_CUDA_ALLOC_CONF '" + text->text + "' does not parse: " + p.error;
+        }
+        auto integer = [](const model::Value* v, int64_t& out) {
+            if (!v)
+                return false;
+            if (v->kind == model::Value::Kind::Int)
+                out = v->integer;
+            else if (v->kind == model::Value::Kind::Float)
+                out = static_cast<int64_t>(v->real);
+            else if (v->kind == model::Value::Kind::Bool)
+                out = v->boolean ? 1 : 0;
+            else
+                return false;
+            return true;
+        };
+        int64_t n = 0;
+        if (integer(settings->find("max_split_size"), n))
+            c.maxSplitSize = n < 0 ? std::numeric_limits<size_t>::max() : size_t(n);
+        if (integer(settings->find("max_non_split_rounding_size"), n) && n > 0)
+            c.maxNonSplitRoundingSize = size_t(n);
+        if (const model::Value* v = settings->find("garbage_collection_threshold")) {
+            if (v->kind == model::Value::Kind::Float)
+                c.garbageCollectionThreshold = v->real;
+            else if (v->kind == model::Value::Kind::Int)
+                c.garbageCollectionThreshold = double(v->integer);
+        }
+        if (integer(settings->find("expandable_segments"), n))
+            c.expandableSegments = n != 0;
+        if (const model::Value* v = settings->find("roundup_power2_divisions")) {
+            // A dict {interval start in MB: divisions} ('1', '2', ... '32768'), or a list by interval in older files.
+            if (v->kind == model::Value::Kind::Dict) {
+                for (const auto& [key, value] : v->entries) {
+                    int64_t mb = 0, div = 0;
+                    try {
+                        mb = std::stoll(key);
+                    } catch (...) {
+                        continue;
+                    }
+                    if (mb <= 0 || !integer(&value, div))
+                        continue;
+                    const size_t index = size_t(63 - std::countl_zero(uint64_t(mb)));
+                    if (index < c.roundupPower2Divisions.size())
+                        c.roundupPower2Divisions[index] = size_t(std::max<int64_t>(div, 0));
+                }
+            } else if (v->kind == model::Value::Kind::List) {
+                for (size_t i = 0; i < v->items.size() && i < c.roundupPower2Divisions.size(); ++i) {
+                    int64_t div = 0;
+                    if (integer(&v->items[i], div))
+                        c.roundupPower2Divisions[i] = size_t(std::max<int64_t>(div, 0));
+                }
+            }
+        }
+        return c;
+    }
+
+    struct DeviceResult {
+        size_t allocs = 0; // alloc entries in the trace
+        size_t matchedAllocs = 0;
+        size_t counts[size_t(Action::Count)] = {};
+        bool replayed = false; // the whole trace went through without divergence
+        std::string divergence; // first diverging event and why
+        bool stateIdentical = false;
+        std::string stateDifference;
+        size_t segments = 0;
+        size_t blocks = 0;
+    };
+
+    class DeviceReplay {
+    public:
+        DeviceReplay(int device, const model::Snapshot& s, agent::CachingAllocator& allocator,
+                     agent::HostBackend& backend, Recorder& recorder)
+            : m_device(device)
+            , m_snapshot(s)
+            , m_allocator(allocator)
+            , m_backend(backend)
+            , m_recorder(recorder)
+        {
+        }
+
+        DeviceResult run()
+        {
+            collect();
+            for (const Entry& e : m_entries) {
+                m_result.counts[size_t(e.action)]++;
+                if (e.action == Action::Alloc)
+                    m_result.allocs++;
+            }
+            if (!m_unreplayable.empty()) {
+                m_result.divergence = m_unreplayable;
+                return m_result;
+            }
+            if (replayAll())
+                m_result.replayed = true;
+            compareFinalState();
+            return m_result;
+        }
+
+    private:
+        // The device's trace entries the allocator can produce, and which pool each alloc went to.
+        void collect()
+        {
+            const auto& trace = size_t(m_device) < m_snapshot.deviceTraces.size()
+                ? m_snapshot.deviceTraces[size_t(m_device)]
+                : std::vector<model::TraceEntry> {};
+            for (size_t i = 0; i < trace.size(); ++i) {
+                const model::TraceEntry& t = trace[i];
+                switch (t.action) {
+                case Action::Alloc:
+                case Action::FreeRequested:
+                case Action::FreeCompleted:
+                case Action::SegmentAlloc:
+                case Action::SegmentFree:
+                case Action::SegmentMap:
+                case Action::SegmentUnmap:
+                case Action::Oom:
+                    m_entries.push_back(
+                        Entry { t.action, uintptr_t(t.addr), size_t(t.size), uintptr_t(t.stream), i, {} });
+                    break;
+                default:
+                    break; // snapshot markers and actions this allocator never reports
+                }
+            }
+
+            // Reserved bytes before each entry, and the peak (see replayAll).
+            m_reservedBefore.resize(m_entries.size() + 1);
+            size_t reserved = 0;
+            for (size_t k = 0; k < m_entries.size(); ++k) {
+                m_reservedBefore[k] = reserved;
+                const Entry& e = m_entries[k];
+                if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap)
+                    reserved += e.size;
+                else if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap)
+                    reserved -= std::min(reserved, e.size);
+                m_peakReserved = std::max(m_peakReserved, reserved);
+            }
+            m_reservedBefore[m_entries.size()] = reserved;
+
+            // Segments alive at the end must come from this trace, else it does not start with the process.
+            std::set<uintptr_t> created;
+            for (const Entry& e : m_entries) {
+                if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap)
+                    created.insert(e.addr);
+            }
+            for (const model::Segment& seg : m_snapshot.segments) {
+                if (seg.device != m_device)
+                    continue;
+                if (!created.count(uintptr_t(seg.address))) {
+                    m_unreplayable = "the trace is incomplete: segment " + hex(uintptr_t(seg.address))
+                        + " of the final state was never allocated in it (recording started late, or the "
+                          "max_entries ring buffer wrapped); only a complete trace can be replayed";
+                    return;
+                }
+            }
+
+            // Private pools: allocations made after the last segment_alloc of a segment that ends up in a private
+            // pool, inside that segment, were made while a capture was allocating to that pool.
+            for (const model::Segment& seg : m_snapshot.segments) {
+                if (seg.device != m_device || (seg.poolId.first == 0 && seg.poolId.second == 0))
+                    continue;
+                const uintptr_t lo = uintptr_t(seg.address);
+                const uintptr_t hi = lo + uintptr_t(seg.totalSize);
+                size_t start = 0;
+                for (size_t k = 0; k < m_entries.size(); ++k) {
+                    if ((m_entries[k].action == Action::SegmentAlloc || m_entries[k].action == Action::SegmentMap)
+                        && m_entries[k].addr == lo)
+                        start = k;
+                }
+                for (size_t k = start; k < m_entries.size(); ++k) {
+                    Entry& e = m_entries[k];
+                    if (e.action == Action::Alloc && e.addr >= lo && e.addr < hi)
+                        e.pool = agent::PoolId { seg.poolId.first, seg.poolId.second };
+                }
+            }
+            for (size_t k = 0; k < m_entries.size(); ++k) {
+                const Entry& e = m_entries[k];
+                if (e.action == Action::Alloc && !e.pool.isDefault())
+                    m_lastPrivate[{ e.pool.first, e.pool.second, e.stream }] = k;
+            }
+        }
+
+        bool diverge(const Entry* expected, const std::string& why)
+        {
+            if (expected)
+                m_result.divergence = "first divergence at event " + std::to_string(expected->index) + " ("
+                    + describeEntry(*expected) + "): " + why;
+            else
+                m_result.divergence = "after the last trace event: " + why;
+            return false;
+        }
+
+        // Where an address lies in the allocator's current state, for explanations.
+        std::string locate(uintptr_t addr) const
+        {
+            for (const agent::SegmentInfo& s : m_allocator.snapshot(m_device)) {
+                if (addr >= s.address && addr < s.address + s.totalSize)
+                    return "in memscope's " + std::string(s.isLarge ? "large" : "small") + " segment " + hex(s.address)
+                        + " of " + std::to_string(s.totalSize) + " B on stream " + std::to_string(raw(s.stream));
+            }
+            return "in no segment memscope holds";
+        }
+
+        std::string explain(const agent::TraceEvent& got, const Entry& expected) const
+        {
+            if (actionOf(got.action) == expected.action && got.action == agent::TraceAction::Alloc) {
+                return "expected address " + hex(expected.addr) + ", got " + hex(got.addr) + ": memscope placed the "
+                    + std::to_string(agent::CachingAllocator::roundSize(expected.size, m_allocator.config()))
+                    + " B block " + locate(got.addr) + "; PyTorch's address is " + locate(expected.addr);
+            }
+            if (actionOf(got.action) == expected.action && got.addr == expected.addr && got.size != expected.size) {
+                if (expected.action == Action::FreeRequested || expected.action == Action::FreeCompleted)
+                    return "memscope's block there was requested with " + std::to_string(got.size)
+                        + " B, the trace frees " + std::to_string(expected.size) + " B";
+                return "same address, but memscope's " + std::string(agent::traceActionName(got.action)) + " is "
+                    + std::to_string(got.size) + " B where PyTorch's is " + std::to_string(expected.size) + " B";
+            }
+            if (actionOf(got.action) == expected.action && got.addr != expected.addr)
+                return "expected address " + hex(expected.addr) + ", got " + hex(got.addr) + " (" + describeEvent(got)
+                    + ")";
+            return "memscope did " + describeEvent(got) + " where PyTorch's trace has " + describeEntry(expected);
+        }
+
+        // Matches what the last call reported against the trace from m_next on.
+        bool consume()
+        {
+            for (const agent::TraceEvent& ev : m_recorder.events) {
+                if (m_next >= m_entries.size())
+                    return diverge(nullptr, "memscope did " + describeEvent(ev) + " after PyTorch's trace ended");
+                Entry& expected = m_entries[m_next];
+                if (!matches(ev, expected)) {
+                    bool swapped = false;
+                    if (ev.action == agent::TraceAction::FreeCompleted && expected.action == Action::FreeCompleted) {
+                        // One process_events pass frees in stream order, which PyTorch takes from a hash map.
+                        for (size_t k = m_next + 1;
+                             k < m_entries.size() && m_entries[k].action == Action::FreeCompleted; ++k) {
+                            if (matches(ev, m_entries[k])) {
+                                std::swap(m_entries[m_next], m_entries[k]);
+                                swapped = true;
+                                break;
+                            }
+                        }
+                    }
+                    if (!swapped)
+                        return diverge(&expected, explain(ev, expected));
+                }
+                const Entry& e = m_entries[m_next];
+                if (e.action == Action::Alloc)
+                    m_result.matchedAllocs++;
+                if (e.action == Action::FreeCompleted)
+                    m_pending.erase(e.addr);
+                ++m_next;
+            }
+            m_recorder.events.clear();
+            return true;
+        }
+
+        bool isPendingCompletion(const Entry& e) const
+        {
+            return e.action == Action::FreeCompleted && m_pending.count(e.addr);
+        }
+
+        bool replayFree(const Entry& e)
+        {
+            const bool immediate = m_next + 1 < m_entries.size()
+                && m_entries[m_next + 1].action == Action::FreeCompleted && m_entries[m_next + 1].addr == e.addr;
+            if (!immediate) {
+                // record_stream: a use on a stream of our own, completed where the trace completes the free.
+                const agent::StreamId use { SyntheticStreamBase + m_syntheticStreams++ };
+                if (m_allocator.recordStream(m_device, agent::DevicePtr { e.addr }, use) != agent::Status::Ok)
+                    return diverge(&e, "memscope holds no allocated block at " + hex(e.addr));
+                m_pending[e.addr] = use;
+            }
+            const agent::Status s = m_allocator.free(m_device, agent::DevicePtr { e.addr });
+            if (s != agent::Status::Ok)
+                return diverge(&e, "memscope holds no allocated block at " + hex(e.addr));
+            return consume();
+        }
+
+        bool beginCaptureFor(const Entry& alloc)
+        {
+            // Is the stream inside a capture window of another pool, or of no pool while this alloc is private?
+            for (auto& [pool, streams] : m_captures) {
+                const bool here = std::find(streams->begin(), streams->end(), alloc.stream) != streams->end();
+                if (here && !(pool == std::make_pair(alloc.pool.first, alloc.pool.second)))
+                    return diverge(&alloc,
+                                   "cannot replay: this allocation on stream " + std::to_string(alloc.stream)
+                                       + " went to another pool while its stream was being captured into pool ("
+                                       + std::to_string(pool.first) + ", " + std::to_string(pool.second) + ")");
+            }
+            if (alloc.pool.isDefault())
+                return true;
+            auto& streams = m_captures[{ alloc.pool.first, alloc.pool.second }];
+            if (!streams) {
+                streams = std::make_shared<std::vector<uintptr_t>>();
+                std::shared_ptr<std::vector<uintptr_t>> filterStreams = streams;
+                m_allocator.beginAllocateToPool(m_device, alloc.pool, [filterStreams](agent::StreamId s) {
+                    return std::find(filterStreams->begin(), filterStreams->end(), raw(s)) != filterStreams->end();
+                });
+            }
+            if (std::find(streams->begin(), streams->end(), alloc.stream) == streams->end())
+                streams->push_back(alloc.stream);
+            return true;
+        }
+
+        void endCaptureAfter(size_t k)
+        {
+            const Entry& alloc = m_entries[k];
+            if (alloc.pool.isDefault())
+                return;
+            auto last = m_lastPrivate.find({ alloc.pool.first, alloc.pool.second, alloc.stream });
+            if (last == m_lastPrivate.end() || last->second != k)
+                return;
+            auto it = m_captures.find({ alloc.pool.first, alloc.pool.second });
+            if (it == m_captures.end())
+                return;
+            auto& streams = *it->second;
+            streams.erase(std::remove(streams.begin(), streams.end(), alloc.stream), streams.end());
+            if (streams.empty()) {
+                m_allocator.endAllocateToPool(m_device, alloc.pool);
+                m_captures.erase(it);
+            }
+        }
+
+        bool replayAll()
+        {
+            while (m_next < m_entries.size()) {
+                const Entry& e = m_entries[m_next];
+                if (e.action == Action::FreeRequested) {
+                    if (!replayFree(e))
+                        return false;
+                    continue;
+                }
+                if (e.action == Action::FreeCompleted && !isPendingCompletion(e))
+                    return diverge(
+                        &e, "memscope holds no block at " + hex(e.addr) + " whose free waits for another stream");
+
+                // A group: what one malloc (ending in alloc/oom) or one empty_cache reported.
+                size_t j = m_next;
+                bool reserves = false, releases = false;
+                size_t firstRelease = SIZE_MAX;
+                while (j < m_entries.size()) {
+                    const Entry& g = m_entries[j];
+                    if (g.action == Action::SegmentAlloc || g.action == Action::SegmentMap) {
+                        reserves = true;
+                    } else if (g.action == Action::SegmentFree || g.action == Action::SegmentUnmap) {
+                        releases = true;
+                        firstRelease = std::min(firstRelease, j);
+                    } else if (!isPendingCompletion(g)) {
+                        break;
+                    }
+                    ++j;
+                }
+                const bool endsInMalloc = j < m_entries.size()
+                    && (m_entries[j].action == Action::Alloc || m_entries[j].action == Action::Oom);
+                if (!endsInMalloc && reserves)
+                    return diverge(&m_entries[m_next], "a segment was reserved without an allocation after it");
+
+                // Releases before a malloc are the malloc's own (release_cached_blocks after a failed reservation)
+                // only if its reservation could have failed: no cached block served the request, and the
+                // reservation would have taken the device past its peak (the trace's highest reserved total, which
+                // every successful reservation respected). Otherwise they were an empty_cache() just before it.
+                bool emptyCacheFirst = !endsInMalloc || (releases && !reserves && m_entries[j].action == Action::Alloc);
+                if (endsInMalloc && releases && !emptyCacheFirst) {
+                    const Entry& term = m_entries[j];
+                    size_t firstReserve = 0;
+                    for (size_t k = m_next; k < j; ++k) {
+                        if (m_entries[k].action == Action::SegmentAlloc || m_entries[k].action == Action::SegmentMap) {
+                            firstReserve = m_entries[k].size;
+                            break;
+                        }
+                    }
+                    if (m_allocator.cachedBlockAvailable(m_device, term.size, agent::StreamId { term.stream }))
+                        emptyCacheFirst = true;
+                    else if (term.action == Action::Alloc && m_reservedBefore[m_next] + firstReserve <= m_peakReserved)
+                        emptyCacheFirst = true;
+                }
+                if (emptyCacheFirst) {
+                    // empty_cache(): waits for every pending free, releases unsplit cached segments.
+                    size_t end = m_next;
+                    while (end < j && m_entries[end].action != Action::SegmentAlloc
+                           && m_entries[end].action != Action::SegmentMap)
+                        ++end;
+                    m_allocator.emptyCache(m_device);
+                    if (!consume())
+                        return false;
+                    if (m_next < end)
+                        return diverge(&m_entries[m_next],
+                                       "memscope's empty_cache did nothing more, PyTorch did "
+                                           + describeEntry(m_entries[m_next]));
+                    continue;
+                }
+
+                // malloc(): complete the events of frees the trace completes before any release (process_events);
+                // those after one are completed by the release itself (synchronize_and_free_events).
+                for (size_t k = m_next; k < j && k < firstRelease; ++k) {
+                    if (isPendingCompletion(m_entries[k]))
+                        m_backend.completeStream(m_device, m_pending[m_entries[k].addr]);
+                }
+                bool firstMap = true;
+                for (size_t k = m_next; k < j; ++k) {
+                    const Entry& g = m_entries[k];
+                    if (g.action == Action::SegmentAlloc)
+                        m_backend.queueSegmentAddress(m_device, agent::DevicePtr { g.addr });
+                    if (g.action == Action::SegmentMap && firstMap) {
+                        // A new expandable segment is mapped from the start of its address range.
+                        m_backend.queueAddressSpace(m_device, agent::DevicePtr { g.addr });
+                        firstMap = false;
+                    }
+                }
+                const Entry& term = m_entries[j];
+                if (term.action == Action::Oom)
+                    m_backend.failNextReservations(m_device, -1);
+                else if (releases)
+                    m_backend.failNextReservations(m_device, 1);
+                if (term.action == Action::Alloc && !beginCaptureFor(term))
+                    return false;
+                const agent::MallocResult r = m_allocator.malloc(m_device, term.size, agent::StreamId { term.stream });
+                m_backend.clearScript(m_device);
+                if (r.status != agent::Status::Ok && r.status != agent::Status::OutOfMemory)
+                    return diverge(&term, "memscope's malloc failed: " + std::string(agent::statusName(r.status)));
+                const size_t termIndex = j;
+                if (!consume())
+                    return false;
+                if (m_next <= termIndex)
+                    return diverge(&m_entries[m_next], "memscope's malloc stopped short of this event");
+                if (term.action == Action::Alloc)
+                    endCaptureAfter(termIndex);
+            }
+            return true;
+        }
+
+        static std::string stateName(const agent::BlockInfo& b)
+        {
+            return b.allocated ? "active_allocated" : (b.active ? "active_pending_free" : "inactive");
+        }
+
+        void compareFinalState()
+        {
+            std::vector<const model::Segment*> expected;
+            for (const model::Segment& seg : m_snapshot.segments) {
+                if (seg.device == m_device)
+                    expected.push_back(&seg);
+            }
+            std::sort(expected.begin(), expected.end(),
+                      [](const model::Segment* a, const model::Segment* b) { return a->address < b->address; });
+            const std::vector<agent::SegmentInfo> got = m_allocator.snapshot(m_device);
+            m_result.segments = got.size();
+            for (const agent::SegmentInfo& s : got)
+                m_result.blocks += s.blocks.size();
+
+            auto differ = [&](const std::string& why) {
+                m_result.stateIdentical = false;
+                m_result.stateDifference = why;
+            };
+            const size_t n = std::min(expected.size(), got.size());
+            for (size_t i = 0; i < n; ++i) {
+                const model::Segment& e = *expected[i];
+                const agent::SegmentInfo& g = got[i];
+                const std::string where = "segment " + hex(uintptr_t(e.address));
+                if (uintptr_t(e.address) != g.address)
+                    return differ("the snapshot has segment " + hex(uintptr_t(e.address)) + " where memscope has "
+                                  + hex(g.address));
+                if (size_t(e.totalSize) != g.totalSize)
+                    return differ(where + " is " + std::to_string(e.totalSize) + " B in the snapshot, "
+                                  + std::to_string(g.totalSize) + " B in memscope");
+                if (uintptr_t(e.stream) != raw(g.stream))
+                    return differ(where + " belongs to stream " + std::to_string(e.stream) + ", memscope's to "
+                                  + std::to_string(raw(g.stream)));
+                const std::string type(m_snapshot.str(e.segmentType));
+                if (type != (g.isLarge ? "large" : "small"))
+                    return differ(where + " is " + type + " in the snapshot, " + (g.isLarge ? "large" : "small")
+                                  + " in memscope");
+                if (e.isExpandable != g.isExpandable)
+                    return differ(where + ": is_expandable differs");
+                if (e.poolId.first != g.pool.first || e.poolId.second != g.pool.second)
+                    return differ(where + " is in pool (" + std::to_string(e.poolId.first) + ", "
+                                  + std::to_string(e.poolId.second) + ") in the snapshot, ("
+                                  + std::to_string(g.pool.first) + ", " + std::to_string(g.pool.second)
+                                  + ") in memscope");
+                const model::Block* blocks = m_snapshot.segmentBlocks(e);
+                if (e.blockCount != g.blocks.size())
+                    return differ(where + " has " + std::to_string(e.blockCount) + " blocks in the snapshot, "
+                                  + std::to_string(g.blocks.size()) + " in memscope");
+                for (size_t b = 0; b < g.blocks.size(); ++b) {
+                    const model::Block& eb = blocks[b];
+                    const agent::BlockInfo& gb = g.blocks[b];
+                    const std::string bwhere = "block " + hex(uintptr_t(eb.address)) + " of " + where;
+                    if (uintptr_t(eb.address) != gb.address || size_t(eb.size) != gb.size)
+                        return differ(where + ": the snapshot's block " + std::to_string(b) + " is "
+                                      + hex(uintptr_t(eb.address)) + " of " + std::to_string(eb.size)
+                                      + " B, memscope's " + hex(gb.address) + " of " + std::to_string(gb.size) + " B");
+                    const std::string state(model::blockStateName(eb.state));
+                    if (state != stateName(gb))
+                        return differ(bwhere + " is " + state + " in the snapshot, " + stateName(gb) + " in memscope");
+                    if (eb.state != model::BlockState::Inactive && eb.hasRequestedSize
+                        && size_t(eb.requestedSize) != gb.requestedSize)
+                        return differ(bwhere + " was requested with " + std::to_string(eb.requestedSize)
+                                      + " B in the snapshot, " + std::to_string(gb.requestedSize) + " B in memscope");
+                }
+            }
+            if (expected.size() != got.size()) {
+                if (expected.size() > got.size())
+                    return differ("the snapshot has " + std::to_string(expected.size()) + " segments, memscope "
+                                  + std::to_string(got.size()) + "; the first missing one is "
+                                  + hex(uintptr_t(expected[n]->address)));
+                return differ("the snapshot has " + std::to_string(expected.size()) + " segments, memscope "
+                              + std::to_string(got.size()) + "; the first extra one is " + hex(got[n].address));
+            }
+            m_result.stateIdentical = true;
+        }
+
+        const int m_device;
+        const model::Snapshot& m_snapshot;
+        agent::CachingAllocator& m_allocator;
+        agent::HostBackend& m_backend;
+        Recorder& m_recorder;
+        std::vector<Entry> m_entries;
+        std::string m_unreplayable;
+        size_t m_next = 0;
+        std::map<uintptr_t, agent::StreamId> m_pending; // deferred frees: block -> our use stream
+        uintptr_t m_syntheticStreams = 0;
+        std::map<std::pair<int64_t, int64_t>, std::shared_ptr<std::vector<uintptr_t>>> m_captures;
+        std::map<std::tuple<int64_t, int64_t, uintptr_t>, size_t> m_lastPrivate;
+        std::vector<size_t> m_reservedBefore; // bytes reserved before each entry
+        size_t m_peakReserved = 0;
+        DeviceResult m_result;
+    };
+
+} // namespace
+
+AllocatorReplayOutput allocatorReplaySnapshot(const model::Snapshot& snapshot, const std::string& name)
+{
+    AllocatorReplayOutput out;
+    std::string settingsProblem;
+    const agent::AllocatorConfig config
+        = configFromSettings(snapshot.allocatorSettings ? &*snapshot.allocatorSettings : nullptr, settingsProblem);
+    if (!settingsProblem.empty())
+        out.out += name + ": " + settingsProblem + "; using the parsed values the snapshot reports\n";
+
+    const int devices = std::max(snapshot.deviceCount(), 1);
+    agent::HostBackend::Options options;
+    options.deviceCount = devices;
+    options.scripted = true;
+    options.completeEventsImmediately = false;
+    agent::HostBackend backend(options);
+    agent::CachingAllocator allocator(backend, config);
+    Recorder recorder;
+    allocator.setTraceObserver(&recorder);
+
+    size_t matched = 0, total = 0;
+    bool identical = true;
+    for (int d = 0; d < snapshot.deviceCount(); ++d) {
+        DeviceReplay replay(d, snapshot, allocator, backend, recorder);
+        const DeviceResult r = replay.run();
+        recorder.events.clear();
+        matched += r.matchedAllocs;
+        total += r.allocs;
+        const bool ok = r.replayed && r.stateIdentical && r.matchedAllocs == r.allocs;
+        identical = identical && ok;
+        size_t events = 0;
+        for (size_t c : r.counts)
+            events += c;
+        std::string line = "device " + std::to_string(d) + ": " + std::to_string(events) + " events, "
+            + std::to_string(r.matchedAllocs) + "/" + std::to_string(r.allocs) + " allocations at PyTorch's addresses, "
+            + std::to_string(r.counts[size_t(Action::FreeRequested)]) + " frees, "
+            + std::to_string(r.counts[size_t(Action::SegmentAlloc)]) + " segment allocs, "
+            + std::to_string(r.counts[size_t(Action::SegmentFree)]) + " segment frees, "
+            + std::to_string(r.counts[size_t(Action::SegmentMap)]) + " maps, "
+            + std::to_string(r.counts[size_t(Action::SegmentUnmap)]) + " unmaps, "
+            + std::to_string(r.counts[size_t(Action::Oom)]) + " OOMs";
+        if (r.replayed)
+            line += r.stateIdentical ? "; final state identical (" + std::to_string(r.segments) + " segments, "
+                    + std::to_string(r.blocks) + " blocks)"
+                                     : "; final state differs: " + r.stateDifference;
+        else
+            line += "; " + r.divergence;
+        out.out += line + "\n";
+    }
+    out.out += "matched " + std::to_string(matched) + "/" + std::to_string(total)
+        + " allocations, final state identical: " + (identical ? "yes" : "no") + "\n";
+    out.exitCode = identical ? 0 : 1;
+    return out;
+}
+
+AllocatorReplayOutput allocatorReplay(const std::vector<std::string>& args)
+{
+    AllocatorReplayOutput out;
+    std::vector<std::string> files;
+    for (const std::string& a : args) {
+        if (a.size() > 1 && a[0] == '-') {
+            out.exitCode = 2;
+            out.err = "memscope-cli: unknown option '" + a + "' for 'allocator-replay'\n";
+            return out;
+        }
+        files.push_back(a);
+    }
+    if (files.size() != 1) {
+        out.exitCode = 2;
+        out.err = "memscope-cli: 'allocator-replay' needs exactly one SNAPSHOT\n"
+                  "usage: memscope-cli allocator-replay SNAPSHOT\n";
+        return out;
+    }
+    io::LoadResult loaded = io::loadSnapshot(files[0]);
+    if (!loaded.ok()) {
+        out.exitCode = 1;
+        out.err = "memscope-cli: " + loaded.error.toString() + "\n";
+        return out;
+    }
+    return allocatorReplaySnapshot(*loaded.snapshot, files[0]);
+}
+
+int runAllocatorReplay(const std::vector<std::string>& args)
+{
+    const AllocatorReplayOutput r = allocatorReplay(args);
+    std::fwrite(r.out.data(), 1, r.out.size(), stdout);
+    std::fwrite(r.err.data(), 1, r.err.size(), stderr);
+    std::fflush(stdout);
+    return r.exitCode;
+}
+
+} // namespace memscope
