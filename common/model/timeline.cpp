@@ -1,0 +1,539 @@
+// The stacking engine of the memory timelines. See timeline.h.
+#include "model/timeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace memscope::model {
+
+namespace {
+
+    // First position in items.byEnd whose item ends at or after `state`.
+    size_t firstEndingAtOrAfter(const TimelineItems& items, int64_t state)
+    {
+        const auto it = std::partition_point(items.endByEnd.begin(), items.endByEnd.end(),
+                                             [&](TraceIndex e) { return e < state; });
+        return size_t(it - items.endByEnd.begin());
+    }
+
+    // First item whose begin is at or after `state`.
+    size_t firstBeginningAtOrAfter(const TimelineItems& items, int64_t state)
+    {
+        const auto it
+            = std::partition_point(items.begin.begin(), items.begin.end(), [&](TraceIndex b) { return b < state; });
+        return size_t(it - items.begin.begin());
+    }
+
+    // An item whose end is not after its begin is never live (only in inconsistent input); it is never stacked.
+    bool everLive(const TimelineItems& items, TimelineItem k) { return items.begin[k] < items.end[k]; }
+
+} // namespace
+
+void TimelineItems::finish()
+{
+    if (count() < size_t(entryCount) / 8) {
+        // Few items over a long trace (segment pieces): a comparison sort beats buckets for every entry.
+        byEnd.resize(count());
+        for (TimelineItem k = 0; k < count(); ++k)
+            byEnd[k] = k;
+        std::stable_sort(byEnd.begin(), byEnd.end(), [&](TimelineItem a, TimelineItem b) { return end[a] < end[b]; });
+    } else {
+        // Counting sort by end: ends lie in [-1, entryCount].
+        const size_t buckets = size_t(entryCount) + 3;
+        std::vector<uint32_t> start(buckets + 1, 0);
+        auto key = [&](TimelineItem k) { return size_t(std::clamp<int64_t>(int64_t(end[k]) + 1, 0, entryCount + 1)); };
+        for (TimelineItem k = 0; k < count(); ++k)
+            ++start[key(k) + 1];
+        for (size_t b = 0; b < buckets; ++b)
+            start[b + 1] += start[b];
+        byEnd.assign(count(), 0);
+        for (TimelineItem k = 0; k < count(); ++k)
+            byEnd[start[key(k)]++] = k;
+    }
+    endByEnd.resize(count());
+    for (size_t i = 0; i < count(); ++i)
+        endByEnd[i] = end[byEnd[i]];
+    byPending.clear();
+    for (TimelineItem k = 0; k < count(); ++k)
+        if (pendingFrom[k] < end[k])
+            byPending.push_back(k);
+    std::stable_sort(byPending.begin(), byPending.end(),
+                     [&](TimelineItem a, TimelineItem b) { return pendingFrom[a] < pendingFrom[b]; });
+    pendingByPending.resize(byPending.size());
+    for (size_t i = 0; i < byPending.size(); ++i)
+        pendingByPending[i] = pendingFrom[byPending[i]];
+}
+
+TimelineItems TimelineItems::fromAllocations(const Replay& replay)
+{
+    TimelineItems items;
+    items.entryCount = replay.entryCount();
+    const auto& allocs = replay.allocations();
+    items.begin.reserve(allocs.size());
+    items.end.reserve(allocs.size());
+    items.size.reserve(allocs.size());
+    items.pendingFrom.reserve(allocs.size());
+    items.address.reserve(allocs.size());
+    for (const Allocation& a : allocs) {
+        items.begin.push_back(a.allocIndex);
+        items.end.push_back(a.freeCompletedIndex);
+        items.size.push_back(a.size);
+        // Pending (active_pending_free) iff live and state > freeRequestedIndex. Not when free_completed follows
+        // its free_requested directly: MemoryViz.js (annotate_snapshot) elides that pair into one `free`, and the
+        // one state in between is no record_stream delay worth a red mark.
+        items.pendingFrom.push_back(a.freeRequestedIndex + 1 < a.freeCompletedIndex ? a.freeRequestedIndex : INT32_MAX);
+        items.address.push_back(a.address);
+    }
+    items.finish();
+    return items;
+}
+
+TimelineItems TimelineItems::fromSegments(const Replay& replay)
+{
+    TimelineItems items;
+    items.entryCount = replay.entryCount();
+    const auto& pieces = replay.segmentPieces();
+    for (const SegmentPiece& p : pieces) {
+        items.begin.push_back(p.beginIndex);
+        items.end.push_back(p.endIndex);
+        items.size.push_back(p.size);
+        items.pendingFrom.push_back(INT32_MAX);
+        items.address.push_back(p.address);
+    }
+    items.finish();
+    return items;
+}
+
+std::vector<TimelineItem> pieceOfAllocations(const Replay& replay)
+{
+    const auto& allocs = replay.allocations();
+    const auto& pieces = replay.segmentPieces();
+    std::vector<TimelineItem> out(allocs.size(), NoTimelineItem);
+    std::vector<uint32_t> byEnd(pieces.size());
+    for (uint32_t p = 0; p < pieces.size(); ++p)
+        byEnd[p] = p;
+    std::stable_sort(byEnd.begin(), byEnd.end(),
+                     [&](uint32_t a, uint32_t b) { return pieces[a].endIndex < pieces[b].endIndex; });
+    // Sweep the allocations in begin order with the pieces live at each one's first state (allocIndex + 1): those
+    // with beginIndex <= allocIndex < endIndex.
+    std::map<DeviceAddr, uint32_t> live; // by address
+    size_t nextBegin = 0, nextEnd = 0;
+    for (uint32_t a = 0; a < allocs.size(); ++a) {
+        const TraceIndex at = allocs[a].allocIndex;
+        while (nextEnd < byEnd.size() && pieces[byEnd[nextEnd]].endIndex <= at) {
+            const uint32_t p = byEnd[nextEnd++];
+            const auto it = live.find(pieces[p].address);
+            if (it != live.end() && it->second == p)
+                live.erase(it);
+        }
+        while (nextBegin < pieces.size() && pieces[nextBegin].beginIndex <= at) {
+            const uint32_t p = uint32_t(nextBegin++);
+            if (pieces[p].endIndex > at)
+                live[pieces[p].address] = p;
+        }
+        auto it = live.upper_bound(allocs[a].address);
+        if (it == live.begin())
+            continue;
+        --it;
+        if (allocs[a].address < it->first + pieces[it->second].size)
+            out[a] = it->second;
+    }
+    return out;
+}
+
+void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible, std::span<const int64_t> lo,
+                   std::span<const int64_t> hi, TimelineColumns& out)
+{
+    const size_t columns = std::min(lo.size(), hi.size());
+    out.state.resize(columns);
+    out.total.resize(columns);
+    out.maxTotal = 0;
+    if (columns == 0)
+        return;
+    const int64_t n = items.entryCount;
+    // What each item adds to the total while live: 0 when hidden or never live, so the walk below tests nothing.
+    std::vector<ByteCount>& effective = out.scratch;
+    effective.resize(items.count());
+    for (TimelineItem k = 0; k < items.count(); ++k)
+        effective[k] = (visible.empty() || visible[k]) && everLive(items, k) ? items.size[k] : 0;
+
+    int64_t s = std::clamp<int64_t>(lo[0], 0, n);
+    size_t nextAdd = firstBeginningAtOrAfter(items, s);
+    size_t nextRemove = firstEndingAtOrAfter(items, s);
+    ByteCount total = 0;
+    for (TimelineItem k = 0; k < nextAdd; ++k)
+        if (items.end[k] >= s)
+            total += effective[k];
+    const TraceIndex* const begins = items.begin.data();
+    const TraceIndex* const ends = items.endByEnd.data();
+    const TimelineItem* const byEnd = items.byEnd.data();
+    const size_t count = items.count();
+
+    // Applies entry s: the state moves from s to s + 1.
+    auto step = [&] {
+        while (nextRemove < count && ends[nextRemove] == s)
+            total -= effective[byEnd[nextRemove++]];
+        while (nextAdd < count && begins[nextAdd] == s)
+            total += effective[nextAdd++];
+        ++s;
+    };
+
+    for (size_t x = 0; x < columns; ++x) {
+        const int64_t first = std::clamp<int64_t>(lo[x], 0, n);
+        const int64_t last = std::clamp<int64_t>(hi[x], first + 1, n + 1); // exclusive
+        while (s < first)
+            step();
+        ByteCount best = total;
+        int64_t bestState = s;
+        while (s + 1 < last) {
+            step();
+            if (total > best) {
+                best = total;
+                bestState = s;
+            }
+        }
+        out.state[x] = bestState;
+        out.total[x] = best;
+        out.maxTotal = std::max(out.maxTotal, best);
+    }
+}
+
+void TimelineStack::bind(const TimelineItems* items, std::span<const uint8_t> visible, std::span<const uint32_t> colors)
+{
+    m_items = items;
+    m_visible = visible;
+    m_colors = colors;
+    // Only read for stacked items, which add() has written: no need to clear it.
+    if (m_itemSlot.size() != (items ? items->count() : 0))
+        m_itemSlot.assign(items ? items->count() : 0, 0);
+    clear(0);
+}
+
+void TimelineStack::pushSlot(Slot slot, uint32_t item)
+{
+    const uint32_t id = uint32_t(m_slotIndex.size());
+    m_slotIndex.push_back(uint32_t(m_slots.size()));
+    m_slotParent.push_back(id);
+    m_slots.push_back(slot);
+    m_slotItems.push_back(item);
+    m_slotIds.push_back(id);
+}
+
+void TimelineStack::setColours(ByteCount tallBytes, uint32_t neutral, uint32_t pending)
+{
+    if (tallBytes == m_tall && neutral == m_neutral && pending == m_pending)
+        return;
+    const bool restack = tallBytes != m_tall && !m_slots.empty();
+    m_tall = tallBytes;
+    m_neutral = neutral;
+    m_pending = pending;
+    if (restack) {
+        reset(m_state);
+        return;
+    }
+    for (size_t i = 0; i < m_slots.size(); ++i)
+        m_slots[i].color = (m_slotItems[i] & RunFlag) ? m_neutral : colourOf(m_slotItems[i]);
+}
+
+bool TimelineStack::isStacked(TimelineItem k) const
+{
+    return (m_visible.empty() || m_visible[k]) && m_items->size[k] > 0 && everLive(*m_items, k);
+}
+
+uint32_t TimelineStack::colourOf(TimelineItem k) const
+{
+    if (m_state > m_items->pendingFrom[k])
+        return m_pending;
+    return m_colors.empty() ? 0u : m_colors[k];
+}
+
+void TimelineStack::add(TimelineItem k)
+{
+    if (!isStacked(k))
+        return;
+    const ByteCount size = m_items->size[k];
+    ++m_live;
+    m_total += size;
+    if (size < m_tall) {
+        // A thin item joins the run at the top, or starts one.
+        if (!m_slots.empty() && (m_slotItems.back() & RunFlag) && m_slots.back().size > 0) {
+            m_slots.back().size += size;
+            m_slotItems.back() = k | RunFlag;
+        } else {
+            pushSlot(Slot { size, m_neutral }, k | RunFlag);
+        }
+    } else {
+        pushSlot(Slot { size, colourOf(k) }, k);
+    }
+    m_itemSlot[k] = m_slotIds.back();
+}
+
+size_t TimelineStack::slotOf(TimelineItem k) const
+{
+    uint32_t id = m_itemSlot[k];
+    uint32_t root = id;
+    while (m_slotParent[root] != root)
+        root = m_slotParent[root];
+    while (m_slotParent[id] != root) { // path compression: chains stay short
+        const uint32_t next = m_slotParent[id];
+        m_slotParent[id] = root;
+        id = next;
+    }
+    return m_slotIndex[root];
+}
+
+void TimelineStack::remove(TimelineItem k)
+{
+    // Stacked items are exactly the stacked-kind ones that began before the current state (an item that begins
+    // and ends within one advance is never added), so no per-item record is needed.
+    if (!isStacked(k) || m_items->begin[k] >= m_state)
+        return;
+    const size_t i = slotOf(k);
+    const ByteCount size = m_items->size[k];
+    m_slots[i].size -= size;
+    if (m_slots[i].size == 0)
+        ++m_dead;
+    --m_live;
+    m_total -= size;
+}
+
+void TimelineStack::compact()
+{
+    // Drop empty slots and merge runs that became neighbours.
+    // Drop empty slots and merge runs that became neighbours (the merged run's id then points at the survivor, so
+    // its items still find it).
+    size_t out = 0;
+    for (size_t i = 0; i < m_slots.size(); ++i) {
+        if (m_slots[i].size == 0)
+            continue;
+        if (out > 0 && (m_slotItems[i] & RunFlag) && (m_slotItems[out - 1] & RunFlag)) {
+            m_slots[out - 1].size += m_slots[i].size;
+            m_slotItems[out - 1] = m_slotItems[i];
+            m_slotParent[m_slotIds[i]] = m_slotIds[out - 1];
+            continue;
+        }
+        m_slots[out] = m_slots[i];
+        m_slotItems[out] = m_slotItems[i];
+        m_slotIds[out] = m_slotIds[i];
+        m_slotIndex[m_slotIds[i]] = uint32_t(out);
+        ++out;
+    }
+    m_slots.resize(out);
+    m_slotItems.resize(out);
+    m_slotIds.resize(out);
+    m_dead = 0;
+}
+
+void TimelineStack::clear(int64_t state)
+{
+    m_slots.clear();
+    m_slotItems.clear();
+    m_slotIds.clear();
+    m_slotIndex.clear();
+    m_slotParent.clear();
+    m_dead = 0;
+    m_live = 0;
+    m_total = 0;
+    m_state = m_items ? std::clamp<int64_t>(state, 0, m_items->entryCount) : 0;
+    m_nextAdd = m_items ? firstBeginningAtOrAfter(*m_items, m_state) : 0;
+    m_nextRemove = m_items ? firstEndingAtOrAfter(*m_items, m_state) : 0;
+    m_nextPending = m_items
+        ? size_t(std::partition_point(m_items->pendingByPending.begin(), m_items->pendingByPending.end(),
+                                      [&](TraceIndex p) { return p < m_state; })
+                 - m_items->pendingByPending.begin())
+        : 0;
+}
+
+void TimelineStack::reset(int64_t state)
+{
+    clear(state);
+    if (!m_items)
+        return;
+    for (TimelineItem k = 0; k < m_nextAdd; ++k)
+        if (m_items->end[k] >= m_state)
+            add(k);
+}
+
+void TimelineStack::reset(int64_t state, std::span<const TimelineItem> live)
+{
+    clear(state);
+    if (!m_items)
+        return;
+    // Stack them in item order, which appending keeps. m_scratch keeps its capacity between calls.
+    m_scratch.assign(live.begin(), live.end());
+    std::sort(m_scratch.begin(), m_scratch.end());
+    m_scratch.erase(std::unique(m_scratch.begin(), m_scratch.end()), m_scratch.end());
+    for (TimelineItem k : m_scratch)
+        if (k < m_items->count() && m_items->liveAt(k, m_state))
+            add(k);
+}
+
+void TimelineStack::advanceTo(int64_t state)
+{
+    if (!m_items)
+        return;
+    state = std::clamp<int64_t>(state, 0, m_items->entryCount);
+    if (state <= m_state)
+        return;
+    const TimelineItems& items = *m_items;
+    // Every removal before every addition: an item that begins and ends in between is then never stacked (its
+    // removal finds it not begun yet, and its addition is skipped because it has already ended).
+    while (m_nextRemove < items.byEnd.size() && items.endByEnd[m_nextRemove] < state)
+        remove(items.byEnd[m_nextRemove++]);
+    m_state = state; // additions take their colour at the new state
+    while (m_nextAdd < items.count() && items.begin[m_nextAdd] < state) {
+        const TimelineItem k = TimelineItem(m_nextAdd++);
+        if (items.end[k] >= state)
+            add(k);
+    }
+    // Items whose free was requested in between turn pending (an O(log) recolouring, rather than a test per item
+    // per column). Thin items stay in their neutral run.
+    while (m_nextPending < items.byPending.size() && items.pendingByPending[m_nextPending] < state) {
+        const TimelineItem k = items.byPending[m_nextPending++];
+        if (!items.liveAt(k, state) || !isStacked(k) || items.size[k] < m_tall)
+            continue;
+        m_slots[slotOf(k)].color = m_pending;
+    }
+    // Compact once empty slots make up an eighth: every column walks every slot, so few tombstones pay for the
+    // O(slots) compaction (amortised O(1) per removal).
+    if (m_dead > m_slots.size() / 8 + 16)
+        compact();
+}
+
+ByteCount TimelineStack::offsetOf(TimelineItem item) const
+{
+    if (!m_items || item >= m_items->count() || !isStacked(item) || !m_items->liveAt(item, m_state))
+        return -1;
+    const size_t i = slotOf(item);
+    if (m_slotItems[i] != item)
+        return -1; // in a run
+    ByteCount offset = 0;
+    for (size_t j = 0; j < i; ++j)
+        offset += m_slots[j].size;
+    return offset;
+}
+
+TimelineItem TimelineStack::itemAt(ByteCount bytes, ByteCount* offset) const
+{
+    if (bytes < 0)
+        return NoTimelineItem;
+    ByteCount below = 0;
+    for (size_t i = 0; i < m_slots.size(); ++i) {
+        const ByteCount size = m_slots[i].size;
+        if (size > 0 && bytes < below + size) {
+            if (m_slotItems[i] & RunFlag)
+                return NoTimelineItem;
+            if (offset)
+                *offset = below;
+            return m_slotItems[i];
+        }
+        below += size;
+    }
+    return NoTimelineItem;
+}
+
+TimelineRows::TimelineRows(double bytesPerPixel, int height)
+    : m_scale(uint64_t(std::ldexp(1.0, Shift) / std::max(bytesPerPixel, 1.0 / 128))) // < 2^63
+    , m_height(uint64_t(std::max(height, 0)))
+{
+}
+
+ByteCount tallBytes(const TimelineRaster& raster)
+{
+    // An item is "tall" (drawn in its own colour) when it spans at least one pixel row.
+    return ByteCount(std::ceil(std::max(raster.bytesPerPixel, 0.0)));
+}
+
+void rasterize(TimelineStack& stack, const TimelineColumns& columns, const TimelineRaster& raster,
+               TimelineRasterScratch& scratch, int firstColumn, int endColumn)
+{
+    const int width = std::min<int>(raster.width, int(columns.state.size()));
+    const int height = raster.height;
+    endColumn = endColumn < 0 ? width : std::min(endColumn, width);
+    firstColumn = std::max(firstColumn, 0);
+    if (firstColumn >= endColumn || height <= 0 || !raster.pixels)
+        return;
+    const size_t h = size_t(height);
+    const TimelineRows rows(raster.bytesPerPixel, height);
+    stack.setColours(tallBytes(raster), raster.neutral, raster.pending);
+    // Columns are painted column-major into a chunk that stays in cache, then transposed into the image.
+    constexpr int Chunk = 32;
+    scratch.chunk.resize(h * Chunk);
+    scratch.marks.resize(h + 1);
+    uint32_t* const marks = scratch.marks.data();
+
+    for (int chunkStart = firstColumn; chunkStart < endColumn; chunkStart += Chunk) {
+        const int chunkEnd = std::min(chunkStart + Chunk, endColumn);
+        for (int x = chunkStart; x < chunkEnd; ++x) {
+            uint32_t* column = scratch.chunk.data() + size_t(x - chunkStart) * h; // row 0 at the top
+            const int64_t state = columns.state[size_t(x)];
+            if (x > firstColumn && state == columns.state[size_t(x) - 1]) {
+                // The previous column is the one before in the chunk, or the chunk's last one (still there).
+                const uint32_t* previous = x > chunkStart ? column - h : scratch.chunk.data() + size_t(Chunk - 1) * h;
+                std::copy(previous, previous + h, column);
+                continue;
+            }
+            stack.advanceTo(state);
+            // Each item marks the colour of its last row, walking down from the top so that an item with an empty
+            // run (same end row as the one below it) is overwritten by the item that owns the row; marks[height]
+            // takes the writes of items ending in row 0's lower half. Then each row takes the nearest mark at or
+            // above it. No branch depends on the data, which matters: whether an item is tall is a coin toss. The
+            // stack has already given thin items the neutral colour and pending ones the pending colour.
+            std::fill(marks, marks + h + 1, 0u);
+            const auto slots = stack.slots();
+            ByteCount top = stack.total();
+            for (size_t i = slots.size(); i-- > 0;) {
+                const TimelineStack::Slot& slot = slots[i];
+                const int row = rows.row(top) - 1;
+                marks[size_t(row + ((row >> 31) & (height + 1)))] = slot.color | 0xff000000u; // row -1 -> height
+                top -= slot.size;
+            }
+            uint32_t carry = raster.background;
+            for (size_t r = h; r-- > 0;) {
+                carry = marks[r] ? marks[r] : carry;
+                column[h - 1 - r] = carry;
+            }
+        }
+        // Transpose the chunk into the image, row by row.
+        const int count = chunkEnd - chunkStart;
+        for (size_t y = 0; y < h; ++y) {
+            uint32_t* out = raster.pixels + ptrdiff_t(y) * raster.stride + chunkStart;
+            const uint32_t* in = scratch.chunk.data() + y;
+            for (int c = 0; c < count; ++c)
+                out[c] = in[size_t(c) * h];
+        }
+    }
+}
+
+void itemOffsets(const TimelineItems& items, std::span<const uint8_t> visible, TimelineItem item,
+                 std::span<const int64_t> states, std::vector<ByteCount>& out)
+{
+    out.assign(states.size(), -1);
+    auto vis = [&](TimelineItem k) { return visible.empty() || visible[k]; };
+    if (item >= items.count() || !vis(item) || !everLive(items, item))
+        return;
+    size_t i = 0;
+    while (i < states.size() && !items.liveAt(item, states[i]))
+        ++i;
+    if (i == states.size())
+        return;
+    // Every item stacked below `item` began no later than it, so at its first shown state the bytes below it are
+    // those of the earlier live items; afterwards only their removals move it down.
+    const int64_t first = states[i];
+    ByteCount below = 0;
+    for (TimelineItem k = 0; k < item; ++k)
+        if (vis(k) && items.end[k] >= first && everLive(items, k))
+            below += items.size[k];
+    size_t nextRemove = firstEndingAtOrAfter(items, first);
+    for (; i < states.size() && items.liveAt(item, states[i]); ++i) {
+        while (nextRemove < items.byEnd.size() && items.endByEnd[nextRemove] < states[i]) {
+            const TimelineItem k = items.byEnd[nextRemove++];
+            if (k < item && vis(k) && everLive(items, k))
+                below -= items.size[k];
+        }
+        out[i] = below;
+    }
+}
+
+} // namespace memscope::model
