@@ -11,6 +11,7 @@
 #include <QIcon>
 
 #include <cstdio>
+#include <cstring>
 
 namespace {
 
@@ -65,6 +66,11 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
 
 int main(int argc, char** argv)
 {
+    // --screenshot renders headless: use the offscreen platform unless the caller chose one.
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--screenshot") == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+            qputenv("QT_QPA_PLATFORM", "offscreen");
+    }
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("memscope"));
     QApplication::setOrganizationName(QStringLiteral("memscope"));
