@@ -167,6 +167,17 @@ void DocumentWindow::buildControls()
     fillFilterMenu();
     bar->addWidget(m_filterButton);
 
+    auto* colourBox = new QComboBox(bar);
+    colourBox->setObjectName(QStringLiteral("colourBox"));
+    colourBox->setToolTip(tr("How the segment map colours blocks"));
+    colourBox->addItem(tr("Colour by allocation"), int(SegmentMapView::ColorMode::Allocation));
+    colourBox->addItem(tr("Colour by stack"), int(SegmentMapView::ColorMode::Stack));
+    colourBox->addItem(tr("Colour by stream"), int(SegmentMapView::ColorMode::Stream));
+    connect(colourBox, &QComboBox::currentIndexChanged, this, [this, colourBox](int i) {
+        m_segments->setColorMode(SegmentMapView::ColorMode(colourBox->itemData(i).toInt()));
+    });
+    bar->addWidget(colourBox);
+
     // The time axis and the cached-segments toggle live in the timeline's own header.
     bar->addSeparator();
 
