@@ -62,6 +62,9 @@ private Q_SLOTS:
     void convertRoundTrips();
     void convertFailureLeavesNothing();
     void info();
+    void diffFindsTheLeak();
+    void diffExitCodes_data();
+    void diffExitCodes();
 };
 
 void TestCli::badCommandLines_data()
@@ -217,6 +220,56 @@ void TestCli::info()
     QVERIFY2(r.out.contains("segments: 14 (25 blocks)"), r.out.constData());
     QVERIFY2(r.out.contains("trace device 0:") && r.out.contains("trace device 1:"), r.out.constData());
     QVERIFY2(r.out.contains("complete (starts with no memory in use)"), r.out.constData());
+}
+
+void TestCli::diffFindsTheLeak()
+{
+    // diff_after holds 6 more steps of a deliberate leak than diff_before, inside the same segments (PyTorch's
+    // compare prints nothing for them). Expected figures: tst_diff derives them from the raw blocks.
+    const Run r = runCli({ QStringLiteral("diff"), snapshot("diff_before.pickle"), snapshot("diff_after.pickle"),
+                           QStringLiteral("--format"), QStringLiteral("folded") });
+    QCOMPARE(r.status, 0);
+    const QList<QByteArray> lines = r.out.trimmed().split('\n');
+    QCOMPARE(lines.size(), 2);
+    QVERIFY2(lines[0].endsWith(" 9486336") && lines[0].contains("gen_snapshots.py:126:step"), lines[0].constData());
+    QVERIFY2(lines[1].endsWith(" 3072"), lines[1].constData());
+    // Text: the leak's stack is at the top of the growth list.
+    const Run text = runCli({ QStringLiteral("diff"), snapshot("diff_before.pickle"), snapshot("diff_after.pickle") });
+    QCOMPARE(text.status, 0);
+    QVERIFY2(text.out.contains("gen_snapshots.py:126:step"), text.out.constData());
+}
+
+void TestCli::diffExitCodes_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<int>("status");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("growth over the limit") << QStringList { QStringLiteral("diff"), snapshot("diff_before.pickle"),
+                                                            snapshot("diff_after.pickle"), QStringLiteral("--fail-if-growth"),
+                                                            QStringLiteral("1MiB") }
+                                           << 3 << "";
+    QTest::newRow("growth under the limit") << QStringList { QStringLiteral("diff"), snapshot("diff_before.pickle"),
+                                                             snapshot("diff_after.pickle"), QStringLiteral("--fail-if-growth"),
+                                                             QStringLiteral("100MiB") }
+                                            << 0 << "";
+    QTest::newRow("one side only") << QStringList { QStringLiteral("diff"), snapshot("diff_before.pickle") } << 2
+                                   << "usage: memscope-cli diff";
+    QTest::newRow("unreadable file") << QStringList { QStringLiteral("diff"), QStringLiteral("/nonexistent.pickle"),
+                                                      snapshot("diff_after.pickle") }
+                                     << 1 << "/nonexistent.pickle";
+    QTest::newRow("index beyond the trace") << QStringList { QStringLiteral("diff"), snapshot("diff_before.pickle"),
+                                                             snapshot("diff_after.pickle") + QLatin1String("@9999") }
+                                            << 2 << "beyond the trace";
+}
+
+void TestCli::diffExitCodes()
+{
+    QFETCH(QStringList, args);
+    QFETCH(int, status);
+    QFETCH(QString, message);
+    const Run r = runCli(args);
+    QCOMPARE(r.status, status);
+    QVERIFY2(r.err.contains(message.toUtf8()), r.err.constData());
 }
 
 QTEST_GUILESS_MAIN(TestCli)

@@ -3,8 +3,9 @@
 // `convert` rewrites it as pickle or JSON. Single-threaded.
 //
 // Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
-// 2 a bad command line (usage on stderr).
+// 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth.
 #include "allocatorreplay.h"
+#include "diffcommand.h"
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
@@ -34,6 +35,11 @@ commands (output identical to python -m torch.cuda._memory_viz):
 
 commands of memscope:
   info FILE...         a summary: devices, segments, trace entries, time span, peak, truncation
+  diff A[@INDEX] B[@INDEX] [--by stack|stack+size|segment] [--format text|json|folded|difffolded]
+       [--top N] [--device N|all] [--fail-if-growth BYTES] [--growth-of active|allocated|reserved]
+                       what changed from A to B (B - A): totals per device, pool and stream, segments only
+                       in one, live allocations by call stack; @INDEX: the state after INDEX trace entries
+                       (default: the end); exit status 3 when growth exceeds --fail-if-growth (docs/diff-json.md)
   allocator-replay FILE
                        replay the trace through memscope's caching allocator and check that it makes
                        PyTorch's decisions (same addresses, same final segments and blocks)
@@ -174,6 +180,8 @@ int main(int argc, char** argv)
 
     if (command == "allocator-replay")
         return runAllocatorReplay(args);
+    if (command == "diff")
+        return runDiff(args);
 
     if (command == "compare") {
         if (args.size() != 2)

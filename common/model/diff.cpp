@@ -1,0 +1,1460 @@
+// Memory diffs (diff.h): side resolution (final state or replay state), content interning of both sides' stacks into
+// one frame table, aggregation by scope, segment, stack and (stack, size), same-trace lifetimes; then the text, JSON
+// and folded reports and the `diff` command line. Pure functions; any thread.
+#include "model/diff.h"
+
+#include "report/memoryviz.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+namespace memscope::model {
+
+DiffMetrics operator-(const DiffMetrics& b, const DiffMetrics& a)
+{
+    DiffMetrics d;
+    d.reserved = b.reserved - a.reserved;
+    d.allocated = b.allocated - a.allocated;
+    d.active = b.active - a.active;
+    d.requested = b.requested - a.requested;
+    d.largestFree = b.largestFree - a.largestFree;
+    d.fragmentation = b.fragmentation - a.fragmentation;
+    d.segments = b.segments - a.segments;
+    d.allocations = b.allocations - a.allocations;
+    return d;
+}
+
+namespace {
+
+    bool isActive(BlockState s) { return s == BlockState::ActiveAllocated || s == BlockState::ActivePendingFree; }
+
+    // Interns one snapshot's stacks into the diff's frame table by content: strings, then frames (name, filename,
+    // line), then stacks, each cached per source id. With the filter, a stack becomes its kept frames; a stack whose
+    // every frame is hidden keeps them all (diff.h: DiffOptions::frameFilter).
+    class StackMapper {
+    public:
+        StackMapper(const Snapshot& source, Snapshot& target, StackInterner& interner, bool filter)
+            : m_source(source)
+            , m_target(target)
+            , m_interner(interner)
+            , m_filter(filter)
+        {
+        }
+
+        StackId map(StackId stack)
+        {
+            if (stack == EmptyStack || raw(stack) >= m_source.stackCount())
+                return EmptyStack;
+            if (auto it = m_stacks.find(raw(stack)); it != m_stacks.end())
+                return it->second;
+            m_path.clear();
+            for (const FrameId* f = m_source.stackBegin(stack); f != m_source.stackEnd(stack); ++f)
+                if (!m_filter || keep(*f))
+                    m_path.push_back(mapFrame(*f));
+            if (m_path.empty()) // every frame hidden: keep them all
+                for (const FrameId* f = m_source.stackBegin(stack); f != m_source.stackEnd(stack); ++f)
+                    m_path.push_back(mapFrame(*f));
+            const StackId mapped = m_interner.stack(m_path);
+            m_stacks.emplace(raw(stack), mapped);
+            return mapped;
+        }
+
+    private:
+        bool keep(FrameId f)
+        {
+            if (auto it = m_keep.find(raw(f)); it != m_keep.end())
+                return it->second;
+            const Frame& fr = m_source.frame(f);
+            const bool k = report::keepFrame(m_source.str(fr.name), m_source.str(fr.filename));
+            m_keep.emplace(raw(f), k);
+            return k;
+        }
+
+        FrameId mapFrame(FrameId f)
+        {
+            if (auto it = m_frames.find(raw(f)); it != m_frames.end())
+                return it->second;
+            const Frame& fr = m_source.frame(f);
+            const FrameId mapped = m_interner.frame(m_target.strings.intern(m_source.str(fr.name)),
+                                                    m_target.strings.intern(m_source.str(fr.filename)), fr.line);
+            m_frames.emplace(raw(f), mapped);
+            return mapped;
+        }
+
+        const Snapshot& m_source;
+        Snapshot& m_target;
+        StackInterner& m_interner;
+        bool m_filter;
+        std::unordered_map<uint32_t, StackId> m_stacks;
+        std::unordered_map<uint32_t, FrameId> m_frames;
+        std::unordered_map<uint32_t, bool> m_keep;
+        std::vector<FrameId> m_path;
+    };
+
+    struct LiveBlock {
+        int32_t device = 0;
+        DeviceAddr address = 0;
+        ByteCount size = 0;
+        ByteCount requested = 0;
+        uint32_t version = 0;
+        StackId stack = EmptyStack; // in the diff's frame table
+        TraceIndex allocIndex = -1;
+    };
+
+    struct SideSegment {
+        int32_t device = 0;
+        DeviceAddr address = 0;
+        ByteCount size = 0;
+        int64_t stream = 0;
+        std::pair<int64_t, int64_t> poolId { 0, 0 };
+        bool isExpandable = false;
+        ByteCount allocated = 0, active = 0, requested = 0, largestFree = 0;
+        int64_t allocations = 0;
+        uint64_t blockHash = 0xcbf29ce484222325ull; // FNV-1a over its active blocks (address, size, state, version)
+    };
+
+    struct SideState {
+        std::vector<SideSegment> segments;
+        std::vector<LiveBlock> blocks;
+    };
+
+    void hashIn(uint64_t& h, uint64_t v)
+    {
+        for (int i = 0; i < 8; ++i) {
+            h ^= (v >> (8 * i)) & 0xff;
+            h *= 0x100000001b3ull;
+        }
+    }
+
+    // Adds one block to a side; `seg` is the segment it lies in.
+    void addBlock(SideState& side, SideSegment& seg, BlockState state, DeviceAddr address, ByteCount size,
+                  ByteCount requested, uint32_t version, StackId stack, TraceIndex allocIndex)
+    {
+        if (state == BlockState::Inactive) {
+            seg.largestFree = std::max(seg.largestFree, size);
+            return;
+        }
+        if (!isActive(state))
+            return; // an unknown state: neither live nor free
+        seg.active += size;
+        seg.requested += requested;
+        if (state == BlockState::ActiveAllocated)
+            seg.allocated += size;
+        ++seg.allocations;
+        hashIn(seg.blockHash, uint64_t(address));
+        hashIn(seg.blockHash, uint64_t(size));
+        hashIn(seg.blockHash, uint64_t(state));
+        hashIn(seg.blockHash, version);
+        side.blocks.push_back({ seg.device, address, size, requested, version, stack, allocIndex });
+    }
+
+    // The final state of `device` (or all) from the snapshot's own segments and blocks.
+    void collectFinal(const Snapshot& s, int device, StackMapper& mapper, SideState& side)
+    {
+        for (const Segment& seg : s.segments) {
+            if (device != AllDevices && seg.device != device)
+                continue;
+            SideSegment out;
+            out.device = seg.device;
+            out.address = seg.address;
+            out.size = seg.totalSize;
+            out.stream = seg.stream;
+            out.poolId = seg.poolId;
+            out.isExpandable = seg.isExpandable;
+            const size_t begin = std::min<size_t>(seg.blockBegin, s.blocks.size());
+            const size_t end = std::min<size_t>(begin + seg.blockCount, s.blocks.size());
+            for (size_t i = begin; i < end; ++i) {
+                const Block& b = s.blocks[i];
+                // The block's frames; legacy files keep them in the first history item (as _memory_viz's
+                // _block_extra_legacy).
+                StackId stack = b.stack;
+                if (!b.hasFrames && b.hasHistory && b.historyCount > 0 && b.historyBegin < s.history.size())
+                    stack = s.history[b.historyBegin].stack;
+                const ByteCount requested = b.hasRequestedSize ? b.requestedSize : b.size;
+                addBlock(side, out, b.state, b.address, b.size, requested, b.version,
+                         isActive(b.state) ? mapper.map(stack) : EmptyStack, -1);
+            }
+            side.segments.push_back(out);
+        }
+    }
+
+    void collectReplay(const ReplayState& state, StackMapper& mapper, SideState& side)
+    {
+        for (const ReplaySegment& seg : state.segments) {
+            SideSegment out;
+            out.device = seg.device;
+            out.address = seg.address;
+            out.size = seg.totalSize;
+            out.stream = seg.stream;
+            out.poolId = seg.poolId;
+            out.isExpandable = seg.isExpandable;
+            for (uint32_t i = seg.blockBegin; i < seg.blockBegin + seg.blockCount; ++i) {
+                const ReplayBlock& b = state.blocks[i];
+                addBlock(side, out, b.state, b.address, b.size, b.requestedSize, b.version,
+                         isActive(b.state) ? mapper.map(b.stack) : EmptyStack, b.allocIndex);
+            }
+            side.segments.push_back(out);
+        }
+    }
+
+    std::string sideLabel(const DiffSide& side, const char* fallback)
+    {
+        return side.name.empty() ? std::string(fallback) : side.name;
+    }
+
+    // Checks a side and fills its info; returns an error message or "".
+    std::string resolve(const DiffSide& side, const char* which, DiffSideInfo& info, DiffErrorCode& code)
+    {
+        info.name = side.name;
+        info.device = side.device;
+        info.index = side.index;
+        const std::string label = sideLabel(side, which);
+        if (!side.snapshot) {
+            code = DiffErrorCode::NoSnapshot;
+            return label + ": no snapshot";
+        }
+        const Snapshot& s = *side.snapshot;
+        if (side.device != AllDevices && (side.device < 0 || side.device >= std::max(1, s.deviceCount()))) {
+            code = DiffErrorCode::NoSuchDevice;
+            return label + ": no device " + std::to_string(side.device) + " (the snapshot has "
+                + std::to_string(s.deviceCount()) + ")";
+        }
+        if (side.index == EndOfTrace)
+            return {};
+        int traceDevice = side.device;
+        if (traceDevice == AllDevices) {
+            std::vector<int> traced;
+            for (size_t d = 0; d < s.deviceTraces.size(); ++d)
+                if (!s.deviceTraces[d].empty())
+                    traced.push_back(int(d));
+            if (traced.size() > 1) {
+                code = DiffErrorCode::AmbiguousTrace;
+                std::string list;
+                for (int d : traced)
+                    list += (list.empty() ? "" : ", ") + std::to_string(d);
+                return label + ": index " + std::to_string(side.index) + " is ambiguous: devices " + list
+                    + " have traces; pick one device";
+            }
+            traceDevice = traced.empty() ? 0 : traced.front();
+        }
+        const int64_t n = traceDevice < int(s.deviceTraces.size()) ? int64_t(s.deviceTraces[traceDevice].size()) : 0;
+        if (side.index < 0 || side.index > n) {
+            code = DiffErrorCode::IndexOutOfRange;
+            return label + ": index " + std::to_string(side.index) + " is beyond the trace of device "
+                + std::to_string(traceDevice) + ", which has " + std::to_string(n) + " entries (states 0.."
+                + std::to_string(n) + ")";
+        }
+        info.traceDevice = traceDevice;
+        info.entryCount = n;
+        return {};
+    }
+
+    // Lexicographic comparison of two stacks of one table by content, outermost frame first.
+    int compareStacks(const Snapshot& s, StackId a, StackId b)
+    {
+        if (a == b)
+            return 0;
+        const FrameId* ia = s.stackEnd(a);
+        const FrameId* ib = s.stackEnd(b);
+        const FrameId* ba = s.stackBegin(a);
+        const FrameId* bb = s.stackBegin(b);
+        while (ia != ba && ib != bb) {
+            const Frame& fa = s.frame(*--ia);
+            const Frame& fb = s.frame(*--ib);
+            if (int c = s.str(fa.filename).compare(s.str(fb.filename)))
+                return c;
+            if (fa.line != fb.line)
+                return fa.line < fb.line ? -1 : 1;
+            if (int c = s.str(fa.name).compare(s.str(fb.name)))
+                return c;
+        }
+        if (ia == ba && ib == bb)
+            return 0;
+        return ia == ba ? -1 : 1;
+    }
+
+    // Growth first (largest first), then shrink (largest first), then unchanged bytes.
+    int deltaClass(ByteCount d) { return d > 0 ? 0 : d < 0 ? 1 : 2; }
+
+    void sortRows(std::vector<DiffStackRow>& rows, const Snapshot& table)
+    {
+        std::sort(rows.begin(), rows.end(), [&](const DiffStackRow& x, const DiffStackRow& y) {
+            const int cx = deltaClass(x.deltaBytes), cy = deltaClass(y.deltaBytes);
+            if (cx != cy)
+                return cx < cy;
+            const ByteCount ax = std::llabs(x.deltaBytes), ay = std::llabs(y.deltaBytes);
+            if (ax != ay)
+                return ax > ay;
+            const int64_t nx = std::llabs(x.deltaCount), ny = std::llabs(y.deltaCount);
+            if (nx != ny)
+                return nx > ny;
+            if (x.deltaCount != y.deltaCount)
+                return x.deltaCount > y.deltaCount;
+            if (int c = compareStacks(table, x.stack, y.stack))
+                return c < 0;
+            return x.size < y.size;
+        });
+    }
+
+    struct PairHash {
+        size_t operator()(const std::pair<uint32_t, int64_t>& k) const
+        {
+            return std::hash<uint64_t> {}((uint64_t(k.first) * 0x9E3779B97F4A7C15ull) ^ uint64_t(k.second));
+        }
+    };
+
+    using ScopeKey = std::tuple<int, int32_t, int64_t, int64_t, int64_t>; // scope, device, pool, stream
+
+} // namespace
+
+DiffResult computeDiff(const DiffSide& a, const DiffSide& b, const DiffOptions& options)
+{
+    DiffResult result;
+    result.options = options;
+    if (std::string e = resolve(a, "A", result.a, result.errorCode); !e.empty()) {
+        result.error = e;
+        return result;
+    }
+    if (std::string e = resolve(b, "B", result.b, result.errorCode); !e.empty()) {
+        result.error = e;
+        return result;
+    }
+    result.sameTrace = a.snapshot.get() == b.snapshot.get() && a.device == b.device;
+
+    // Replays: the caller's when it has one for that trace, else one built here, shared by both sides if they can.
+    std::unique_ptr<Replay> ownReplays[2];
+    const Replay* replays[2] = { nullptr, nullptr };
+    const DiffSide* sides[2] = { &a, &b };
+    const DiffSideInfo* infos[2] = { &result.a, &result.b };
+    for (int i = 0; i < 2; ++i) {
+        if (infos[i]->index == EndOfTrace)
+            continue;
+        const int device = infos[i]->traceDevice;
+        auto fits = [&](const DiffSide& side, const DiffSideInfo& info) {
+            return side.replay && side.snapshot == sides[i]->snapshot && info.traceDevice == device
+                && side.replay->device() == device;
+        };
+        if (fits(*sides[i], *infos[i]))
+            replays[i] = sides[i]->replay;
+        else if (fits(*sides[1 - i], *infos[1 - i]))
+            replays[i] = sides[1 - i]->replay;
+        else if (i == 1 && replays[0] && a.snapshot == b.snapshot && result.a.traceDevice == device)
+            replays[i] = replays[0];
+        else {
+            ownReplays[i] = std::make_unique<Replay>(Replay::build(*sides[i]->snapshot, device));
+            replays[i] = ownReplays[i].get();
+        }
+    }
+
+    auto table = std::make_shared<Snapshot>();
+    StackInterner interner(*table);
+    SideState state[2];
+    ReplayState scratch;
+    for (int i = 0; i < 2; ++i) {
+        const Snapshot& s = *sides[i]->snapshot;
+        StackMapper mapper(s, *table, interner, options.frameFilter);
+        const DiffSideInfo& info = *infos[i];
+        if (info.index == EndOfTrace) {
+            collectFinal(s, info.device, mapper, state[i]);
+            continue;
+        }
+        const Replay& replay = *replays[i];
+        // Replay indices count from its first entry (replay.h: firstEntry, only non-zero beyond MaxReplayEntries).
+        replay.stateAt(std::max<int64_t>(0, info.index - replay.firstEntry()), scratch);
+        // Devices without a trace are constant: their final state, merged in address order per device.
+        if (info.device == AllDevices) {
+            for (int d = 0; d < s.deviceCount(); ++d) {
+                if (d == info.traceDevice)
+                    collectReplay(scratch, mapper, state[i]);
+                else
+                    collectFinal(s, d, mapper, state[i]);
+            }
+        } else {
+            collectReplay(scratch, mapper, state[i]);
+        }
+    }
+    result.frames = table;
+
+    // ---- Totals ----
+    {
+        std::map<ScopeKey, std::pair<DiffMetrics, DiffMetrics>> scopes;
+        for (int i = 0; i < 2; ++i) {
+            for (const SideSegment& seg : state[i].segments) {
+                const ScopeKey keys[] = {
+                    { int(DiffScope::All), 0, 0, 0, 0 },
+                    { int(DiffScope::Device), seg.device, 0, 0, 0 },
+                    { int(DiffScope::Pool), seg.device, seg.poolId.first, seg.poolId.second, 0 },
+                    { int(DiffScope::Stream), seg.device, 0, 0, seg.stream },
+                };
+                for (const ScopeKey& k : keys) {
+                    auto& pair = scopes[k];
+                    DiffMetrics& m = i == 0 ? pair.first : pair.second;
+                    m.reserved += seg.size;
+                    m.allocated += seg.allocated;
+                    m.active += seg.active;
+                    m.requested += seg.requested;
+                    m.largestFree = std::max(m.largestFree, seg.largestFree);
+                    m.segments += 1;
+                    m.allocations += seg.allocations;
+                }
+            }
+        }
+        scopes.try_emplace(ScopeKey { int(DiffScope::All), 0, 0, 0, 0 });
+        for (auto& [key, pair] : scopes) {
+            DiffTotals t;
+            t.scope = DiffScope(std::get<0>(key));
+            t.device = std::get<1>(key);
+            t.poolId = { std::get<2>(key), std::get<3>(key) };
+            t.stream = std::get<4>(key);
+            t.a = pair.first;
+            t.b = pair.second;
+            t.a.fragmentation = t.a.reserved - t.a.active;
+            t.b.fragmentation = t.b.reserved - t.b.active;
+            t.delta = t.b - t.a;
+            result.totals.push_back(t);
+        }
+    }
+
+    // ---- Stacks, and stacks by size ----
+    {
+        std::vector<uint32_t> rowOfStack(table->stackCount(), UINT32_MAX);
+        std::unordered_map<std::pair<uint32_t, int64_t>, uint32_t, PairHash> rowOfSized;
+        for (int i = 0; i < 2; ++i) {
+            for (const LiveBlock& blk : state[i].blocks) {
+                uint32_t& r = rowOfStack[raw(blk.stack)];
+                if (r == UINT32_MAX) {
+                    r = uint32_t(result.byStack.size());
+                    result.byStack.emplace_back().stack = blk.stack;
+                }
+                auto [it, inserted]
+                    = rowOfSized.try_emplace({ raw(blk.stack), blk.size }, uint32_t(result.byStackAndSize.size()));
+                if (inserted) {
+                    DiffStackRow& row = result.byStackAndSize.emplace_back();
+                    row.stack = blk.stack;
+                    row.size = blk.size;
+                }
+                for (DiffStackRow* row : { &result.byStack[r], &result.byStackAndSize[it->second] }) {
+                    if (i == 0) {
+                        row->bytesA += blk.size;
+                        row->countA += 1;
+                        row->requestedA += blk.requested;
+                    } else {
+                        row->bytesB += blk.size;
+                        row->countB += 1;
+                        row->requestedB += blk.requested;
+                    }
+                }
+            }
+        }
+
+        // ---- Same-trace lifetimes: identity = (device, address, version) ----
+        if (result.sameTrace) {
+            auto byIdentity = [](const LiveBlock& x, const LiveBlock& y) {
+                return std::tie(x.device, x.address, x.version) < std::tie(y.device, y.address, y.version);
+            };
+            std::vector<LiveBlock> la = state[0].blocks, lb = state[1].blocks;
+            std::sort(la.begin(), la.end(), byIdentity);
+            std::sort(lb.begin(), lb.end(), byIdentity);
+            auto toAllocation = [](const LiveBlock& blk) {
+                return DiffAllocation { blk.device,  blk.address, blk.size,      blk.requested,
+                                        blk.version, blk.stack,   blk.allocIndex };
+            };
+            auto charge = [&](const LiveBlock& blk, bool isNew) {
+                DiffStackRow* rows[] = { &result.byStack[rowOfStack[raw(blk.stack)]],
+                                         &result.byStackAndSize[rowOfSized.at({ raw(blk.stack), blk.size })] };
+                for (DiffStackRow* row : rows) {
+                    if (isNew) {
+                        row->newCount += 1;
+                        row->newBytes += blk.size;
+                    } else {
+                        row->freedCount += 1;
+                        row->freedBytes += blk.size;
+                    }
+                }
+            };
+            DiffLifetimes& lt = result.lifetimes;
+            size_t i = 0, j = 0;
+            while (i < la.size() || j < lb.size()) {
+                if (j == lb.size() || (i < la.size() && byIdentity(la[i], lb[j]))) {
+                    lt.freed.count += 1;
+                    lt.freed.bytes += la[i].size;
+                    lt.freedList.push_back(toAllocation(la[i]));
+                    charge(la[i++], false);
+                } else if (i == la.size() || byIdentity(lb[j], la[i])) {
+                    lt.newAllocations.count += 1;
+                    lt.newAllocations.bytes += lb[j].size;
+                    lt.newList.push_back(toAllocation(lb[j]));
+                    charge(lb[j++], true);
+                } else {
+                    lt.surviving.count += 1;
+                    lt.surviving.bytes += lb[j].size;
+                    ++i;
+                    ++j;
+                }
+            }
+        }
+
+        for (auto* rows : { &result.byStack, &result.byStackAndSize }) {
+            for (DiffStackRow& row : *rows) {
+                row.deltaBytes = row.bytesB - row.bytesA;
+                row.deltaCount = row.countB - row.countA;
+            }
+            sortRows(*rows, *table);
+        }
+    }
+
+    // ---- Segments, by (device, address, size) ----
+    {
+        auto key = [](const SideSegment& s) { return std::make_tuple(s.device, s.address, s.size); };
+        auto byKey = [&](const SideSegment& x, const SideSegment& y) { return key(x) < key(y); };
+        std::vector<SideSegment> sa = state[0].segments, sb = state[1].segments;
+        std::sort(sa.begin(), sa.end(), byKey);
+        std::sort(sb.begin(), sb.end(), byKey);
+        auto make = [](const SideSegment& s, DiffSegmentStatus status) {
+            DiffSegment d;
+            d.status = status;
+            d.device = s.device;
+            d.address = s.address;
+            d.size = s.size;
+            d.stream = s.stream;
+            d.poolId = s.poolId;
+            d.isExpandable = s.isExpandable;
+            return d;
+        };
+        auto fillA = [](DiffSegment& d, const SideSegment& s) {
+            d.allocatedA = s.allocated;
+            d.activeA = s.active;
+            d.allocationsA = s.allocations;
+        };
+        auto fillB = [](DiffSegment& d, const SideSegment& s) {
+            d.allocatedB = s.allocated;
+            d.activeB = s.active;
+            d.allocationsB = s.allocations;
+        };
+        DiffSegmentSummary& sum = result.segments;
+        size_t i = 0, j = 0;
+        while (i < sa.size() || j < sb.size()) {
+            if (j == sb.size() || (i < sa.size() && byKey(sa[i], sb[j]))) {
+                DiffSegment d = make(sa[i], DiffSegmentStatus::OnlyA);
+                fillA(d, sa[i++]);
+                sum.onlyA.count += 1;
+                sum.onlyA.bytes += d.size;
+                result.segmentList.push_back(d);
+            } else if (i == sa.size() || byKey(sb[j], sa[i])) {
+                DiffSegment d = make(sb[j], DiffSegmentStatus::OnlyB);
+                fillB(d, sb[j++]);
+                sum.onlyB.count += 1;
+                sum.onlyB.bytes += d.size;
+                result.segmentList.push_back(d);
+            } else {
+                DiffSegment d = make(sb[j], DiffSegmentStatus::Both);
+                fillA(d, sa[i]);
+                fillB(d, sb[j]);
+                sum.both.count += 1;
+                sum.both.bytes += d.size;
+                if (sa[i].blockHash != sb[j].blockHash)
+                    sum.bothChanged += 1;
+                result.segmentList.push_back(d);
+                ++i;
+                ++j;
+            }
+        }
+        auto rank = [](const DiffSegment& s) {
+            return s.status == DiffSegmentStatus::OnlyB ? 0 : s.status == DiffSegmentStatus::OnlyA ? 1 : 2;
+        };
+        std::stable_sort(result.segmentList.begin(), result.segmentList.end(),
+                         [&](const DiffSegment& x, const DiffSegment& y) {
+                             if (rank(x) != rank(y))
+                                 return rank(x) < rank(y);
+                             if (x.status != DiffSegmentStatus::Both)
+                                 return x.size > y.size;
+                             return std::llabs(x.deltaActive()) > std::llabs(y.deltaActive());
+                         });
+    }
+    return result;
+}
+
+std::vector<CallSample> diffCallSamples(const DiffResult& result)
+{
+    std::vector<CallSample> samples;
+    for (size_t i = 0; i < result.byStack.size(); ++i) {
+        const DiffStackRow& row = result.byStack[i];
+        if (row.deltaBytes != 0 || row.deltaCount != 0)
+            samples.push_back({ row.stack, row.deltaBytes, row.deltaCount, uint32_t(i) });
+    }
+    return samples;
+}
+
+CallTree diffCallTree(const DiffResult& result, const CallTreeOptions& options)
+{
+    if (!result.frames)
+        return CallTree();
+    const std::vector<CallSample> samples = diffCallSamples(result);
+    return CallTree::build(*result.frames, samples, options);
+}
+
+ByteCount diffGrowth(const DiffResult& result, DiffGrowthMetric metric)
+{
+    if (result.totals.empty())
+        return 0;
+    const DiffMetrics& d = result.totals.front().delta;
+    switch (metric) {
+    case DiffGrowthMetric::Allocated:
+        return d.allocated;
+    case DiffGrowthMetric::Reserved:
+        return d.reserved;
+    case DiffGrowthMetric::Active:
+        break;
+    }
+    return d.active;
+}
+
+// ---- Reports ----
+
+namespace {
+
+    std::string size(ByteCount bytes) { return report::formatSize(double(bytes)); }
+
+    std::string signedSize(ByteCount bytes) { return (bytes > 0 ? "+" : "") + size(bytes); }
+
+    std::string signedInt(int64_t n) { return (n > 0 ? "+" : "") + std::to_string(n); }
+
+    std::string hex(int64_t v)
+    {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "0x%" PRIx64, uint64_t(v));
+        return buf;
+    }
+
+    std::string pad(std::string s, size_t width, bool left = false)
+    {
+        if (s.size() >= width)
+            return s;
+        return left ? s + std::string(width - s.size(), ' ') : std::string(width - s.size(), ' ') + s;
+    }
+
+    std::string metricName(DiffGrowthMetric m)
+    {
+        return m == DiffGrowthMetric::Allocated ? "allocated" : m == DiffGrowthMetric::Reserved ? "reserved" : "active";
+    }
+
+    std::string groupingName(DiffGrouping g)
+    {
+        return g == DiffGrouping::StackAndSize ? "stack+size" : g == DiffGrouping::Segment ? "segment" : "stack";
+    }
+
+    std::string poolText(std::pair<int64_t, int64_t> p)
+    {
+        return "(" + std::to_string(p.first) + ", " + std::to_string(p.second) + ")";
+    }
+
+    std::string streamText(int64_t stream) { return stream == 0 ? "0 (default)" : hex(stream); }
+
+    std::string scopeText(const DiffTotals& t)
+    {
+        switch (t.scope) {
+        case DiffScope::All:
+            return "all devices";
+        case DiffScope::Device:
+            return "device " + std::to_string(t.device);
+        case DiffScope::Pool:
+            return "device " + std::to_string(t.device) + ", pool " + poolText(t.poolId);
+        case DiffScope::Stream:
+            return "device " + std::to_string(t.device) + ", stream " + streamText(t.stream);
+        }
+        return {};
+    }
+
+    std::string sideText(const DiffSideInfo& s, const char* fallback)
+    {
+        std::string out = s.name.empty() ? std::string(fallback) : s.name;
+        if (s.index == EndOfTrace)
+            out += ", final state";
+        else
+            out += ", state " + std::to_string(s.index) + " of " + std::to_string(s.entryCount) + " (device "
+                + std::to_string(s.traceDevice) + "'s trace)";
+        out += s.device == AllDevices ? ", all devices" : ", device " + std::to_string(s.device);
+        return out;
+    }
+
+    // The frames of a stack of the diff's table as the folded format writes them: outermost first, filtered,
+    // "basename:line:name" (_memory_viz._frame_fmt); PyTorch's "<non-python>" for an empty stack.
+    std::vector<std::string> shownFrames(const DiffResult& r, StackId stack, bool outermostFirst)
+    {
+        const Snapshot& t = *r.frames;
+        std::vector<std::string> out;
+        for (const FrameId* f = t.stackBegin(stack); f != t.stackEnd(stack); ++f) {
+            const Frame& fr = t.frame(*f);
+            if (r.options.frameFilter && !report::keepFrame(t.str(fr.name), t.str(fr.filename)))
+                continue;
+            out.push_back(report::formatFrame(t, fr));
+        }
+        if (out.empty())
+            out.push_back(t.stackSize(stack) == 0 ? "<non-python>" : "<all frames hidden>");
+        if (outermostFirst)
+            std::reverse(out.begin(), out.end());
+        return out;
+    }
+
+    std::string foldedStack(const DiffResult& r, const DiffStackRow& row, bool withSize)
+    {
+        std::string out;
+        for (const std::string& f : shownFrames(r, row.stack, true)) {
+            if (!out.empty())
+                out += ';';
+            out += f;
+        }
+        if (withSize)
+            out += ";<" + std::to_string(row.size) + " B>";
+        return out;
+    }
+
+    const std::vector<DiffStackRow>& rowsOf(const DiffResult& r, DiffGrouping by)
+    {
+        return by == DiffGrouping::StackAndSize ? r.byStackAndSize : r.byStack;
+    }
+
+    void textStackRows(std::string& out, const DiffResult& r, const DiffReportOptions& o, bool growth)
+    {
+        const bool sized = o.by == DiffGrouping::StackAndSize;
+        const auto& rows = rowsOf(r, o.by);
+        const char* unit = sized ? "stack and size" : "call stack";
+        size_t n = 0;
+        ByteCount bytes = 0;
+        int64_t count = 0;
+        for (const DiffStackRow& row : rows)
+            if (growth ? row.deltaBytes > 0 : row.deltaBytes < 0) {
+                ++n;
+                bytes += row.deltaBytes;
+                count += row.deltaCount;
+            }
+        const size_t shown = o.top == 0 ? n : std::min(n, o.top);
+        out += growth ? "top growth by " : "top shrink by ";
+        out += unit;
+        if (n == 0) {
+            out += ": none\n";
+            return;
+        }
+        out += ": " + std::to_string(n) + (sized ? (n == 1 ? " row " : " rows ") : (n == 1 ? " stack " : " stacks "))
+            + (growth ? "grew" : "shrank") + " by " + signedSize(bytes) + " (" + signedInt(bytes) + " B) in "
+            + signedInt(count) + " allocations";
+        out += shown < n ? ", the first " + std::to_string(shown) + " shown\n" : "\n";
+        size_t k = 0;
+        for (const DiffStackRow& row : rows) {
+            if (!(growth ? row.deltaBytes > 0 : row.deltaBytes < 0))
+                continue;
+            if (k == shown)
+                break;
+            ++k;
+            std::string line = "  " + pad(signedSize(row.deltaBytes), 10) + " (" + signedInt(row.deltaBytes) + " B)  "
+                + signedInt(row.deltaCount) + " allocs";
+            if (sized)
+                line += " of " + size(row.size);
+            line += "   A: " + size(row.bytesA) + " in " + std::to_string(row.countA) + "   B: " + size(row.bytesB)
+                + " in " + std::to_string(row.countB);
+            if (r.sameTrace)
+                line += "   (" + std::to_string(row.newCount) + " new, " + std::to_string(row.freedCount) + " freed)";
+            out += line + "\n";
+            const std::vector<std::string> frames = shownFrames(r, row.stack, false);
+            const size_t limit = o.maxFrames == 0 ? frames.size() : std::min(frames.size(), o.maxFrames);
+            for (size_t f = 0; f < limit; ++f)
+                out += "        " + frames[f] + "\n";
+            if (limit < frames.size())
+                out += "        ... " + std::to_string(frames.size() - limit) + " more frames\n";
+        }
+    }
+
+    void textSegments(std::string& out, const DiffResult& r, const DiffReportOptions& o)
+    {
+        struct Group {
+            DiffSegmentStatus status;
+            const char* title;
+        };
+        for (const Group g : { Group { DiffSegmentStatus::OnlyB, "segments only in B" },
+                               Group { DiffSegmentStatus::OnlyA, "segments only in A" },
+                               Group { DiffSegmentStatus::Both, "segments in both whose active bytes changed" } }) {
+            std::vector<const DiffSegment*> list;
+            for (const DiffSegment& s : r.segmentList)
+                if (s.status == g.status && (g.status != DiffSegmentStatus::Both || s.deltaActive() != 0))
+                    list.push_back(&s);
+            const size_t shown = o.top == 0 ? list.size() : std::min(list.size(), o.top);
+            out += std::string(g.title) + ": ";
+            if (list.empty()) {
+                out += "none\n";
+                continue;
+            }
+            out += std::to_string(shown) + " of " + std::to_string(list.size()) + "\n";
+            for (size_t i = 0; i < shown; ++i) {
+                const DiffSegment& s = *list[i];
+                std::string line = "  device " + std::to_string(s.device) + "  " + hex(s.address) + "  "
+                    + pad(size(s.size), 9) + "  stream " + streamText(s.stream) + "  pool " + poolText(s.poolId);
+                if (s.isExpandable)
+                    line += "  expandable";
+                if (s.status == DiffSegmentStatus::OnlyA)
+                    line += "  active " + size(s.activeA) + " in " + std::to_string(s.allocationsA);
+                else if (s.status == DiffSegmentStatus::OnlyB)
+                    line += "  active " + size(s.activeB) + " in " + std::to_string(s.allocationsB);
+                else
+                    line += "  active " + signedSize(s.deltaActive()) + " (A: " + size(s.activeA) + " in "
+                        + std::to_string(s.allocationsA) + ", B: " + size(s.activeB) + " in "
+                        + std::to_string(s.allocationsB) + ")";
+                out += line + "\n";
+            }
+        }
+    }
+
+    // A tiny JSON writer: objects and arrays with two-space indentation, commas handled, keys in call order.
+    class Json {
+    public:
+        std::string out;
+
+        void beginObject(const char* key = nullptr) { open(key, '{'); }
+        void endObject() { close('}'); }
+        void beginArray(const char* key = nullptr) { open(key, '['); }
+        void endArray() { close(']'); }
+        void value(const char* key, int64_t v) { item(key, std::to_string(v)); }
+        void value(const char* key, int v) { item(key, std::to_string(v)); }
+        void value(const char* key, size_t v) { item(key, std::to_string(v)); }
+        void value(const char* key, bool v) { item(key, v ? "true" : "false"); }
+        void value(const char* key, const std::string& v) { item(key, quote(v)); }
+        void value(const char* key, const char* v) { item(key, quote(v)); }
+        void null(const char* key) { item(key, "null"); }
+        void pool(const char* key, std::pair<int64_t, int64_t> p)
+        {
+            item(key, "[" + std::to_string(p.first) + ", " + std::to_string(p.second) + "]");
+        }
+
+        static std::string quote(std::string_view s)
+        {
+            // RFC 8259: '"', '\\' and control characters escaped; other bytes (UTF-8) as they are.
+            std::string q = "\"";
+            for (unsigned char c : s) {
+                switch (c) {
+                case '"':
+                    q += "\\\"";
+                    break;
+                case '\\':
+                    q += "\\\\";
+                    break;
+                case '\n':
+                    q += "\\n";
+                    break;
+                case '\r':
+                    q += "\\r";
+                    break;
+                case '\t':
+                    q += "\\t";
+                    break;
+                default:
+                    if (c < 0x20) {
+                        char buf[8];
+                        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                        q += buf;
+                    } else {
+                        q += char(c);
+                    }
+                }
+            }
+            return q + "\"";
+        }
+
+    private:
+        void prefix(const char* key)
+        {
+            if (!m_first.empty()) {
+                if (!m_first.back())
+                    out += ',';
+                m_first.back() = false;
+                out += '\n';
+                out.append(2 * m_first.size(), ' ');
+            }
+            if (key) {
+                out += quote(key);
+                out += ": ";
+            }
+        }
+        void item(const char* key, const std::string& text)
+        {
+            prefix(key);
+            out += text;
+        }
+        void open(const char* key, char bracket)
+        {
+            prefix(key);
+            out += bracket;
+            m_first.push_back(true);
+        }
+        void close(char bracket)
+        {
+            const bool empty = m_first.back();
+            m_first.pop_back();
+            if (!empty) {
+                out += '\n';
+                out.append(2 * m_first.size(), ' ');
+            }
+            out += bracket;
+            if (m_first.empty())
+                out += '\n';
+        }
+        std::vector<bool> m_first;
+    };
+
+    void jsonMetrics(Json& j, const char* key, const DiffMetrics& m)
+    {
+        j.beginObject(key);
+        j.value("reserved", m.reserved);
+        j.value("allocated", m.allocated);
+        j.value("active", m.active);
+        j.value("requested", m.requested);
+        j.value("largest_free", m.largestFree);
+        j.value("fragmentation", m.fragmentation);
+        j.value("segments", m.segments);
+        j.value("allocations", m.allocations);
+        j.endObject();
+    }
+
+    void jsonCountBytes(Json& j, const char* key, const DiffCountBytes& c)
+    {
+        j.beginObject(key);
+        j.value("count", c.count);
+        j.value("bytes", c.bytes);
+        j.endObject();
+    }
+
+    void jsonSide(Json& j, const char* key, const DiffSideInfo& s)
+    {
+        j.beginObject(key);
+        j.value("name", s.name);
+        if (s.device == AllDevices)
+            j.value("device", "all");
+        else
+            j.value("device", s.device);
+        if (s.index == EndOfTrace) {
+            j.null("index");
+            j.null("trace_device");
+            j.null("entries");
+        } else {
+            j.value("index", s.index);
+            j.value("trace_device", s.traceDevice);
+            j.value("entries", s.entryCount);
+        }
+        j.endObject();
+    }
+
+    void jsonFrames(Json& j, const DiffResult& r, StackId stack)
+    {
+        const Snapshot& t = *r.frames;
+        j.beginArray("frames");
+        for (const FrameId* f = t.stackBegin(stack); f != t.stackEnd(stack); ++f) {
+            const Frame& fr = t.frame(*f);
+            if (r.options.frameFilter && !report::keepFrame(t.str(fr.name), t.str(fr.filename)))
+                continue;
+            j.beginObject();
+            j.value("name", std::string(t.str(fr.name)));
+            j.value("filename", std::string(t.str(fr.filename)));
+            j.value("line", fr.line);
+            j.endObject();
+        }
+        j.endArray();
+    }
+
+} // namespace
+
+std::string diffText(const DiffResult& r, const DiffReportOptions& o)
+{
+    if (!r.ok())
+        return r.error + "\n";
+    std::string out;
+    out += "memory diff, B - A\n";
+    out += "  A: " + sideText(r.a, "A") + "\n";
+    out += "  B: " + sideText(r.b, "B") + "\n\n";
+
+    const DiffTotals& all = r.totals.front();
+    out += pad("", 22) + pad("A", 14) + pad("B", 14) + pad("B - A", 14) + "\n";
+    auto bytesLine = [&](const char* name, ByteCount DiffMetrics::*field) {
+        out += "  " + pad(name, 20, true) + pad(size(all.a.*field), 14) + pad(size(all.b.*field), 14)
+            + pad(signedSize(all.delta.*field), 14) + "\n";
+    };
+    auto countLine = [&](const char* name, int64_t DiffMetrics::*field) {
+        out += "  " + pad(name, 20, true) + pad(std::to_string(all.a.*field), 14)
+            + pad(std::to_string(all.b.*field), 14) + pad(signedInt(all.delta.*field), 14) + "\n";
+    };
+    bytesLine("reserved", &DiffMetrics::reserved);
+    bytesLine("allocated", &DiffMetrics::allocated);
+    bytesLine("active", &DiffMetrics::active);
+    bytesLine("requested", &DiffMetrics::requested);
+    bytesLine("largest free block", &DiffMetrics::largestFree);
+    bytesLine("fragmentation", &DiffMetrics::fragmentation);
+    countLine("segments", &DiffMetrics::segments);
+    countLine("allocations", &DiffMetrics::allocations);
+    out += "  (fragmentation: reserved bytes backing no active block)\n\n";
+
+    std::vector<const DiffTotals*> changed;
+    for (size_t i = 1; i < r.totals.size(); ++i)
+        if (r.totals[i].delta != DiffMetrics {})
+            changed.push_back(&r.totals[i]);
+    out += "by device, pool and stream (B - A): ";
+    if (changed.empty()) {
+        out += "no change\n\n";
+    } else {
+        out += std::to_string(changed.size()) + " of " + std::to_string(r.totals.size() - 1) + " scopes changed\n";
+        out += "  " + pad("scope", 34, true) + pad("reserved", 12) + pad("allocated", 12) + pad("active", 12)
+            + pad("largest free", 14) + pad("allocs", 8) + "\n";
+        for (const DiffTotals* t : changed)
+            out += "  " + pad(scopeText(*t), 34, true) + pad(signedSize(t->delta.reserved), 12)
+                + pad(signedSize(t->delta.allocated), 12) + pad(signedSize(t->delta.active), 12)
+                + pad(signedSize(t->delta.largestFree), 14) + pad(signedInt(t->delta.allocations), 8) + "\n";
+        out += "\n";
+    }
+
+    const DiffSegmentSummary& s = r.segments;
+    out += "segments (matched by device, address and size): " + std::to_string(s.both.count) + " in both ("
+        + size(s.both.bytes) + ", " + std::to_string(s.bothChanged) + " with other blocks), "
+        + std::to_string(s.onlyA.count) + " only in A (" + size(s.onlyA.bytes) + "), " + std::to_string(s.onlyB.count)
+        + " only in B (" + size(s.onlyB.bytes) + ")\n";
+    if (r.sameTrace) {
+        const DiffLifetimes& l = r.lifetimes;
+        out += "allocations (same trace, exact): " + std::to_string(l.newAllocations.count) + " new ("
+            + size(l.newAllocations.bytes) + "), " + std::to_string(l.freed.count) + " freed (" + size(l.freed.bytes)
+            + "), " + std::to_string(l.surviving.count) + " surviving (" + size(l.surviving.bytes) + ")\n";
+    }
+    out += "\n";
+
+    if (o.by == DiffGrouping::Segment) {
+        textSegments(out, r, o);
+    } else {
+        textStackRows(out, r, o, true);
+        out += "\n";
+        textStackRows(out, r, o, false);
+    }
+    return out;
+}
+
+std::string diffJson(const DiffResult& r, const DiffReportOptions& o)
+{
+    Json j;
+    j.beginObject();
+    j.value("format", "memscope-diff");
+    j.value("version", 1);
+    if (!r.ok()) {
+        j.value("error", r.error);
+        j.endObject();
+        return j.out;
+    }
+    jsonSide(j, "a", r.a);
+    jsonSide(j, "b", r.b);
+    j.value("same_trace", r.sameTrace);
+    j.value("frame_filter", r.options.frameFilter);
+    j.beginObject("growth");
+    j.value("metric", metricName(o.growthMetric));
+    j.value("bytes", diffGrowth(r, o.growthMetric));
+    j.endObject();
+
+    j.beginArray("totals");
+    for (const DiffTotals& t : r.totals) {
+        j.beginObject();
+        static constexpr const char* ScopeNames[] = { "all", "device", "pool", "stream" };
+        j.value("scope", ScopeNames[int(t.scope)]);
+        if (t.scope == DiffScope::All)
+            j.null("device");
+        else
+            j.value("device", int64_t(t.device));
+        if (t.scope == DiffScope::Pool)
+            j.pool("pool", t.poolId);
+        else
+            j.null("pool");
+        if (t.scope == DiffScope::Stream)
+            j.value("stream", t.stream);
+        else
+            j.null("stream");
+        jsonMetrics(j, "a", t.a);
+        jsonMetrics(j, "b", t.b);
+        jsonMetrics(j, "delta", t.delta);
+        j.endObject();
+    }
+    j.endArray();
+
+    j.beginObject("segments");
+    jsonCountBytes(j, "only_a", r.segments.onlyA);
+    jsonCountBytes(j, "only_b", r.segments.onlyB);
+    jsonCountBytes(j, "both", r.segments.both);
+    j.value("both_changed", r.segments.bothChanged);
+    j.endObject();
+
+    if (r.sameTrace) {
+        j.beginObject("lifetimes");
+        jsonCountBytes(j, "new", r.lifetimes.newAllocations);
+        jsonCountBytes(j, "freed", r.lifetimes.freed);
+        jsonCountBytes(j, "surviving", r.lifetimes.surviving);
+        j.endObject();
+    } else {
+        j.null("lifetimes");
+    }
+
+    j.value("by", groupingName(o.by));
+    if (o.by == DiffGrouping::Segment) {
+        const size_t shown = o.top == 0 ? r.segmentList.size() : std::min(r.segmentList.size(), o.top);
+        j.value("row_count", r.segmentList.size());
+        j.beginArray("rows");
+        static constexpr const char* StatusNames[] = { "only_a", "only_b", "both" };
+        for (size_t i = 0; i < shown; ++i) {
+            const DiffSegment& s = r.segmentList[i];
+            j.beginObject();
+            j.value("status", StatusNames[int(s.status)]);
+            j.value("device", int64_t(s.device));
+            j.value("address", s.address);
+            j.value("size", s.size);
+            j.value("stream", s.stream);
+            j.pool("pool", s.poolId);
+            j.value("expandable", s.isExpandable);
+            j.beginObject("a");
+            j.value("allocated", s.allocatedA);
+            j.value("active", s.activeA);
+            j.value("allocations", s.allocationsA);
+            j.endObject();
+            j.beginObject("b");
+            j.value("allocated", s.allocatedB);
+            j.value("active", s.activeB);
+            j.value("allocations", s.allocationsB);
+            j.endObject();
+            j.beginObject("delta");
+            j.value("allocated", s.allocatedB - s.allocatedA);
+            j.value("active", s.deltaActive());
+            j.value("allocations", s.allocationsB - s.allocationsA);
+            j.endObject();
+            j.endObject();
+        }
+        j.endArray();
+    } else {
+        const bool sized = o.by == DiffGrouping::StackAndSize;
+        const auto& rows = rowsOf(r, o.by);
+        const size_t shown = o.top == 0 ? rows.size() : std::min(rows.size(), o.top);
+        j.value("row_count", rows.size());
+        j.beginArray("rows");
+        for (size_t i = 0; i < shown; ++i) {
+            const DiffStackRow& row = rows[i];
+            j.beginObject();
+            j.value("folded", foldedStack(r, row, false));
+            jsonFrames(j, r, row.stack);
+            if (sized)
+                j.value("size", row.size);
+            j.beginObject("a");
+            j.value("bytes", row.bytesA);
+            j.value("count", row.countA);
+            j.value("requested", row.requestedA);
+            j.endObject();
+            j.beginObject("b");
+            j.value("bytes", row.bytesB);
+            j.value("count", row.countB);
+            j.value("requested", row.requestedB);
+            j.endObject();
+            j.beginObject("delta");
+            j.value("bytes", row.deltaBytes);
+            j.value("count", row.deltaCount);
+            j.endObject();
+            if (r.sameTrace) {
+                j.beginObject("new");
+                j.value("count", row.newCount);
+                j.value("bytes", row.newBytes);
+                j.endObject();
+                j.beginObject("freed");
+                j.value("count", row.freedCount);
+                j.value("bytes", row.freedBytes);
+                j.endObject();
+            }
+            j.endObject();
+        }
+        j.endArray();
+    }
+    j.endObject();
+    return j.out;
+}
+
+std::string diffFolded(const DiffResult& r, const DiffReportOptions& o)
+{
+    if (!r.ok() || o.by == DiffGrouping::Segment)
+        return {};
+    const bool sized = o.by == DiffGrouping::StackAndSize;
+    std::string out;
+    size_t lines = 0;
+    for (const DiffStackRow& row : rowsOf(r, o.by)) {
+        if (row.deltaBytes == 0)
+            continue;
+        if (o.top != 0 && lines == o.top)
+            break;
+        out += foldedStack(r, row, sized) + " " + std::to_string(row.deltaBytes) + "\n";
+        ++lines;
+    }
+    return out;
+}
+
+std::string diffFoldedTwoColumn(const DiffResult& r, const DiffReportOptions& o)
+{
+    if (!r.ok() || o.by == DiffGrouping::Segment)
+        return {};
+    const bool sized = o.by == DiffGrouping::StackAndSize;
+    std::string out;
+    size_t lines = 0;
+    for (const DiffStackRow& row : rowsOf(r, o.by)) {
+        if (o.top != 0 && lines == o.top)
+            break;
+        out += foldedStack(r, row, sized) + " " + std::to_string(row.bytesA) + " " + std::to_string(row.bytesB) + "\n";
+        ++lines;
+    }
+    return out;
+}
+
+// ---- Command line ----
+
+const char* const DiffUsage = R"(usage: memscope-cli diff A[@INDEX] B[@INDEX] [OPTIONS]
+
+What changed from A to B: totals per device, pool and stream, segments only in one side, and live allocations
+matched by call stack. A and B are snapshot files, or one file twice; @INDEX picks the state after INDEX entries
+of the trace (0 = before the first; default: the end, the snapshot's own final state).
+
+options:
+  --by stack|stack+size|segment     rows: per call stack (default), per stack and block size, per segment
+  --format text|json|folded|difffolded
+                                    text (default); JSON (docs/diff-json.md); folded "stack delta" lines
+                                    (signed bytes); difffolded "stack bytesA bytesB" lines (flamegraph.pl)
+  --top N                           rows per list (default 10 in text, all otherwise; 0: all)
+  --device N|all                    one device only (default all; needed with @INDEX when several devices
+                                    have traces)
+  --no-frame-filter                 match stacks with every frame, not only those PyTorch's viewers show
+  --fail-if-growth BYTES            exit status 3 when the growth exceeds BYTES (e.g. 0, 512MiB, 1.5GiB)
+  --growth-of active|allocated|reserved
+                                    what growth means (default active: bytes of live blocks, B - A)
+
+exit status: 0 done, 1 a file cannot be read, 2 a bad command line or index, 3 growth over --fail-if-growth
+)";
+
+bool parseDiffSideSpec(const std::string& text, std::string& path, int64_t& index, std::string& error)
+{
+    path = text;
+    index = EndOfTrace;
+    const size_t at = text.rfind('@');
+    if (at != std::string::npos) {
+        const std::string suffix = text.substr(at + 1);
+        const bool digits = !suffix.empty() && suffix.size() <= 18
+            && std::all_of(suffix.begin(), suffix.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (digits || suffix == "end") {
+            path = text.substr(0, at);
+            index = digits ? std::stoll(suffix) : EndOfTrace;
+        }
+    }
+    if (path.empty()) {
+        error = "'" + text + "' names no file";
+        return false;
+    }
+    return true;
+}
+
+bool parseByteCount(const std::string& text, ByteCount& bytes)
+{
+    if (text.empty() || text[0] == '-' || text[0] == '+')
+        return false;
+    size_t pos = 0;
+    while (pos < text.size() && ((text[pos] >= '0' && text[pos] <= '9') || text[pos] == '.'))
+        ++pos;
+    const std::string number = text.substr(0, pos);
+    std::string unit = text.substr(pos);
+    if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+        return false;
+    double scale = 1;
+    if (!unit.empty()) {
+        const char u = char(std::toupper(static_cast<unsigned char>(unit[0])));
+        std::string rest = unit.substr(1);
+        if (u == 'B' && rest.empty()) {
+            scale = 1;
+        } else {
+            const std::string units = "KMGT";
+            const size_t k = units.find(u);
+            if (k == std::string::npos || !(rest.empty() || rest == "B" || rest == "iB" || rest == "ib"))
+                return false;
+            scale = std::pow(1024.0, double(k + 1));
+        }
+    }
+    const double value = std::strtod(number.c_str(), nullptr) * scale;
+    if (!(value >= 0) || value > 9.0e18)
+        return false;
+    bytes = ByteCount(std::llround(value));
+    return true;
+}
+
+DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const DiffLoader& load)
+{
+    DiffCommandOutput r;
+    auto usage = [&](const std::string& message) {
+        r.exitCode = 2;
+        r.err = "memscope-cli: diff: " + message + "\n\n" + DiffUsage;
+        return r;
+    };
+    enum class Format { Text, Json, Folded, DiffFolded };
+    Format format = Format::Text;
+    DiffReportOptions report;
+    bool topGiven = false;
+    int device = AllDevices;
+    DiffOptions diffOptions;
+    bool failIfGrowth = false;
+    ByteCount threshold = 0;
+    std::vector<std::string> files;
+
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string arg = args[i];
+        std::string value;
+        bool hasValue = false;
+        if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+            if (const size_t eq = arg.find('='); eq != std::string::npos) {
+                value = arg.substr(eq + 1);
+                arg = arg.substr(0, eq);
+                hasValue = true;
+            }
+        }
+        auto needValue = [&] {
+            if (hasValue)
+                return true;
+            if (i + 1 >= args.size())
+                return false;
+            value = args[++i];
+            hasValue = true;
+            return true;
+        };
+        if (arg == "--by") {
+            if (!needValue())
+                return usage("--by needs a value: stack, stack+size or segment");
+            if (value == "stack")
+                report.by = DiffGrouping::Stack;
+            else if (value == "stack+size")
+                report.by = DiffGrouping::StackAndSize;
+            else if (value == "segment")
+                report.by = DiffGrouping::Segment;
+            else
+                return usage("unknown --by '" + value + "': use stack, stack+size or segment");
+        } else if (arg == "--format") {
+            if (!needValue())
+                return usage("--format needs a value: text, json, folded or difffolded");
+            if (value == "text")
+                format = Format::Text;
+            else if (value == "json")
+                format = Format::Json;
+            else if (value == "folded")
+                format = Format::Folded;
+            else if (value == "difffolded")
+                format = Format::DiffFolded;
+            else
+                return usage("unknown format '" + value + "': use text, json, folded or difffolded");
+        } else if (arg == "--top") {
+            if (!needValue())
+                return usage("--top needs a number");
+            if (value.empty() || value.size() > 9
+                || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                return usage("--top needs a number, not '" + value + "'");
+            report.top = size_t(std::stoul(value));
+            topGiven = true;
+        } else if (arg == "--device") {
+            if (!needValue())
+                return usage("--device needs a device number or 'all'");
+            if (value == "all")
+                device = AllDevices;
+            else if (!value.empty() && value.size() <= 6
+                     && std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                device = std::stoi(value);
+            else
+                return usage("--device needs a device number or 'all', not '" + value + "'");
+        } else if (arg == "--fail-if-growth") {
+            if (!needValue())
+                return usage("--fail-if-growth needs a byte count");
+            if (!parseByteCount(value, threshold))
+                return usage("--fail-if-growth needs a byte count (e.g. 0, 1048576, 512MiB), not '" + value + "'");
+            failIfGrowth = true;
+        } else if (arg == "--growth-of") {
+            if (!needValue())
+                return usage("--growth-of needs a value: active, allocated or reserved");
+            if (value == "active")
+                report.growthMetric = DiffGrowthMetric::Active;
+            else if (value == "allocated")
+                report.growthMetric = DiffGrowthMetric::Allocated;
+            else if (value == "reserved")
+                report.growthMetric = DiffGrowthMetric::Reserved;
+            else
+                return usage("unknown --growth-of '" + value + "': use active, allocated or reserved");
+        } else if (arg == "--no-frame-filter" && !hasValue) {
+            diffOptions.frameFilter = false;
+        } else if (arg.size() > 1 && arg[0] == '-') {
+            return usage("unknown option '" + args[i] + "'");
+        } else {
+            files.push_back(arg);
+        }
+    }
+    if (files.size() != 2)
+        return usage("needs exactly two snapshots: A[@INDEX] B[@INDEX]");
+    if ((format == Format::Folded || format == Format::DiffFolded) && report.by == DiffGrouping::Segment)
+        return usage("folded output is by call stack: use --by stack or --by stack+size");
+    if (!topGiven && format == Format::Text)
+        report.top = 10;
+
+    DiffSide sides[2];
+    std::string paths[2];
+    for (int i = 0; i < 2; ++i) {
+        std::string error;
+        if (!parseDiffSideSpec(files[i], paths[i], sides[i].index, error))
+            return usage(error);
+        sides[i].device = device;
+        sides[i].name = files[i];
+    }
+    // One file named twice is loaded once: both sides then share a snapshot, and the diff is a same-trace diff.
+    for (int i = 0; i < 2; ++i) {
+        if (i == 1 && paths[1] == paths[0]) {
+            sides[1].snapshot = sides[0].snapshot;
+            continue;
+        }
+        std::string error;
+        sides[i].snapshot = load(paths[i], error);
+        if (!sides[i].snapshot) {
+            r.exitCode = 1;
+            r.err = "memscope-cli: " + (error.empty() ? paths[i] + ": cannot be read" : error) + "\n";
+            return r;
+        }
+    }
+
+    const DiffResult result = computeDiff(sides[0], sides[1], diffOptions);
+    if (!result.ok()) {
+        r.exitCode = 2;
+        r.err = "memscope-cli: diff: " + result.error
+            + (result.errorCode == DiffErrorCode::AmbiguousTrace ? " with --device N\n" : "\n");
+        return r;
+    }
+    switch (format) {
+    case Format::Text:
+        r.out = diffText(result, report);
+        break;
+    case Format::Json:
+        r.out = diffJson(result, report);
+        break;
+    case Format::Folded:
+        r.out = diffFolded(result, report);
+        break;
+    case Format::DiffFolded:
+        r.out = diffFoldedTwoColumn(result, report);
+        break;
+    }
+    if (failIfGrowth) {
+        const ByteCount growth = diffGrowth(result, report.growthMetric);
+        if (growth > threshold) {
+            r.exitCode = 3;
+            r.err = "memscope-cli: diff: " + metricName(report.growthMetric) + " bytes grew by "
+                + report::formatSize(double(growth)) + " (" + std::to_string(growth) + " B), more than "
+                + std::to_string(threshold) + " B (--fail-if-growth)\n";
+        }
+    }
+    return r;
+}
+
+} // namespace memscope::model
