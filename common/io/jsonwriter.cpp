@@ -4,6 +4,7 @@
 // deliberate differences: NaN and infinities become null (Python prints NaN/Infinity, which RFC 8259 forbids),
 // ill-formed UTF-8 becomes U+FFFD, and encoded lone surrogates become \udXXX escapes. Tuples become lists, as in
 // Python. Reentrant: one call per thread, shares nothing.
+#include "io/keyplan.h"
 #include "io/schema.h"
 #include "io/snapshotio.h"
 
@@ -28,26 +29,8 @@ using schema::FieldNames;
 using schema::fieldFor;
 
 
-enum class Kind : uint8_t { Top, Segment, Block, Entry, Count };
-
-constexpr uint64_t bit(Field f) { return uint64_t(1) << unsigned(f); }
-constexpr uint64_t KnownFields[] = {
-    bit(Field::Segments) | bit(Field::DeviceTraces) | bit(Field::AllocatorSettings) | bit(Field::ExternalAnnotations),
-    bit(Field::Device) | bit(Field::Address) | bit(Field::TotalSize) | bit(Field::AllocatedSize)
-        | bit(Field::ActiveSize) | bit(Field::RequestedSize) | bit(Field::Stream) | bit(Field::SegmentType)
-        | bit(Field::SegmentPoolId) | bit(Field::IsExpandable) | bit(Field::Frames) | bit(Field::Blocks),
-    bit(Field::Address) | bit(Field::Size) | bit(Field::RequestedSize) | bit(Field::State) | bit(Field::Frames)
-        | bit(Field::History),
-    bit(Field::Action) | bit(Field::Addr) | bit(Field::DeviceFree) | bit(Field::Size) | bit(Field::Stream)
-        | bit(Field::TimeUs) | bit(Field::CompileContext) | bit(Field::UserMetadata) | bit(Field::Frames),
-};
-static_assert(std::size(KnownFields) == size_t(Kind::Count));
-
-struct Item {
-    Field field = Field::Unknown;
-    bool keyFromExtras = false;
-    StringId key = EmptyString;
-};
+using Kind = ObjectKind;
+using Item = KeyPlanItem;
 
 // Length of the well-formed UTF-8 sequence at p, or 0; encoded surrogates (ED A0..BF ..) count as well formed here
 // and are escaped by the caller.
@@ -88,19 +71,8 @@ public:
         : m_s(snapshot)
         , m_stackText(snapshot.stackCount())
         , m_stackDone(snapshot.stackCount(), false)
+        , m_keyPlans(snapshot)
     {
-        const size_t layoutCount = snapshot.layouts.size();
-        for (auto& plans : m_plans)
-            plans.resize(layoutCount);
-        for (size_t l = 1; l < layoutCount; ++l) {
-            for (StringId key : snapshot.layouts.get(LayoutId { static_cast<uint16_t>(l) })) {
-                const Field f = fieldFor(snapshot.str(key));
-                for (size_t k = 0; k < size_t(Kind::Count); ++k) {
-                    const bool known = (KnownFields[k] & bit(f)) != 0;
-                    m_plans[k][l].push_back(Item { known ? f : Field::Unknown, false, key });
-                }
-            }
-        }
     }
 
     std::string encode()
@@ -294,17 +266,7 @@ private:
     // The recorded layout, or PyTorch's key order (torch/csrc/cuda/Module.cpp, _memory_snapshot) plus unknown keys.
     std::span<const Item> plan(Kind kind, LayoutId layout, std::initializer_list<Field> defaults, const Extras* extras)
     {
-        if (raw(layout) != 0 && raw(layout) < m_plans[size_t(kind)].size())
-            return m_plans[size_t(kind)][raw(layout)];
-        std::vector<Item>& items = m_scratchPlans[size_t(kind)];
-        items.clear();
-        for (Field f : defaults)
-            items.push_back(Item { f, false, EmptyString });
-        if (extras) {
-            for (size_t i = 0; i < extras->size(); ++i)
-                items.push_back(Item { Field::Unknown, true, EmptyString });
-        }
-        return items;
+        return m_keyPlans.plan(kind, layout, defaults, extras);
     }
     const Extras* extrasAt(uint32_t index) const
     {
@@ -517,8 +479,7 @@ private:
     std::string m_out;
     std::vector<std::string> m_stackText;
     std::vector<bool> m_stackDone;
-    std::array<std::vector<std::vector<Item>>, size_t(Kind::Count)> m_plans;
-    std::array<std::vector<Item>, size_t(Kind::Count)> m_scratchPlans;
+    KeyPlans m_keyPlans;
 };
 
 } // namespace

@@ -10,6 +10,7 @@
 // 4 bytes, and strings of 64 KiB or more written outside frames; MEMOIZE after every container and string;
 // BINGET/LONG_BINGET for memo hits; SETITEMS/APPENDS batches of 1000 with a single item written by SETITEM/APPEND;
 // BININT1/BININT2/BININT/LONG1 by value; TUPLE2 for 2-tuples. Reentrant: one call per thread, shares nothing.
+#include "io/keyplan.h"
 #include "io/schema.h"
 #include "io/snapshotio.h"
 
@@ -75,29 +76,8 @@ using schema::FieldNames;
 using schema::fieldFor;
 
 
-// The objects whose key order the model records (a LayoutId), and which keys the builder reads for each.
-enum class Kind : uint8_t { Top, Segment, Block, Entry, Count };
-
-constexpr uint64_t bit(Field f) { return uint64_t(1) << unsigned(f); }
-constexpr uint64_t KnownFields[] = {
-    bit(Field::Segments) | bit(Field::DeviceTraces) | bit(Field::AllocatorSettings) | bit(Field::ExternalAnnotations),
-    bit(Field::Device) | bit(Field::Address) | bit(Field::TotalSize) | bit(Field::AllocatedSize)
-        | bit(Field::ActiveSize) | bit(Field::RequestedSize) | bit(Field::Stream) | bit(Field::SegmentType)
-        | bit(Field::SegmentPoolId) | bit(Field::IsExpandable) | bit(Field::Frames) | bit(Field::Blocks),
-    bit(Field::Address) | bit(Field::Size) | bit(Field::RequestedSize) | bit(Field::State) | bit(Field::Frames)
-        | bit(Field::History),
-    bit(Field::Action) | bit(Field::Addr) | bit(Field::DeviceFree) | bit(Field::Size) | bit(Field::Stream)
-        | bit(Field::TimeUs) | bit(Field::CompileContext) | bit(Field::UserMetadata) | bit(Field::Frames),
-};
-static_assert(std::size(KnownFields) == size_t(Kind::Count));
-static_assert(size_t(Field::Count) <= 64);
-
-// One key of a dict to write: a known field, or an unknown key whose value is in Snapshot::extras.
-struct Item {
-    Field field = Field::Unknown;
-    bool keyFromExtras = false; // the key's text is the extras entry's name (objects without a recorded layout)
-    StringId key = EmptyString; // the key as recorded in the layout
-};
+using Kind = ObjectKind;
+using Item = KeyPlanItem;
 
 // Length of the well-formed UTF-8 sequence at p, or 0. Encoded surrogates (ED A0..BF ..) pass: CPython writes and
 // reads pickle strings with the "surrogatepass" handler (Modules/_pickle.c write_unicode_binary, load_binunicode),
@@ -160,20 +140,8 @@ public:
         , m_stringMemo(snapshot.strings.size(), NoMemo)
         , m_frameMemo(snapshot.frames.size(), NoMemo)
         , m_stackMemo(snapshot.stackCount(), NoMemo)
+        , m_keyPlans(snapshot)
     {
-        // Resolve every recorded layout once per object kind: objects then only index a table.
-        const size_t layoutCount = snapshot.layouts.size();
-        for (auto& plans : m_plans)
-            plans.resize(layoutCount);
-        for (size_t l = 1; l < layoutCount; ++l) {
-            for (StringId key : snapshot.layouts.get(LayoutId { static_cast<uint16_t>(l) })) {
-                const Field f = fieldFor(snapshot.str(key));
-                for (size_t k = 0; k < size_t(Kind::Count); ++k) {
-                    const bool known = (KnownFields[k] & bit(f)) != 0;
-                    m_plans[k][l].push_back(Item { known ? f : Field::Unknown, false, key });
-                }
-            }
-        }
         reserve(std::max<size_t>(1 << 16, snapshot.entryCount() * 80 + snapshot.blocks.size() * 48));
     }
 
@@ -530,17 +498,7 @@ private:
     // entry dicts, the result dict) followed by the unknown keys.
     std::span<const Item> plan(Kind kind, LayoutId layout, std::initializer_list<Field> defaults, const Extras* extras)
     {
-        if (raw(layout) != 0 && raw(layout) < m_plans[size_t(kind)].size())
-            return m_plans[size_t(kind)][raw(layout)];
-        std::vector<Item>& items = m_scratchPlans[size_t(kind)];
-        items.clear();
-        for (Field f : defaults)
-            items.push_back(Item { f, false, EmptyString });
-        if (extras) {
-            for (size_t i = 0; i < extras->size(); ++i)
-                items.push_back(Item { Field::Unknown, true, EmptyString });
-        }
-        return items;
+        return m_keyPlans.plan(kind, layout, defaults, extras);
     }
     const Extras* extrasAt(uint32_t index) const
     {
@@ -813,8 +771,7 @@ private:
     std::vector<uint32_t> m_frameMemo;
     std::vector<uint32_t> m_stackMemo;
     std::unordered_map<std::string_view, uint32_t> m_textMemo;
-    std::array<std::vector<std::vector<Item>>, size_t(Kind::Count)> m_plans;
-    std::array<std::vector<Item>, size_t(Kind::Count)> m_scratchPlans;
+    KeyPlans m_keyPlans;
     std::string m_scratch;
 };
 
