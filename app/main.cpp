@@ -1,9 +1,13 @@
 // memscope's entry point: `memscope [FILE...]` opens each FILE in a tab (the bundled sample when none is given);
 // `memscope --screenshot OUT.png [--view timeline|segments|tree|events|overview] [--at INDEX] [FILE]` renders the
 // window, or one view, with FILE loaded and the cursor at INDEX into OUT.png (or .svg) and exits: 0, 1 with the
-// error on stderr when loading or writing fails, 2 for a bad command line. Runs on the GUI thread.
+// error on stderr when loading or writing fails, 2 for a bad command line. `memscope --diff A B` opens a diff tab of
+// two files, `memscope --ranks FILE...` a rank group; with --screenshot, --view then names a diff view (diff-summary,
+// diff-tree, diff-flame, diff-segments, diff-timeline) or `ranks`. Runs on the GUI thread.
 #include "ingest/resources.h"
+#include "views/diffwindow.h"
 #include "views/mainwindow.h"
+#include "views/rankgroupview.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -62,6 +66,72 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
     return 0;
 }
 
+// --diff / --ranks with --screenshot: load the group, then render the diff tab's view (or the rank table).
+int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QStringList& files, const QString& out,
+                        const QString& viewName)
+{
+    using memscope::app::DiffWindow;
+    std::optional<DiffWindow::View> view;
+    if (!viewName.isEmpty() && viewName != QLatin1String("ranks")) {
+        view = DiffWindow::viewFromName(viewName);
+        if (!view) {
+            printError(QStringLiteral("unknown view '%1': with --diff use diff-summary, diff-tree, diff-flame, "
+                                      "diff-segments or diff-timeline; with --ranks, ranks")
+                           .arg(viewName));
+            return 2;
+        }
+    }
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.resize(1600, 1000);
+    window.show();
+    QEventLoop loop;
+    bool ok = false;
+    QObject::connect(&window, &memscope::app::MainWindow::loadFinished, &loop, [&](bool loaded) {
+        ok = loaded;
+        loop.quit();
+    });
+    if (ranks)
+        window.openRankGroup(files);
+    else
+        window.openDiff(files[0], files[1]);
+    loop.exec();
+    if (!ok) {
+        printError(window.errorText());
+        return 1;
+    }
+    QWidget* target = nullptr;
+    if (auto* diff = window.currentDiff()) {
+        if (view) {
+            target = diff->view(*view);
+            if (!target) {
+                printError(QStringLiteral("%1 needs both sides from one file (e.g. FILE@INDEX twice)").arg(viewName));
+                return 2;
+            }
+            diff->showView(*view);
+            // The whole diff tab (toolbar, sides, tabs) shows what is compared.
+            target = diff;
+        }
+    } else if (auto* group = window.currentRankGroup()) {
+        target = group;
+    }
+    if (target) {
+        target->setParent(nullptr);
+        target->setAttribute(Qt::WA_DontShowOnScreen);
+        target->resize(1400, 800);
+        target->show();
+    }
+    QCoreApplication::sendPostedEvents();
+    QCoreApplication::processEvents();
+    const QString error = target ? window.exportView(out, target)
+                                 : (window.grab().save(out) ? QString() : out + QStringLiteral(": cannot write the screenshot"));
+    delete target;
+    if (!error.isEmpty()) {
+        printError(error);
+        return 1;
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -93,6 +163,12 @@ int main(int argc, char** argv)
     const QCommandLineOption atOption(QStringLiteral("at"),
                                       QStringLiteral("With --screenshot: put the cursor at this state index."),
                                       QStringLiteral("index"));
+    const QCommandLineOption diffOption(QStringLiteral("diff"),
+                                        QStringLiteral("Open a diff of the two FILEs (A then B) instead of tabs."));
+    const QCommandLineOption ranksOption(QStringLiteral("ranks"),
+                                         QStringLiteral("Open the FILEs as the ranks of one distributed job."));
+    parser.addOption(diffOption);
+    parser.addOption(ranksOption);
     parser.addOption(screenshot);
     parser.addOption(viewOption);
     parser.addOption(atOption);
@@ -103,10 +179,33 @@ int main(int argc, char** argv)
     parser.process(app);
 
     QStringList files = parser.positionalArguments();
+    const bool diff = parser.isSet(diffOption), ranks = parser.isSet(ranksOption);
+    if (diff && ranks) {
+        printError(QStringLiteral("--diff and --ranks exclude each other; see --help"));
+        return 2;
+    }
+    if (diff && files.size() != 2) {
+        printError(QStringLiteral("--diff takes two files, A and B; see --help"));
+        return 2;
+    }
+    if (ranks && files.isEmpty()) {
+        printError(QStringLiteral("--ranks takes the snapshot files of the ranks; see --help"));
+        return 2;
+    }
     if (files.isEmpty())
         files << memscope::app::bundledSamplePath();
 
     memscope::app::MainWindow window;
+    if (diff || ranks) {
+        if (parser.isSet(screenshot))
+            return takeGroupScreenshot(window, ranks, files, parser.value(screenshot), parser.value(viewOption));
+        window.show();
+        if (ranks)
+            window.openRankGroup(files);
+        else
+            window.openDiff(files[0], files[1]);
+        return QApplication::exec();
+    }
     if (parser.isSet(screenshot)) {
         if (files.size() > 1) {
             printError(QStringLiteral("--screenshot takes one FILE; see --help"));

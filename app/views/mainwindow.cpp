@@ -1,6 +1,9 @@
 // MainWindow: tabs, menus, loading, errors, export, settings. See mainwindow.h.
 #include "views/mainwindow.h"
 
+#include "views/diffwindow.h"
+#include "views/rankgroupview.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
@@ -10,6 +13,7 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
+#include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
 #include <QMenuBar>
@@ -83,6 +87,10 @@ MainWindow::MainWindow(QWidget* parent)
         updateStatus();
         if (auto* doc = currentDocument())
             setWindowTitle(QStringLiteral("memscope — ") + QFileInfo(doc->session()->document().path).fileName());
+        else if (auto* diff = currentDiff())
+            setWindowTitle(QStringLiteral("memscope — ") + diff->title());
+        else if (currentRankGroup())
+            setWindowTitle(QStringLiteral("memscope — ") + m_tabs->tabText(m_tabs->currentIndex()));
         else
             setWindowTitle(QStringLiteral("memscope"));
     });
@@ -140,6 +148,24 @@ void MainWindow::buildMenus()
     open->setShortcut(QKeySequence::Open);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     updateRecentMenu();
+    file->addSeparator();
+    file->addAction(tr("Compare &Files…"), this, &MainWindow::chooseCompareFiles)
+        ->setObjectName(QStringLiteral("compareFilesAction"));
+    file->addAction(tr("Compare Two &Moments…"), this, &MainWindow::chooseCompareMoments)
+        ->setObjectName(QStringLiteral("compareMomentsAction"));
+    QAction* baseline = file->addAction(tr("Set &Baseline"), this, &MainWindow::setBaseline);
+    baseline->setObjectName(QStringLiteral("setBaselineAction"));
+    baseline->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+    baseline->setToolTip(tr("Remember the current tab's cursor as side A of a later comparison"));
+    QAction* compareBaseline = file->addAction(tr("Compare with Baseline"), this, [this] {
+        if (!compareWithBaseline())
+            showError(tr("Compare with Baseline: set a baseline first (Ctrl+B on a snapshot tab), then move the "
+                         "cursor or switch tabs"));
+    });
+    compareBaseline->setObjectName(QStringLiteral("compareBaselineAction"));
+    compareBaseline->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_B));
+    file->addAction(tr("Open Rank &Group…"), this, &MainWindow::chooseRankGroup)
+        ->setObjectName(QStringLiteral("openRankGroupAction"));
     file->addSeparator();
     QAction* exportAction = file->addAction(tr("&Export View…"), this, &MainWindow::chooseExport);
     exportAction->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
@@ -259,6 +285,11 @@ void MainWindow::onLoaded(uint64_t job, const LoadOutcome& outcome)
     m_pending.remove(job);
     m_percent.remove(job);
     updateProgress();
+    if (m_groupJobs.contains(job)) {
+        const auto [group, position] = m_groupJobs.take(job);
+        groupLoaded(group, position, outcome);
+        return;
+    }
     if (!outcome.ok()) {
         if (!outcome.cancelled)
             showError(outcome.error);
@@ -272,14 +303,187 @@ void MainWindow::onLoaded(uint64_t job, const LoadOutcome& outcome)
         if (doc == currentDocument())
             updateStatus();
     });
-    const int index = m_tabs->addTab(doc, QFileInfo(outcome.path).fileName());
-    m_tabs->setTabToolTip(index, outcome.path);
-    m_tabs->setCurrentIndex(index);
-    m_emptyHint->hide();
+    addTab(doc, QFileInfo(outcome.path).fileName(), outcome.path);
     if (!outcome.path.startsWith(QLatin1Char(':')))
         addRecent(QFileInfo(outcome.path).absoluteFilePath());
     updateStatus();
     Q_EMIT loadFinished(true);
+}
+
+void MainWindow::addTab(QWidget* widget, const QString& title, const QString& toolTip)
+{
+    const int index = m_tabs->addTab(widget, title);
+    m_tabs->setTabToolTip(index, toolTip);
+    m_tabs->setCurrentIndex(index);
+    m_emptyHint->hide();
+}
+
+void MainWindow::startGroup(LoadGroup::Kind kind, const QStringList& paths)
+{
+    const int id = m_nextGroup++;
+    LoadGroup& g = m_groups[id];
+    g.kind = kind;
+    g.paths = paths;
+    g.documents.resize(size_t(paths.size()));
+    g.remaining = int(paths.size());
+    for (int i = 0; i < paths.size(); ++i) {
+        const uint64_t job = m_loader.load(paths[i]);
+        m_pending.insert(job, paths[i]);
+        m_percent.insert(job, 0);
+        m_groupJobs.insert(job, { id, i });
+    }
+    updateProgress();
+}
+
+void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
+{
+    auto it = m_groups.find(id);
+    if (it == m_groups.end())
+        return;
+    LoadGroup& g = it.value();
+    if (outcome.ok()) {
+        g.documents[size_t(position)] = outcome.document;
+    } else {
+        if (!outcome.cancelled)
+            showError(outcome.error);
+        g.failed = true;
+    }
+    if (--g.remaining > 0)
+        return;
+    const LoadGroup done = g;
+    m_groups.erase(it);
+    if (done.failed) {
+        Q_EMIT loadFinished(false);
+        return;
+    }
+    if (done.kind == LoadGroup::Kind::Diff) {
+        DiffInput a, b;
+        a.document = done.documents[0];
+        b.document = done.documents.size() > 1 ? done.documents[1] : done.documents[0];
+        openDiffTab(a, b);
+    } else {
+        auto group = std::make_shared<RankGroup>(makeRankGroup(done.documents));
+        auto* view = new RankGroupView(group, m_tabs);
+        connect(view, &RankGroupView::diffRequested, this, [this, group](int a, int b) {
+            DiffInput sa, sb;
+            sa.document = group->documents[size_t(a)];
+            sb.document = group->documents[size_t(b)];
+            openDiffTab(sa, sb);
+        });
+        addTab(view, tr("Ranks (%1 files)").arg(done.paths.size()), done.paths.join(QLatin1Char('\n')));
+    }
+    updateStatus();
+    Q_EMIT loadFinished(true);
+}
+
+void MainWindow::openDiff(const QString& a, const QString& b)
+{
+    if (a == b) // one file named twice: load it once, so that both sides share one snapshot
+        startGroup(LoadGroup::Kind::Diff, { a });
+    else
+        startGroup(LoadGroup::Kind::Diff, { a, b });
+}
+
+void MainWindow::openRankGroup(const QStringList& paths)
+{
+    if (!paths.isEmpty())
+        startGroup(LoadGroup::Kind::Ranks, paths);
+}
+
+DiffWindow* MainWindow::openDiffTab(DiffInput a, DiffInput b)
+{
+    auto* diff = new DiffWindow(std::move(a), std::move(b), m_tabs);
+    const QString tip = diffInputLabel(diff->session()->sideA()) + QStringLiteral("\n→ ")
+        + diffInputLabel(diff->session()->sideB());
+    addTab(diff, diff->title(), tip);
+    connect(diff->session(), &DiffSession::diffChanged, this, [this, diff] {
+        const int i = m_tabs->indexOf(diff);
+        if (i >= 0)
+            m_tabs->setTabText(i, diff->title());
+    });
+    return diff;
+}
+
+void MainWindow::setBaseline()
+{
+    auto* doc = currentDocument();
+    if (!doc)
+        return;
+    m_baseline = DiffInput {};
+    m_baseline.document = doc->session()->documentPtr();
+    m_baseline.device = doc->session()->device();
+    m_baseline.index = doc->session()->cursor();
+    statusBar()->showMessage(tr("Baseline: %1").arg(diffInputLabel(m_baseline)), 5000);
+}
+
+DiffWindow* MainWindow::compareWithBaseline()
+{
+    auto* doc = currentDocument();
+    if (!doc || !m_baseline.document)
+        return nullptr;
+    DiffInput b;
+    b.document = doc->session()->documentPtr();
+    b.device = doc->session()->device();
+    b.index = doc->session()->cursor();
+    DiffInput a = m_baseline;
+    if (a.document != b.document) {
+        // Two files: devices and indices of one trace mean nothing in the other; compare the devices shown.
+        if (a.index == a.document->replays[size_t(a.device)].entryCount())
+            a.index = model::EndOfTrace;
+        if (b.index == b.document->replays[size_t(b.device)].entryCount())
+            b.index = model::EndOfTrace;
+    }
+    return openDiffTab(a, b);
+}
+
+void MainWindow::chooseCompareFiles()
+{
+    QSettings settings;
+    const QString dir = settings.value(QStringLiteral("lastDir")).toString();
+    const QString filter = tr("Memory snapshots (*.pickle *.pkl *.json *.xz);;All files (*)");
+    const QString a = QFileDialog::getOpenFileName(this, tr("Compare: side A (before)"), dir, filter);
+    if (a.isEmpty())
+        return;
+    const QString b = QFileDialog::getOpenFileName(this, tr("Compare: side B (after)"), QFileInfo(a).absolutePath(), filter);
+    if (b.isEmpty())
+        return;
+    settings.setValue(QStringLiteral("lastDir"), QFileInfo(b).absolutePath());
+    openDiff(a, b);
+}
+
+void MainWindow::chooseCompareMoments()
+{
+    auto* doc = currentDocument();
+    if (!doc) {
+        showError(tr("Compare Two Moments: open a snapshot first"));
+        return;
+    }
+    Session* s = doc->session();
+    const qint64 suggested = m_baseline.document == s->documentPtr() ? m_baseline.index : 0;
+    bool ok = false;
+    const qint64 a = QInputDialog::getInt(this, tr("Compare two moments"),
+                                          tr("Side A: state index (B is the cursor, %1)").arg(s->cursor()),
+                                          int(suggested), 0, int(s->entryCount()), 1, &ok);
+    if (!ok)
+        return;
+    DiffInput sa, sb;
+    sa.document = sb.document = s->documentPtr();
+    sa.device = sb.device = s->device();
+    sa.index = a;
+    sb.index = s->cursor();
+    openDiffTab(sa, sb);
+}
+
+void MainWindow::chooseRankGroup()
+{
+    QSettings settings;
+    const QStringList files = QFileDialog::getOpenFileNames(
+        this, tr("Open the snapshots of one job (one per rank)"), settings.value(QStringLiteral("lastDir")).toString(),
+        tr("Memory snapshots (*.pickle *.pkl *.json *.xz);;All files (*)"));
+    if (files.isEmpty())
+        return;
+    settings.setValue(QStringLiteral("lastDir"), QFileInfo(files.first()).absolutePath());
+    openRankGroup(files);
 }
 
 void MainWindow::showError(const QString& message)
@@ -298,6 +502,16 @@ void MainWindow::updateStatus()
 DocumentWindow* MainWindow::currentDocument() const
 {
     return qobject_cast<DocumentWindow*>(m_tabs->currentWidget());
+}
+
+DiffWindow* MainWindow::currentDiff() const
+{
+    return qobject_cast<DiffWindow*>(m_tabs->currentWidget());
+}
+
+RankGroupView* MainWindow::currentRankGroup() const
+{
+    return qobject_cast<RankGroupView*>(m_tabs->currentWidget());
 }
 
 int MainWindow::documentCount() const
@@ -327,7 +541,7 @@ QString MainWindow::exportView(const QString& path, QWidget* view)
 {
     auto* doc = currentDocument();
     if (!view)
-        view = doc ? doc->currentView() : nullptr;
+        view = doc ? doc->currentView() : currentDiff() ? currentDiff()->currentView() : currentRankGroup();
     if (!view)
         return tr("nothing to export: no snapshot is open");
     if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
@@ -350,7 +564,7 @@ QString MainWindow::exportView(const QString& path, QWidget* view)
 
 void MainWindow::chooseExport()
 {
-    if (!currentDocument())
+    if (!currentDocument() && !currentDiff() && !currentRankGroup())
         return;
     const QString path = QFileDialog::getSaveFileName(this, tr("Export view"), QString(),
                                                       tr("PNG image (*.png);;SVG drawing (*.svg)"));

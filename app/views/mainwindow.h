@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ingest/snapshotloader.h"
+#include "models/diffmodel.h"
 #include "views/documentwindow.h"
 
 #include <QMainWindow>
@@ -18,6 +19,9 @@ class QTabWidget;
 
 namespace memscope::app {
 
+class DiffWindow;
+class RankGroupView;
+
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
@@ -28,7 +32,25 @@ public:
     void openFile(const QString& path);
     void openFiles(const QStringList& paths);
 
+    // Loads two files and opens a diff tab of A's and B's final states; loadFinished follows once, when the tab
+    // opens (true) or a file failed (false, its error in the banner).
+    void openDiff(const QString& a, const QString& b);
+    // Opens a diff tab of two sides of documents already loaded (e.g. two cursors of one document).
+    DiffWindow* openDiffTab(DiffInput a, DiffInput b);
+    // Loads N snapshot files of one distributed job (one per rank) and opens them as a rank-group tab;
+    // loadFinished follows once.
+    void openRankGroup(const QStringList& paths);
+
+    // The baseline: a document and a cursor remembered by Set Baseline (Ctrl+B) on the current tab.
+    void setBaseline();
+    bool hasBaseline() const { return m_baseline.document != nullptr; }
+    const DiffInput& baseline() const { return m_baseline; }
+    // Opens a diff tab of the baseline (A) against the current tab at its cursor (B); null without either.
+    DiffWindow* compareWithBaseline();
+
     DocumentWindow* currentDocument() const;
+    DiffWindow* currentDiff() const;
+    RankGroupView* currentRankGroup() const;
     int documentCount() const;
     // The snapshot of the current tab, or null.
     std::shared_ptr<const model::Snapshot> snapshot() const;
@@ -58,6 +80,20 @@ private:
     void chooseFiles();
     void chooseExport();
     void showShortcuts();
+    void chooseCompareFiles();
+    void chooseCompareMoments();
+    void chooseRankGroup();
+    void addTab(QWidget* widget, const QString& title, const QString& toolTip);
+    // A group of loads that opens one tab (a diff or a rank group) once every file is in.
+    struct LoadGroup {
+        enum class Kind : uint8_t { Diff, Ranks } kind = Kind::Diff;
+        QStringList paths;
+        std::vector<std::shared_ptr<const Document>> documents; // by position in paths
+        int remaining = 0;
+        bool failed = false;
+    };
+    void startGroup(LoadGroup::Kind kind, const QStringList& paths);
+    void groupLoaded(int group, int position, const LoadOutcome& outcome);
 
     SnapshotLoader m_loader;
     QTabWidget* m_tabs = nullptr;
@@ -71,6 +107,10 @@ private:
     QStringList m_errors;
     QHash<uint64_t, QString> m_pending; // running load jobs -> path
     QHash<uint64_t, int> m_percent;
+    QHash<int, LoadGroup> m_groups;
+    QHash<uint64_t, std::pair<int, int>> m_groupJobs; // job -> (group, position)
+    int m_nextGroup = 0;
+    DiffInput m_baseline;
 };
 
 } // namespace memscope::app

@@ -3,9 +3,12 @@
 // and SVG, and `memscope --screenshot` renders every view of every real snapshot. Runs offscreen.
 #include "apptestutil.h"
 #include "ingest/resources.h"
+#include "views/diffwindow.h"
 #include "views/documentwindow.h"
 #include "views/mainwindow.h"
+#include "views/rankgroupview.h"
 
+#include <QAction>
 #include <QCoreApplication>
 #include <QFile>
 #include <QImage>
@@ -235,6 +238,90 @@ private Q_SLOTS:
         QVERIFY2(colourVariety(image) > 4, qPrintable(out));
     }
 
+    void baselineAndCompare()
+    {
+        MainWindow window;
+        window.show();
+        QVERIFY(loadAndWait(window, memscope::app::bundledSamplePath()));
+        DocumentWindow* doc = window.currentDocument();
+        doc->session()->setCursor(1000);
+        window.findChild<QAction*>(QStringLiteral("setBaselineAction"))->trigger();
+        QVERIFY(window.hasBaseline());
+        QCOMPARE(window.baseline().index, int64_t(1000));
+        doc->session()->setCursor(4000);
+        window.findChild<QAction*>(QStringLiteral("compareBaselineAction"))->trigger();
+        QCOMPARE(window.documentCount(), 2);
+        auto* diff = window.currentDiff();
+        QVERIFY(diff);
+        QVERIFY(diff->session()->sameDocument());
+        QCOMPARE(diff->session()->sideA().index, int64_t(1000));
+        QCOMPARE(diff->session()->sideB().index, int64_t(4000));
+        QVERIFY(diff->session()->result().sameTrace);
+        QVERIFY(diff->timeline());
+        QCOMPARE(window.windowTitle(), QStringLiteral("memscope — Δ transformer_train.pickle@1000 → transformer_train.pickle@4000"));
+        // Export works on diff tabs too.
+        QTemporaryDir dir;
+        QCOMPARE(window.exportView(dir.filePath(QStringLiteral("diff.png"))), QString());
+    }
+
+    void openDiffAndRankGroup()
+    {
+        MainWindow window;
+        window.show();
+        QSignalSpy spy(&window, &MainWindow::loadFinished);
+        window.openDiff(snapshot("diff_before.pickle"), snapshot("diff_after.pickle"));
+        QVERIFY(spy.wait(60'000));
+        QCOMPARE(spy.takeFirst().at(0).toBool(), true);
+        QVERIFY(window.currentDiff());
+        QCOMPARE(window.currentDiff()->proxy()->index(0, 0).data().toString(), QStringLiteral("gen_snapshots.py:126:step"));
+        window.openRankGroup({ snapshot("diff_before.pickle"), snapshot("diff_after.pickle"), snapshot("oom.pickle") });
+        QVERIFY(spy.wait(60'000));
+        QCOMPARE(spy.takeFirst().at(0).toBool(), true);
+        auto* ranks = window.currentRankGroup();
+        QVERIFY(ranks);
+        const int tabs = window.documentCount();
+        ranks->diffAgainstMedian(ranks->group().outlier);
+        QCOMPARE(window.documentCount(), tabs + 1);
+        QVERIFY(window.currentDiff());
+        // A missing file fails the whole diff with its error, and opens no tab.
+        window.openDiff(snapshot("diff_before.pickle"), QStringLiteral("/nonexistent.pickle"));
+        QVERIFY(spy.wait(60'000));
+        QCOMPARE(spy.takeFirst().at(0).toBool(), false);
+        QVERIFY(window.errorText().startsWith(QLatin1String("/nonexistent.pickle: ")));
+        QCOMPARE(window.documentCount(), tabs + 1);
+    }
+
+    void diffScreenshotCommand_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("name");
+        const QString before = snapshot("diff_before.pickle"), after = snapshot("diff_after.pickle");
+        for (const char* v : { "diff-summary", "diff-tree", "diff-flame", "diff-segments" })
+            QTest::addRow("--diff %s", v) << QStringList { QStringLiteral("--diff"), before, after, QStringLiteral("--view"),
+                                                           QString::fromLatin1(v) }
+                                          << QStringLiteral("cli-") + QString::fromLatin1(v);
+        QTest::newRow("--ranks") << QStringList { QStringLiteral("--ranks"), before, after, snapshot("oom.pickle"),
+                                                  snapshot("multistream.pickle"), QStringLiteral("--view"),
+                                                  QStringLiteral("ranks") }
+                                 << QStringLiteral("cli-ranks");
+    }
+
+    void diffScreenshotCommand()
+    {
+        QFETCH(QStringList, args);
+        QFETCH(QString, name);
+        const QString out = memscope::test::screenshotDir() + QLatin1Char('/') + name + QLatin1String(".png");
+        QFile::remove(out);
+        QProcess p;
+        p.start(QCoreApplication::applicationDirPath() + QLatin1String("/memscope"),
+                QStringList { QStringLiteral("--screenshot"), out } + args);
+        QVERIFY(p.waitForFinished(120'000));
+        QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+        const QImage image(out);
+        QVERIFY(!image.isNull());
+        QVERIFY2(colourVariety(image) > 4, qPrintable(out));
+    }
+
     void screenshotCommandRejectsBadArguments_data()
     {
         QTest::addColumn<QStringList>("args");
@@ -249,6 +336,18 @@ private Q_SLOTS:
         QTest::newRow("missing file") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
                                                        QStringLiteral("/nonexistent.pickle") }
                                       << 1 << "/nonexistent.pickle: ";
+        QTest::newRow("--diff with one file") << QStringList { QStringLiteral("--diff"), snapshot("oom.pickle") } << 2
+                                              << "--diff takes two files";
+        QTest::newRow("--diff, timeline of two files")
+            << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"), QStringLiteral("--view"),
+                             QStringLiteral("diff-timeline"), QStringLiteral("--diff"), snapshot("diff_before.pickle"),
+                             snapshot("diff_after.pickle") }
+            << 2 << "diff-timeline needs both sides from one file";
+        QTest::newRow("--diff, unknown view")
+            << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"), QStringLiteral("--view"),
+                             QStringLiteral("pie"), QStringLiteral("--diff"), snapshot("diff_before.pickle"),
+                             snapshot("diff_after.pickle") }
+            << 2 << "unknown view 'pie'";
     }
 
     void screenshotCommandRejectsBadArguments()

@@ -1,0 +1,435 @@
+// DiffSession, DiffTree, DiffModel, DiffProxyModel: see diffmodel.h.
+#include "models/diffmodel.h"
+
+#include "models/calltreemodel.h"
+
+#include <QFileInfo>
+#include <QGuiApplication>
+#include <QLocale>
+#include <QPalette>
+#include <QRegularExpression>
+
+#include <cmath>
+
+namespace memscope::app {
+
+using model::CallNode;
+using model::CallNodeId;
+
+// ---- DiffInput ----
+
+int DiffInput::viewDevice() const
+{
+    if (device != model::AllDevices)
+        return device;
+    if (!document)
+        return 0;
+    // The only device with a trace is the one an index refers to (diff.h: DiffSide::index).
+    for (size_t d = 0; d < document->replays.size(); ++d)
+        if (document->replays[d].entryCount() > 0)
+            return int(d);
+    for (const model::Segment& s : document->snapshot->segments)
+        return int(s.device);
+    return 0;
+}
+
+int64_t DiffInput::resolvedIndex() const
+{
+    if (index != model::EndOfTrace || !document)
+        return index;
+    const size_t d = size_t(viewDevice());
+    return d < document->replays.size() ? document->replays[d].entryCount() : 0;
+}
+
+QString diffInputLabel(const DiffInput& input)
+{
+    const QString file = input.document ? QFileInfo(input.document->path).fileName() : QStringLiteral("?");
+    QString where = input.index == model::EndOfTrace ? QCoreApplication::translate("DiffSession", "end")
+                                                     : QStringLiteral("@ ") + QLocale().toString(qlonglong(input.index));
+    if (input.device != model::AllDevices)
+        where += QCoreApplication::translate("DiffSession", ", device %1").arg(input.device);
+    return file + QStringLiteral(" (") + where + QLatin1Char(')');
+}
+
+int countSteps(const DiffInput& input)
+{
+    if (!input.document)
+        return 0;
+    Session session(input.document);
+    session.setDevice(input.viewDevice());
+    static const QRegularExpression step(QStringLiteral("^step[ _]?\\d+$"), QRegularExpression::CaseInsensitiveOption);
+    const int64_t limit = input.resolvedIndex();
+    int n = 0;
+    for (const AnnotationSpan& span : session.annotations())
+        if (span.end > span.begin && span.end <= limit && step.match(span.name).hasMatch())
+            ++n;
+    return n;
+}
+
+// ---- DiffTree ----
+
+DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::CallTreeDirection direction,
+                       DiffWeight weight)
+{
+    DiffTree out;
+    out.result = result;
+    model::CallTreeOptions options;
+    options.direction = direction;
+    // DiffResult::frames already holds filtered stacks (and whole stacks whose every frame is hidden).
+    options.frameFilter = false;
+    if (!result || !result->frames) {
+        out.tree = std::make_shared<model::CallTree>();
+    } else {
+        std::vector<model::CallSample> samples;
+        samples.reserve(result->byStack.size());
+        for (size_t i = 0; i < result->byStack.size(); ++i) {
+            const model::DiffStackRow& row = result->byStack[i];
+            if (weight == DiffWeight::Net)
+                samples.push_back({ row.stack, row.deltaBytes, row.deltaCount, uint32_t(i) });
+            else if (row.deltaBytes != 0 || row.deltaCount != 0)
+                samples.push_back({ row.stack, std::abs(row.deltaBytes), std::abs(row.deltaCount), uint32_t(i) });
+        }
+        out.tree = std::make_shared<model::CallTree>(model::CallTree::build(*result->frames, samples, options));
+    }
+    const size_t n = out.tree->size();
+    for (auto* v : { &out.bytesA, &out.bytesB, &out.countA, &out.countB, &out.growth, &out.shrink })
+        v->assign(n, 0);
+    if (!result || !result->frames)
+        return out;
+    // Every row charged to its node and that node's ancestors: O(rows × depth).
+    for (const model::DiffStackRow& row : result->byStack) {
+        if (weight == DiffWeight::Gross && row.deltaBytes == 0 && row.deltaCount == 0)
+            continue;
+        for (CallNodeId id = out.tree->find(*result->frames, row.stack); id != model::NoCallNode;
+             id = out.tree->node(id).parent) {
+            const size_t k = model::raw(id);
+            out.bytesA[k] += row.bytesA;
+            out.bytesB[k] += row.bytesB;
+            out.countA[k] += row.countA;
+            out.countB[k] += row.countB;
+            (row.deltaBytes > 0 ? out.growth[k] : out.shrink[k]) += row.deltaBytes;
+        }
+    }
+    return out;
+}
+
+// ---- DiffSession ----
+
+namespace {
+    model::DiffSide toSide(const DiffInput& input)
+    {
+        model::DiffSide side;
+        side.snapshot = input.document ? input.document->snapshot : nullptr;
+        side.device = input.device;
+        side.index = input.index;
+        side.name = diffInputLabel(input).toStdString();
+        if (input.document && input.index != model::EndOfTrace) {
+            const size_t d = size_t(input.viewDevice());
+            if (d < input.document->replays.size() && input.document->replays[d].entryCount() > 0) {
+                side.replay = &input.document->replays[d];
+                // Session cursors count from the replay's first entry; DiffSide indices from the trace's.
+                side.index = input.index + side.replay->firstEntry();
+            }
+        }
+        return side;
+    }
+} // namespace
+
+DiffSession::DiffSession(DiffInput a, DiffInput b, QObject* parent)
+    : QObject(parent)
+    , m_a(std::move(a))
+    , m_b(std::move(b))
+{
+    m_stepsA = countSteps(m_a);
+    m_stepsB = countSteps(m_b);
+    recompute();
+}
+
+void DiffSession::recompute()
+{
+    m_result = std::make_shared<const model::DiffResult>(model::computeDiff(toSide(m_a), toSide(m_b)));
+}
+
+void DiffSession::swap()
+{
+    std::swap(m_a, m_b);
+    std::swap(m_stepsA, m_stepsB);
+    m_swapped = !m_swapped;
+    recompute();
+    Q_EMIT diffChanged();
+}
+
+void DiffSession::setPerStep(bool on)
+{
+    if (on == m_perStep)
+        return;
+    m_perStep = on;
+    Q_EMIT normalisationChanged();
+}
+
+void DiffSession::setFilter(DiffFilter filter)
+{
+    if (filter == m_filter)
+        return;
+    m_filter = filter;
+    Q_EMIT filterChanged();
+}
+
+// ---- DiffModel ----
+
+DiffModel::DiffModel(QObject* parent)
+    : QAbstractItemModel(parent)
+    , m_tree(std::make_shared<DiffTree>(buildDiffTree(nullptr, model::CallTreeDirection::BottomUp)))
+{
+}
+
+void DiffModel::setTree(std::shared_ptr<const DiffTree> tree)
+{
+    beginResetModel();
+    m_tree = tree ? std::move(tree) : std::make_shared<DiffTree>(buildDiffTree(nullptr, model::CallTreeDirection::BottomUp));
+    m_labels.clear();
+    m_fullTexts.clear();
+    endResetModel();
+}
+
+void DiffModel::setDivisors(double divA, double divB)
+{
+    divA = divA > 0 ? divA : 1;
+    divB = divB > 0 ? divB : 1;
+    if (divA == m_divA && divB == m_divB)
+        return;
+    m_divA = divA;
+    m_divB = divB;
+    if (rowCount() > 0)
+        Q_EMIT dataChanged(index(0, BytesAColumn), index(rowCount() - 1, DeltaCountColumn));
+    // Descendants change too; layoutChanged makes proxies re-sort and re-filter every level.
+    Q_EMIT layoutAboutToBeChanged();
+    Q_EMIT layoutChanged();
+}
+
+double DiffModel::bytesA(CallNodeId node) const { return double(m_tree->bytesA[model::raw(node)]) / m_divA; }
+double DiffModel::bytesB(CallNodeId node) const { return double(m_tree->bytesB[model::raw(node)]) / m_divB; }
+
+double DiffModel::deltaBytes(CallNodeId node) const
+{
+    if (m_divA == 1 && m_divB == 1)
+        return double(tree().node(node).bytes); // exact
+    return bytesB(node) - bytesA(node);
+}
+
+double DiffModel::deltaCount(CallNodeId node) const
+{
+    if (m_divA == 1 && m_divB == 1)
+        return double(tree().node(node).count);
+    const size_t k = model::raw(node);
+    return double(m_tree->countB[k]) / m_divB - double(m_tree->countA[k]) / m_divA;
+}
+
+QModelIndex DiffModel::indexOf(CallNodeId node, int column) const
+{
+    if (node == model::NoCallNode || node == model::CallTreeRoot || model::raw(node) >= tree().size())
+        return {};
+    return createIndex(int(tree().row(node)), column, quintptr(model::raw(node)));
+}
+
+CallNodeId DiffModel::nodeOf(const QModelIndex& index) const
+{
+    return index.isValid() ? CallNodeId { uint32_t(index.internalId()) } : model::CallTreeRoot;
+}
+
+QModelIndex DiffModel::index(int row, int column, const QModelIndex& parent) const
+{
+    if (row < 0 || column < 0 || column >= ColumnCount || (parent.isValid() && parent.column() != 0))
+        return {};
+    const CallNode& p = tree().node(nodeOf(parent));
+    if (uint32_t(row) >= p.childCount)
+        return {};
+    return createIndex(row, column, quintptr(p.firstChild + uint32_t(row)));
+}
+
+QModelIndex DiffModel::parent(const QModelIndex& child) const
+{
+    if (!child.isValid())
+        return {};
+    const CallNodeId parent = tree().node(nodeOf(child)).parent;
+    if (parent == model::CallTreeRoot || parent == model::NoCallNode)
+        return {};
+    return createIndex(int(tree().row(parent)), 0, quintptr(model::raw(parent)));
+}
+
+int DiffModel::rowCount(const QModelIndex& parent) const
+{
+    if (parent.isValid() && parent.column() != 0)
+        return 0;
+    return int(tree().node(nodeOf(parent)).childCount);
+}
+
+int DiffModel::columnCount(const QModelIndex&) const { return ColumnCount; }
+
+bool DiffModel::hasChildren(const QModelIndex& parent) const { return rowCount(parent) > 0; }
+
+QString DiffModel::formatSignedBytes(double bytes)
+{
+    const int64_t b = int64_t(std::llround(bytes));
+    if (b == 0)
+        return QStringLiteral("0 B");
+    // U+2212 MINUS SIGN: as wide as "+", so columns of signed sizes line up.
+    return (b > 0 ? QStringLiteral("+") : QString(QChar(0x2212))) + Session::formatBytes(std::abs(b));
+}
+
+namespace {
+    QString formatCount(double count, bool fractional, bool sign)
+    {
+        QString text = fractional ? QLocale().toString(std::abs(count), 'f', 1)
+                                  : QLocale().toString(qlonglong(std::llround(std::abs(count))));
+        if (sign && std::llround(count * 10) != 0)
+            text.prepend(count > 0 ? QStringLiteral("+") : QString(QChar(0x2212)));
+        return text;
+    }
+
+    QColor signColor(double delta)
+    {
+        const bool dark = QGuiApplication::palette().color(QPalette::Base).lightness() < 128;
+        if (delta > 0)
+            return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
+        return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
+    }
+} // namespace
+
+QVariant DiffModel::data(const QModelIndex& index, int role) const
+{
+    if (!index.isValid() || index.model() != this)
+        return {};
+    const CallNodeId id = nodeOf(index);
+    const CallNode& n = tree().node(id);
+    const model::Snapshot& frames = *m_tree->result->frames;
+    const bool fractional = m_divA != 1 || m_divB != 1;
+    auto label = [&]() -> const QString& {
+        if (m_labels.empty())
+            m_labels.resize(frames.frames.size() + 3);
+        const size_t k = model::isPseudoFrame(n.frame) ? frames.frames.size() + (UINT32_MAX - model::raw(n.frame))
+                                                       : model::raw(n.frame);
+        if (m_labels[k].isNull())
+            m_labels[k] = frameDisplayLabel(frames, n.frame);
+        return m_labels[k];
+    };
+    switch (role) {
+    case Qt::DisplayRole:
+        switch (index.column()) {
+        case FunctionColumn:
+            return label();
+        case BytesAColumn:
+            return Session::formatBytes(int64_t(std::llround(bytesA(id))));
+        case BytesBColumn:
+            return Session::formatBytes(int64_t(std::llround(bytesB(id))));
+        case DeltaBytesColumn:
+            return formatSignedBytes(deltaBytes(id));
+        case DeltaCountColumn:
+            return formatCount(deltaCount(id), fractional, true);
+        }
+        return {};
+    case SortRole:
+        switch (index.column()) {
+        case FunctionColumn:
+            return label();
+        case BytesAColumn:
+            return bytesA(id);
+        case BytesBColumn:
+            return bytesB(id);
+        case DeltaBytesColumn:
+            return std::abs(deltaBytes(id));
+        case DeltaCountColumn:
+            return std::abs(deltaCount(id));
+        }
+        return {};
+    case FilterRole:
+        return frameFullText(frames, n.frame);
+    case NodeRole:
+        return uint(model::raw(id));
+    case DeltaBytesRole:
+        return deltaBytes(id);
+    case DeltaCountRole:
+        return deltaCount(id);
+    case BytesARole:
+        return bytesA(id);
+    case BytesBRole:
+        return bytesB(id);
+    case Qt::ForegroundRole:
+        if (index.column() == DeltaBytesColumn || index.column() == DeltaCountColumn) {
+            const double d = index.column() == DeltaBytesColumn ? deltaBytes(id) : deltaCount(id);
+            if (std::llround(d * 10) != 0)
+                return signColor(d);
+        }
+        return {};
+    case Qt::TextAlignmentRole:
+        return index.column() == FunctionColumn ? QVariant() : QVariant(int(Qt::AlignRight | Qt::AlignVCenter));
+    case Qt::ToolTipRole: {
+        const size_t k = model::raw(id);
+        QString tip = frameFullText(frames, n.frame).toHtmlEscaped() + QStringLiteral("<br>");
+        tip += tr("A: %1 in %2 allocations<br>B: %3 in %4 allocations<br>Δ: <b>%5</b>, %6 allocations")
+                   .arg(Session::formatBytes(m_tree->bytesA[k]), QLocale().toString(qlonglong(m_tree->countA[k])),
+                        Session::formatBytes(m_tree->bytesB[k]), QLocale().toString(qlonglong(m_tree->countB[k])),
+                        formatSignedBytes(double(n.bytes)), formatCount(double(n.count), false, true));
+        if (m_tree->growth[k] != 0 && m_tree->shrink[k] != 0)
+            tip += tr("<br>grew %1 and shrank %2 below this frame")
+                       .arg(formatSignedBytes(double(m_tree->growth[k])), formatSignedBytes(double(m_tree->shrink[k])));
+        if (fractional)
+            tip += tr("<br>(columns show per-step values)");
+        return tip;
+    }
+    }
+    return {};
+}
+
+QVariant DiffModel::headerData(int section, Qt::Orientation orientation, int role) const
+{
+    if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
+        return {};
+    switch (section) {
+    case FunctionColumn:
+        return tr("Function");
+    case BytesAColumn:
+        return tr("A bytes");
+    case BytesBColumn:
+        return tr("B bytes");
+    case DeltaBytesColumn:
+        return tr("Δ bytes");
+    case DeltaCountColumn:
+        return tr("Δ count");
+    }
+    return {};
+}
+
+// ---- DiffProxyModel ----
+
+DiffProxyModel::DiffProxyModel(QObject* parent)
+    : QSortFilterProxyModel(parent)
+{
+    setSortRole(DiffModel::SortRole);
+    setFilterRole(DiffModel::FilterRole);
+    setFilterCaseSensitivity(Qt::CaseInsensitive);
+    setRecursiveFilteringEnabled(true);
+    setDynamicSortFilter(true);
+    sort(DiffModel::DeltaBytesColumn, Qt::DescendingOrder);
+}
+
+void DiffProxyModel::setFilter(DiffFilter filter)
+{
+    if (filter == m_filter)
+        return;
+    m_filter = filter;
+    invalidateFilter();
+}
+
+bool DiffProxyModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const
+{
+    const QModelIndex i = sourceModel()->index(sourceRow, 0, sourceParent);
+    if (m_filter != DiffFilter::All) {
+        const double d = i.data(DiffModel::DeltaBytesRole).toDouble();
+        if (m_filter == DiffFilter::Growth ? !(d >= 0.5) : !(d <= -0.5))
+            return false;
+    }
+    return QSortFilterProxyModel::filterAcceptsRow(sourceRow, sourceParent);
+}
+
+} // namespace memscope::app
