@@ -4,6 +4,8 @@
 #include "views/diffwindow.h"
 #include "views/rankgroupview.h"
 
+#include "model/diff.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QClipboard>
@@ -357,10 +359,29 @@ void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
         return;
     }
     if (done.kind == LoadGroup::Kind::Diff) {
-        DiffInput a, b;
-        a.document = done.documents[0];
-        b.document = done.documents.size() > 1 ? done.documents[1] : done.documents[0];
-        openDiffTab(a, b);
+        DiffInput sides[2];
+        sides[0].document = done.documents[0];
+        sides[1].document = done.documents.size() > 1 ? done.documents[1] : done.documents[0];
+        for (size_t i = 0; i < 2; ++i) {
+            const int64_t index = done.indices[i];
+            if (index == model::EndOfTrace)
+                continue;
+            // A state index belongs to one device's trace: the first device that has one.
+            const auto& traces = sides[i].document->snapshot->deviceTraces;
+            int device = 0;
+            while (size_t(device) < traces.size() && traces[size_t(device)].empty())
+                ++device;
+            const int64_t n = size_t(device) < traces.size() ? int64_t(traces[size_t(device)].size()) : 0;
+            if (index > n) {
+                showError(done.paths[done.paths.size() > 1 ? qsizetype(i) : 0]
+                          + tr(": index %1 is beyond the trace (%2 entries)").arg(index).arg(n));
+                Q_EMIT loadFinished(false);
+                return;
+            }
+            sides[i].device = device;
+            sides[i].index = index;
+        }
+        openDiffTab(sides[0], sides[1]);
     } else {
         auto group = std::make_shared<RankGroup>(makeRankGroup(done.documents));
         auto* view = new RankGroupView(group, m_tabs);
@@ -378,10 +399,25 @@ void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
 
 void MainWindow::openDiff(const QString& a, const QString& b)
 {
-    if (a == b) // one file named twice: load it once, so that both sides share one snapshot
-        startGroup(LoadGroup::Kind::Diff, { a });
+    // Each side may be FILE@INDEX (the state after INDEX entries), as `memscope-cli diff` takes them.
+    QString paths[2];
+    std::array<int64_t, 2> indices {};
+    const QString specs[2] = { a, b };
+    for (int i = 0; i < 2; ++i) {
+        std::string path, error;
+        if (!model::parseDiffSideSpec(specs[i].toStdString(), path, indices[size_t(i)], error)) {
+            showError(specs[i] + QStringLiteral(": ") + QString::fromStdString(error));
+            // Reported after the caller returns, like every other load, so it can connect first.
+            QMetaObject::invokeMethod(this, [this] { Q_EMIT loadFinished(false); }, Qt::QueuedConnection);
+            return;
+        }
+        paths[i] = QString::fromStdString(path);
+    }
+    if (paths[0] == paths[1]) // one file named twice: load it once, so that both sides share one snapshot
+        startGroup(LoadGroup::Kind::Diff, { paths[0] });
     else
-        startGroup(LoadGroup::Kind::Diff, { a, b });
+        startGroup(LoadGroup::Kind::Diff, { paths[0], paths[1] });
+    m_groups[m_nextGroup - 1].indices = indices;
 }
 
 void MainWindow::openRankGroup(const QStringList& paths)

@@ -9,6 +9,7 @@
 
 #include <QMainWindow>
 
+#include <array>
 #include <memory>
 
 class QLabel;
@@ -89,6 +90,7 @@ private:
         enum class Kind : uint8_t { Diff, Ranks } kind = Kind::Diff;
         QStringList paths;
         std::vector<std::shared_ptr<const Document>> documents; // by position in paths
+        std::array<int64_t, 2> indices { model::EndOfTrace, model::EndOfTrace }; // a diff's FILE@INDEX sides
         int remaining = 0;
         bool failed = false;
     };

@@ -6,6 +6,9 @@
 
 #include <QAction>
 #include <QCoreApplication>
+#include <QFile>
+#include <QImage>
+#include <QProcess>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMimeData>
@@ -63,6 +66,42 @@ private Q_SLOTS:
         while (spy.size() < 2)
             QVERIFY(spy.wait(60'000));
         QCOMPARE(window.documentCount(), 2);
+    }
+
+    void diffOfTwoMomentsFromTheCommandLine_data()
+    {
+        QTest::addColumn<QStringList>("sides");
+        QTest::addColumn<int>("status");
+        QTest::addColumn<QString>("message");
+        // transformer_train: step_1 starts near entry 2,083 and step_3 near 5,707 (its record_function annotations).
+        QTest::newRow("two moments of one trace, timeline view")
+            << QStringList { snapshot("transformer_train.pickle") + QLatin1String("@2083"),
+                             snapshot("transformer_train.pickle") + QLatin1String("@5707") }
+            << 0 << QString();
+        QTest::newRow("an index beyond the trace")
+            << QStringList { snapshot("diff_before.pickle") + QLatin1String("@999"), snapshot("diff_after.pickle") }
+            << 1 << "index 999 is beyond the trace (136 entries)";
+    }
+
+    void diffOfTwoMomentsFromTheCommandLine()
+    {
+        QFETCH(QStringList, sides);
+        QFETCH(int, status);
+        QFETCH(QString, message);
+        const QString out = memscope::test::screenshotDir() + QLatin1String("/diff-moments-cli-timeline.png");
+        QFile::remove(out);
+        QProcess p;
+        p.start(QCoreApplication::applicationDirPath() + QLatin1String("/memscope"),
+                QStringList { QStringLiteral("--diff") } + sides
+                    + QStringList { QStringLiteral("--screenshot"), out, QStringLiteral("--view"),
+                                    QStringLiteral("diff-timeline") });
+        QVERIFY(p.waitForFinished(120'000));
+        const QByteArray err = p.readAllStandardError();
+        QCOMPARE(p.exitCode(), status);
+        if (status == 0)
+            QVERIFY(!QImage(out).isNull());
+        else
+            QVERIFY2(err.contains(message.toUtf8()), err.constData());
     }
 
     void recentFilesPersistAndReopen()
