@@ -69,8 +69,18 @@ int countSteps(const DiffInput& input)
 // ---- DiffTree ----
 
 DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::CallTreeDirection direction,
-                       DiffWeight weight)
+                       DiffWeight weight, double divA, double divB)
 {
+    divA = divA > 0 ? divA : 1;
+    divB = divB > 0 ? divB : 1;
+    const bool scaled = divA != 1 || divB != 1;
+    // Per-step normalisation: each side's values divided by its step count, Δ recomputed from them.
+    auto deltaBytes = [&](const model::DiffStackRow& row) {
+        return scaled ? int64_t(std::llround(double(row.bytesB) / divB - double(row.bytesA) / divA)) : row.deltaBytes;
+    };
+    auto deltaCount = [&](const model::DiffStackRow& row) {
+        return scaled ? int64_t(std::llround(double(row.countB) / divB - double(row.countA) / divA)) : row.deltaCount;
+    };
     DiffTree out;
     out.result = result;
     model::CallTreeOptions options;
@@ -84,10 +94,11 @@ DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::C
         samples.reserve(result->byStack.size());
         for (size_t i = 0; i < result->byStack.size(); ++i) {
             const model::DiffStackRow& row = result->byStack[i];
+            const int64_t db = deltaBytes(row), dc = deltaCount(row);
             if (weight == DiffWeight::Net)
-                samples.push_back({ row.stack, row.deltaBytes, row.deltaCount, uint32_t(i) });
-            else if (row.deltaBytes != 0 || row.deltaCount != 0)
-                samples.push_back({ row.stack, std::abs(row.deltaBytes), std::abs(row.deltaCount), uint32_t(i) });
+                samples.push_back({ row.stack, db, dc, uint32_t(i) });
+            else if (db != 0 || dc != 0)
+                samples.push_back({ row.stack, std::abs(db), std::abs(dc), uint32_t(i) });
         }
         out.tree = std::make_shared<model::CallTree>(model::CallTree::build(*result->frames, samples, options));
     }
@@ -98,7 +109,8 @@ DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::C
         return out;
     // Every row charged to its node and that node's ancestors: O(rows × depth).
     for (const model::DiffStackRow& row : result->byStack) {
-        if (weight == DiffWeight::Gross && row.deltaBytes == 0 && row.deltaCount == 0)
+        const int64_t db = deltaBytes(row);
+        if (weight == DiffWeight::Gross && db == 0 && deltaCount(row) == 0)
             continue;
         for (CallNodeId id = out.tree->find(*result->frames, row.stack); id != model::NoCallNode;
              id = out.tree->node(id).parent) {
@@ -107,7 +119,7 @@ DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::C
             out.bytesB[k] += row.bytesB;
             out.countA[k] += row.countA;
             out.countB[k] += row.countB;
-            (row.deltaBytes > 0 ? out.growth[k] : out.shrink[k]) += row.deltaBytes;
+            (db > 0 ? out.growth[k] : out.shrink[k]) += db;
         }
     }
     return out;

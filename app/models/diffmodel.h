@@ -53,8 +53,9 @@ struct DiffTree {
     std::vector<int64_t> bytesA, bytesB, countA, countB, growth, shrink;
 };
 
+// divA/divB: per-step normalisation (each side's values divided by its step count); 1 leaves them as they are.
 DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::CallTreeDirection direction,
-                       DiffWeight weight = DiffWeight::Net);
+                       DiffWeight weight = DiffWeight::Net, double divA = 1, double divB = 1);
 
 enum class DiffFilter : uint8_t { All, Growth, Shrink };
 

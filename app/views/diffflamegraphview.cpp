@@ -45,6 +45,7 @@ DiffFlameGraphView::DiffFlameGraphView(DiffSession* session, QWidget* parent)
     setFocusPolicy(Qt::StrongFocus);
     m_layout.setRowHeight(RowHeight);
     connect(session, &DiffSession::diffChanged, this, &DiffFlameGraphView::rebuild);
+    connect(session, &DiffSession::normalisationChanged, this, &DiffFlameGraphView::rebuild);
     rebuild();
 }
 
@@ -53,7 +54,8 @@ void DiffFlameGraphView::rebuild()
     if (!m_session)
         return;
     m_tree = std::make_shared<DiffTree>(
-        buildDiffTree(m_session->resultPtr(), model::CallTreeDirection::TopDown, DiffWeight::Gross));
+        buildDiffTree(m_session->resultPtr(), model::CallTreeDirection::TopDown, DiffWeight::Gross,
+                      m_session->divisorA(), m_session->divisorB()));
     m_layout.setTree(m_tree->tree);
     m_layout.setWidth(width());
     m_hovered = model::NoCallNode;

@@ -17,6 +17,7 @@
 #include <QTreeView>
 #include <QTreeWidget>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -331,6 +332,18 @@ private Q_SLOTS:
         QCOMPARE(top2.data(DiffModel::BytesBRole).toDouble(), b0 / session->stepsB());
         QCOMPARE(top2.data(DiffModel::DeltaBytesRole).toDouble(), b0 / session->stepsB() - a0 / session->stepsA());
         QVERIFY(w.summaryText().contains(QLatin1String("Per step")));
+
+        // The flame graph is normalised too: its root's width is Σ |B/stepsB - A/stepsA| over the stacks.
+        const double divA = session->stepsA(), divB = session->stepsB();
+        const auto tree = app::buildDiffTree(session->resultPtr(), model::CallTreeDirection::TopDown,
+                                             app::DiffWeight::Gross, divA, divB);
+        int64_t expected = 0;
+        for (const model::DiffStackRow& row : session->resultPtr()->byStack)
+            expected += std::abs(std::llround(double(row.bytesB) / divB - double(row.bytesA) / divA));
+        QCOMPARE(tree.tree->root().bytes, expected);
+        const auto plain = app::buildDiffTree(session->resultPtr(), model::CallTreeDirection::TopDown,
+                                              app::DiffWeight::Gross);
+        QVERIFY(plain.tree->root().bytes != expected);
     }
 
     void screenshots_data()
