@@ -1,0 +1,141 @@
+// The wire protocol between the agent (in the user's job) and viewers (the app, `memscope-cli record`): packed
+// little-endian records with static_asserted sizes, append-only enums, a version in every header. Header-only, no
+// dependencies: the agent and common/ both compile it (the only code the two sides share). docs/protocol.md
+// describes the conversation (ZeroMQ PUB for events, ROUTER for state requests: the Clone pattern of the ZeroMQ
+// Guide, chapter 5). Plain data; any thread.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace memscope::wire {
+
+// Records travel in host byte order, which must be little-endian (every platform CUDA runs on).
+static_assert(std::endian::native == std::endian::little);
+
+constexpr uint32_t Magic = 0x5053434d; // "MCSP" little-endian: memscope protocol
+constexpr uint16_t ProtocolVersion = 1;
+
+// ZeroMQ topics: the first frame of every PUB message.
+constexpr char EventsTopic[] = "E"; // second frame: BatchHeader + EventRecord[count]
+constexpr char GoodbyeTopic[] = "G"; // second frame: Goodbye; the job is exiting, nothing follows
+
+// Append-only: never renumber, add before Count.
+enum class EventType : uint8_t {
+    Alloc, // a block handed out: address, size (block bytes), requestedSize, stream, pool
+    FreeRequested, // the user freed it (record_stream may delay the completion)
+    FreeCompleted, // the block went back to its pool
+    SegmentAlloc, // cudaMalloc: address, size
+    SegmentFree, // cudaFree
+    SegmentMap, // expandable segments: pages mapped at [address, address + size)
+    SegmentUnmap,
+    Oom, // allocation failed: size = requested bytes, address = free device bytes
+    Heartbeat, // periodic, no allocator change: tells a viewer the job is alive and the sequence so far
+    Count
+};
+
+// One allocator event: the fixed-size record the agent's hot path writes into its ring and the publisher sends.
+#pragma pack(push, 1)
+struct EventRecord {
+    uint64_t sequence; // per agent, +1 per record written to the ring (a gap means records were lost)
+    uint64_t timeNs; // CLOCK_REALTIME nanoseconds
+    uint64_t address;
+    uint64_t size;
+    uint64_t requestedSize;
+    uint64_t stream; // the raw cudaStream_t
+    uint32_t stackId; // 0: no stack captured
+    uint32_t lost; // records dropped (ring full) just before this one
+    int32_t poolFirst; // segment pool id, (0, 0) = the default pool
+    int32_t poolSecond;
+    uint8_t type; // EventType
+    uint8_t device;
+    uint8_t reserved[6];
+};
+#pragma pack(pop)
+static_assert(sizeof(EventRecord) == 72);
+
+enum class BatchFlags : uint16_t { None = 0, Compressed = 1 };
+
+#pragma pack(push, 1)
+struct BatchHeader {
+    uint32_t magic; // Magic
+    uint16_t version; // ProtocolVersion
+    uint16_t flags; // BatchFlags (no compression in version 1)
+    uint32_t count; // EventRecords that follow
+    uint32_t reserved;
+    uint64_t firstSequence; // sequence of the first record (the rest follow without gaps inside a batch)
+};
+#pragma pack(pop)
+static_assert(sizeof(BatchHeader) == 24);
+
+// Who the agent is: the first part of every state reply.
+#pragma pack(push, 1)
+struct Hello {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t deviceCount;
+    uint32_t pid;
+    uint32_t reserved;
+    uint64_t clockBaseNs; // CLOCK_REALTIME when the agent started
+    char host[64]; // NUL-terminated
+    char agentVersion[40]; // NUL-terminated
+};
+#pragma pack(pop)
+static_assert(sizeof(Hello) == 128);
+
+// A viewer's request on the ROUTER socket (one frame after the identity envelope).
+enum class RequestType : uint16_t { State = 1, Count };
+#pragma pack(push, 1)
+struct Request {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type; // RequestType
+};
+#pragma pack(pop)
+static_assert(sizeof(Request) == 8);
+
+// The reply to RequestType::State: Hello, StateHeader, then segmentCount SegmentRecords and blockCount
+// BlockRecords, all in one frame. The state is the allocator's after record `lastSequence`: a viewer applies only
+// events with a larger sequence.
+#pragma pack(push, 1)
+struct StateHeader {
+    uint64_t lastSequence;
+    uint32_t segmentCount;
+    uint32_t blockCount;
+};
+struct SegmentRecord {
+    uint64_t address;
+    uint64_t size;
+    uint64_t stream;
+    int32_t poolFirst;
+    int32_t poolSecond;
+    uint8_t device;
+    uint8_t isExpandable;
+    uint8_t isSmall; // small pool (2 MiB segments)
+    uint8_t reserved[5];
+};
+struct BlockRecord {
+    uint64_t address;
+    uint64_t size;
+    uint64_t requestedSize;
+    uint64_t stream;
+    uint32_t stackId;
+    uint8_t device;
+    uint8_t state; // 0 inactive, 1 active_allocated, 2 active_pending_free (PyTorch's block states)
+    uint8_t reserved[2];
+};
+struct Goodbye {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t reserved;
+    uint64_t lastSequence; // the last record published
+    uint64_t lost; // records dropped over the whole run
+};
+#pragma pack(pop)
+static_assert(sizeof(StateHeader) == 16);
+static_assert(sizeof(SegmentRecord) == 40);
+static_assert(sizeof(BlockRecord) == 40);
+static_assert(sizeof(Goodbye) == 24);
+
+} // namespace memscope::wire
