@@ -1,11 +1,16 @@
 // The C API of memscope/agent.h over one process-wide CachingAllocator. Set up once, on first use, from the
 // environment; never torn down (like PyTorch's allocator, it must outlive every tensor freed at exit). Every
 // entry point catches everything: nothing crosses the C ABI but return values.
+//
+// Publishing: libmemscope-agent.so publishes its events (publisher.h) from the allocator's first use on, unless
+// MEMSCOPE_PUBLISH=0; MEMSCOPE_ENDPOINT names the endpoint (default: Publisher::defaultEndpoint()) and
+// MEMSCOPE_RING_RECORDS the ring's size. The static core (tests, tools) publishes only after memscope_publish_start.
 #include "memscope/agent.h"
 
 #include "allocator.h"
 #include "config.h"
 #include "hostbackend.h"
+#include "publisher.h"
 #if MEMSCOPE_AGENT_HAVE_CUDA
 #include "cudabackend.h"
 #endif
@@ -18,6 +23,11 @@
 #include <mutex>
 #include <string>
 
+#include <pthread.h>
+
+// Defined (returning true) only by libmemscope-agent.so (sharedpublish.cpp): whether publishing is on by default.
+extern "C" [[gnu::weak, gnu::visibility("hidden")]] bool memscopeAgentPublishesByDefault();
+
 namespace memscope::agent {
 namespace {
 
@@ -26,11 +36,63 @@ namespace {
         std::unique_ptr<CachingAllocator> allocator;
         const char* backendName = "none";
         std::string error; // why there is no allocator
+        std::mutex publishMutex; // start/stop only; never taken by malloc/free
+        // The current publisher. Old ones are leaked on purpose: an allocator thread may still be inside their
+        // onTraceEvent, and at exit a stopped thread may still be flushing.
+        std::atomic<Publisher*> publisher { nullptr };
     };
 
     thread_local std::string t_lastError;
 
     void setError(std::string message) { t_lastError = std::move(message); }
+
+    Agent& agent();
+
+    void stopPublishingAtExit()
+    {
+        // Bounded: the host never waits more than 200 ms for the Goodbye to leave.
+        if (Publisher* p = agent().publisher.load())
+            p->stop(200);
+    }
+
+    void disablePublishingInChild()
+    {
+        // pthread_atfork child handler: the publisher thread did not survive the fork, and two processes must
+        // not publish as one; the child allocates on, silently.
+        if (Publisher* p = agent().publisher.load())
+            p->disableAfterFork();
+    }
+
+    // Starts a publisher on `endpoint` (empty: the default) for `a`. The caller holds a.publishMutex.
+    bool startPublishing(Agent& a, const std::string& endpoint, std::string* error)
+    {
+        if (!a.allocator) {
+            *error = a.error;
+            return false;
+        }
+        PublisherOptions options;
+        options.endpoint = endpoint;
+        if (const char* records = std::getenv("MEMSCOPE_RING_RECORDS")) {
+            const unsigned long long n = std::strtoull(records, nullptr, 10);
+            if (n >= 2 && n <= (1ull << 26))
+                options.ringCapacity = size_t(n);
+        }
+        if (Publisher* old = a.publisher.load())
+            old->stop(200);
+        auto* p = new Publisher(*a.allocator, options);
+        if (!p->start(error)) {
+            delete p;
+            return false;
+        }
+        static std::once_flag registered;
+        std::call_once(registered, [] {
+            std::atexit(stopPublishingAtExit);
+            pthread_atfork(nullptr, nullptr, disablePublishingInChild);
+        });
+        a.publisher.store(p);
+        a.allocator->setTraceObserver(p);
+        return true;
+    }
 
     Agent* createAgent()
     {
@@ -68,6 +130,16 @@ namespace {
             agent->backendName = "host";
         }
         agent->allocator = std::make_unique<CachingAllocator>(*agent->backend, config.config);
+        const char* publish = std::getenv("MEMSCOPE_PUBLISH");
+        const bool byDefault = memscopeAgentPublishesByDefault && memscopeAgentPublishesByDefault();
+        if (byDefault && !(publish && std::strcmp(publish, "0") == 0)) {
+            // Telemetry failing never stops the allocator: warn once and allocate on.
+            const char* endpoint = std::getenv("MEMSCOPE_ENDPOINT");
+            std::string why;
+            std::lock_guard lock(agent->publishMutex);
+            if (!startPublishing(*agent, endpoint ? endpoint : "", &why))
+                std::fprintf(stderr, "memscope: not publishing events: %s\n", why.c_str());
+        }
         return agent;
     }
 
@@ -231,6 +303,55 @@ const char* memscope_backend_name(void) noexcept
     } catch (...) {
         return "none";
     }
+}
+
+int memscope_publish_start(const char* endpoint) noexcept
+{
+    try {
+        Agent& a = agent();
+        std::lock_guard lock(a.publishMutex);
+        std::string why;
+        if (startPublishing(a, endpoint ? endpoint : "", &why))
+            return 0;
+        setError("memscope_publish_start: " + why);
+    } catch (const std::exception& e) {
+        setError(std::string("memscope_publish_start: ") + e.what());
+    } catch (...) {
+        setError("memscope_publish_start: unknown error");
+    }
+    return -1;
+}
+
+void memscope_publish_stop(void) noexcept
+{
+    try {
+        Agent& a = agent();
+        std::lock_guard lock(a.publishMutex);
+        if (Publisher* p = a.publisher.load())
+            p->stop(200);
+    } catch (...) {
+        setError("memscope_publish_stop: unknown error");
+    }
+}
+
+uint64_t memscope_publish_lost(void) noexcept
+{
+    try {
+        if (Publisher* p = agent().publisher.load())
+            return p->lost();
+    } catch (...) {
+    }
+    return 0;
+}
+
+const char* memscope_publish_endpoint(void) noexcept
+{
+    try {
+        if (Publisher* p = agent().publisher.load())
+            return p->endpoint().c_str();
+    } catch (...) {
+    }
+    return "";
 }
 
 } // extern "C"

@@ -267,6 +267,8 @@ public:
     void resetPeakStats();
     void resetAccumulatedStats();
     std::vector<SegmentInfo> snapshot() const;
+    std::vector<SegmentInfo> snapshotLocked() const; // the caller holds mutex()
+    std::mutex& mutex() const { return m_mutex; }
     bool cachedBlockAvailable(size_t origSize, StreamId stream);
     Status beginAllocateToPool(PoolId id, std::function<bool(StreamId)> filter);
     Status endAllocateToPool(PoolId id);
@@ -288,10 +290,10 @@ private:
     };
 
     Status setMemoryFraction(double fraction);
-    void trace(TraceAction action, uintptr_t addr, size_t size, StreamId stream, PoolId pool)
+    void trace(TraceAction action, uintptr_t addr, size_t size, StreamId stream, PoolId pool, size_t blockSize = 0)
     {
         if (TraceObserver* o = *m_observer)
-            o->onTraceEvent(TraceEvent { action, m_device, addr, size, stream, pool });
+            o->onTraceEvent(TraceEvent { action, m_device, addr, size, stream, pool, blockSize });
     }
     StatArray* statArrays();
     void increase(StatArray& a, const BlockPool& pool, size_t amount)
@@ -767,7 +769,7 @@ Block* DeviceAllocator::allocFoundBlock(const AllocParams& p, size_t origSize, b
 
     block->allocated = true;
     block->requestedSize = origSize;
-    trace(TraceAction::Alloc, block->ptr, origSize, block->stream, ownerPoolId(pool));
+    trace(TraceAction::Alloc, block->ptr, origSize, block->stream, ownerPoolId(pool), block->size);
     m_activeBlocks.insert(block->ptr, block);
 
     increase(m_stats.allocation, *pool, 1);
@@ -794,7 +796,8 @@ Status DeviceAllocator::free(DevicePtr ptr)
     block->allocated = false;
     decrease(m_stats.allocation, *block->pool, 1);
     decrease(m_stats.allocatedBytes, *block->pool, block->size);
-    trace(TraceAction::FreeRequested, block->ptr, block->requestedSize, block->stream, ownerPoolId(block->pool));
+    trace(TraceAction::FreeRequested, block->ptr, block->requestedSize, block->stream, ownerPoolId(block->pool),
+          block->size);
     if (block->size >= m_config.maxSplitSize)
         m_stats.oversizeAllocations.decrease(1);
 
@@ -814,7 +817,8 @@ Status DeviceAllocator::free(DevicePtr ptr)
 void DeviceAllocator::freeBlock(Block* block)
 {
     // free_block: merge with free neighbours, back into the pool.
-    trace(TraceAction::FreeCompleted, block->ptr, block->requestedSize, block->stream, ownerPoolId(block->pool));
+    trace(TraceAction::FreeCompleted, block->ptr, block->requestedSize, block->stream, ownerPoolId(block->pool),
+          block->size);
     const uintptr_t originalPtr = block->ptr;
     const size_t originalBlockSize = block->size;
     const size_t requestedSize = block->requestedSize;
@@ -1339,6 +1343,11 @@ std::vector<Block*> DeviceAllocator::allBlocks(bool includeUnmapped) const
 std::vector<SegmentInfo> DeviceAllocator::snapshot() const
 {
     std::lock_guard lock(m_mutex);
+    return snapshotLocked();
+}
+
+std::vector<SegmentInfo> DeviceAllocator::snapshotLocked() const
+{
     std::vector<SegmentInfo> result;
     for (const Block* head : allBlocks(false)) {
         // snapshot: one segment per contiguous mapped range (a head has no mapped predecessor).
@@ -1458,6 +1467,22 @@ std::vector<SegmentInfo> CachingAllocator::snapshot(int device) const
 {
     DeviceAllocator* d = this->device(device);
     return d ? d->snapshot() : std::vector<SegmentInfo> {};
+}
+
+std::vector<SegmentInfo> CachingAllocator::snapshotAll(const std::function<void()>& whileLocked) const
+{
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(m_devices.size());
+    for (const auto& d : m_devices)
+        locks.emplace_back(d->mutex());
+    if (whileLocked)
+        whileLocked();
+    std::vector<SegmentInfo> result;
+    for (const auto& d : m_devices) {
+        std::vector<SegmentInfo> one = d->snapshotLocked();
+        result.insert(result.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
+    }
+    return result;
 }
 
 bool CachingAllocator::cachedBlockAvailable(int device, size_t size, StreamId stream) const

@@ -55,6 +55,7 @@ struct TraceEvent {
     size_t size = 0;
     StreamId stream {};
     PoolId pool;
+    size_t blockSize = 0; // Alloc, FreeRequested, FreeCompleted: the block's own bytes (size is the request)
 };
 
 // Receives every TraceEvent, under the device's lock: keep it short, never call back into the allocator.
@@ -142,6 +143,10 @@ public:
     bool cachedBlockAvailable(int device, size_t size, StreamId stream) const;
     // torch.cuda.memory_snapshot() for one device: its segments sorted by address.
     std::vector<SegmentInfo> snapshot(int device) const;
+    // Every device's segments (device by device, each sorted by address), taken while holding every device lock
+    // at once (in device order); `whileLocked` runs under those locks, so what it reads of the trace (a sequence
+    // number) matches the state exactly. It must not call back into the allocator. Allocates.
+    std::vector<SegmentInfo> snapshotAll(const std::function<void()>& whileLocked) const;
 
     // CUDA graph private pools (beginAllocateToPool / endAllocateToPool / releasePool): while a pool is begun,
     // allocations whose stream passes `filter` come from it.

@@ -6,6 +6,7 @@
 // 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth.
 #include "allocatorreplay.h"
 #include "diffcommand.h"
+#include "recordcommand.h"
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
@@ -40,6 +41,9 @@ commands of memscope:
                        what changed from A to B (B - A): totals per device, pool and stream, segments only
                        in one, live allocations by call stack; @INDEX: the state after INDEX trace entries
                        (default: the end); exit status 3 when growth exceeds --fail-if-growth (docs/diff-json.md)
+  record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S]
+                       join a running job's memscope agent (its MEMSCOPE_ENDPOINT) and record its allocator
+                       events until the job exits, a limit or Ctrl-C, as a snapshot (pickle, or JSON for *.json)
   allocator-replay FILE
                        replay the trace through memscope's caching allocator and check that it makes
                        PyTorch's decisions (same addresses, same final segments and blocks)
@@ -182,6 +186,8 @@ int main(int argc, char** argv)
         return runAllocatorReplay(args);
     if (command == "diff")
         return runDiff(args);
+    if (command == "record")
+        return runRecord(args);
 
     if (command == "compare") {
         if (args.size() != 2)

@@ -76,6 +76,23 @@ MEMSCOPE_AGENT_API const char* memscope_last_error(void) MEMSCOPE_NOEXCEPT;
 /* "cuda" or "host": the backend in use (sets the allocator up if needed); "none" if it could not be set up. */
 MEMSCOPE_AGENT_API const char* memscope_backend_name(void) MEMSCOPE_NOEXCEPT;
 
+/* Publishing the allocator's events to viewers over ZeroMQ (docs/protocol.md, common/wire/protocol.h): a PUB
+ * socket bound to `endpoint` ("ipc:///path" or "tcp://host:port"; NULL or "": ipc://$XDG_RUNTIME_DIR/memscope-<pid>,
+ * else ipc:///tmp/memscope-<uid>/memscope-<pid> in a folder of mode 0700) and a ROUTER socket answering state
+ * requests on `endpoint` + "-state" (ipc) or port + 1 (tcp). libmemscope-agent.so starts publishing on its own at
+ * first use unless MEMSCOPE_PUBLISH=0 (endpoint from MEMSCOPE_ENDPOINT). Starting again stops the previous publisher
+ * first. Call it before other threads allocate. 0, or -1 when the endpoint cannot be bound (memscope_last_error). */
+MEMSCOPE_AGENT_API int memscope_publish_start(const char* endpoint) MEMSCOPE_NOEXCEPT;
+
+/* Publishes what is queued and a Goodbye, then stops; waits at most 200 ms. Allocation goes on unpublished. */
+MEMSCOPE_AGENT_API void memscope_publish_stop(void) MEMSCOPE_NOEXCEPT;
+
+/* Events dropped because the publisher could not keep up (its ring was full), since publishing started. */
+MEMSCOPE_AGENT_API uint64_t memscope_publish_lost(void) MEMSCOPE_NOEXCEPT;
+
+/* The PUB endpoint in use ("" when not publishing). Valid until the next memscope_publish_start. */
+MEMSCOPE_AGENT_API const char* memscope_publish_endpoint(void) MEMSCOPE_NOEXCEPT;
+
 /* The version of libmemscope-agent.so ("0.1.0"); only the shared library defines it. */
 MEMSCOPE_AGENT_API const char* memscope_agent_version(void) MEMSCOPE_NOEXCEPT;
 

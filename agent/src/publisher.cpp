@@ -1,0 +1,517 @@
+// Publisher: the ZeroMQ side of the agent (see publisher.h). The hot path (onTraceEvent) writes one record into
+// the ring; the "memscope-pub" thread does every socket call, every allocation and every syscall.
+#include "publisher.h"
+
+#include <zmq.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <vector>
+
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define MEMSCOPE_HAVE_TSC 1
+#else
+#define MEMSCOPE_HAVE_TSC 0
+#endif
+
+#ifndef MEMSCOPE_AGENT_VERSION
+#define MEMSCOPE_AGENT_VERSION "unknown"
+#endif
+
+namespace memscope::agent {
+namespace {
+
+    constexpr size_t MaxBatchRecords = 4096; // ~288 KiB per message at most
+    constexpr int LingerMs = 150; // what close may wait to flush the Goodbye (stop() waits at most 200 ms anyway)
+
+    uint64_t realtimeNs() noexcept
+    {
+        timespec ts; // clock_gettime(CLOCK_REALTIME) is answered by the vDSO: no system call
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+    }
+
+    // The hot path's clock. clock_gettime costs ~20-25 ns even through the vDSO, three times per malloc + free;
+    // the time stamp counter costs a third of that. Records carry raw ticks until the publisher thread turns them
+    // into CLOCK_REALTIME nanoseconds (convertTimes), the way tracy's client does. Only an invariant TSC (constant
+    // rate, runs in every C-state: CPUID 0x80000007 EDX bit 8) is used; anything else reads the clock directly.
+    bool invariantTsc() noexcept
+    {
+#if MEMSCOPE_HAVE_TSC
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        if (!__get_cpuid(0x80000000u, &eax, &ebx, &ecx, &edx) || eax < 0x80000007u)
+            return false;
+        if (!__get_cpuid(0x80000007u, &eax, &ebx, &ecx, &edx))
+            return false;
+        return (edx & (1u << 8)) != 0;
+#else
+        return false;
+#endif
+    }
+
+    inline uint64_t ticks() noexcept
+    {
+#if MEMSCOPE_HAVE_TSC
+        return __rdtsc();
+#else
+        return 0;
+#endif
+    }
+
+    // A (ticks, realtime ns) pair taken as close together as possible.
+    void clockPair(uint64_t& tsc, uint64_t& ns) noexcept
+    {
+        const uint64_t before = ticks();
+        ns = realtimeNs();
+        const uint64_t after = ticks();
+        tsc = before + (after - before) / 2;
+    }
+
+    wire::EventType eventType(TraceAction action) noexcept
+    {
+        switch (action) {
+        case TraceAction::Alloc:
+            return wire::EventType::Alloc;
+        case TraceAction::FreeRequested:
+            return wire::EventType::FreeRequested;
+        case TraceAction::FreeCompleted:
+            return wire::EventType::FreeCompleted;
+        case TraceAction::SegmentAlloc:
+            return wire::EventType::SegmentAlloc;
+        case TraceAction::SegmentFree:
+            return wire::EventType::SegmentFree;
+        case TraceAction::SegmentMap:
+            return wire::EventType::SegmentMap;
+        case TraceAction::SegmentUnmap:
+            return wire::EventType::SegmentUnmap;
+        case TraceAction::Oom:
+        case TraceAction::Count:
+            break;
+        }
+        return wire::EventType::Oom;
+    }
+
+    template <typename T> void append(std::vector<char>& out, const T& value)
+    {
+        const char* p = reinterpret_cast<const char*>(&value);
+        out.insert(out.end(), p, p + sizeof(T));
+    }
+
+    void copyString(char* dst, size_t capacity, const char* src)
+    {
+        const size_t n = strnlen(src, capacity - 1);
+        std::memcpy(dst, src, n);
+        dst[n] = '\0';
+    }
+
+} // namespace
+
+Publisher::Publisher(CachingAllocator& allocator, PublisherOptions options)
+    : m_allocator(allocator)
+    , m_options(std::move(options))
+    , m_ring(m_options.ringCapacity)
+    , m_useTsc(invariantTsc())
+{
+    clockPair(m_tscBase, m_clockBaseNs);
+    m_nsPerTick = 0; // unknown until the thread calibrates (records wait in the ring meanwhile)
+}
+
+uint64_t Publisher::eventTime() const noexcept { return m_useTsc ? ticks() : realtimeNs(); }
+
+void Publisher::calibrate() noexcept
+{
+    if (!m_useTsc)
+        return;
+    uint64_t tsc = 0, ns = 0;
+    clockPair(tsc, ns);
+    if (tsc > m_tscBase && ns > m_clockBaseNs)
+        m_nsPerTick = double(ns - m_clockBaseNs) / double(tsc - m_tscBase); // longer spans: better ratios
+}
+
+void Publisher::convertTimes(wire::EventRecord* records, size_t count) const noexcept
+{
+    if (!m_useTsc)
+        return;
+    for (size_t i = 0; i < count; ++i) {
+        const int64_t delta = int64_t(records[i].timeNs - m_tscBase);
+        records[i].timeNs = m_clockBaseNs + uint64_t(int64_t(double(delta) * m_nsPerTick));
+    }
+}
+
+Publisher::~Publisher()
+{
+    stop();
+    if (m_thread.joinable())
+        m_thread.join();
+    if (m_context && !m_threadOwnsSockets) { // never started a thread: the sockets are still ours
+        if (m_pub)
+            zmq_close(m_pub);
+        if (m_router)
+            zmq_close(m_router);
+        zmq_ctx_term(m_context);
+    }
+}
+
+std::string Publisher::defaultEndpoint(std::string* error)
+{
+    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+    std::string dir;
+    struct stat st { };
+    if (runtime && *runtime && ::stat(runtime, &st) == 0 && S_ISDIR(st.st_mode) && ::access(runtime, W_OK) == 0) {
+        dir = runtime;
+    } else {
+        dir = "/tmp/memscope-" + std::to_string(::getuid());
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+            if (error)
+                *error = "cannot create " + dir + ": " + std::strerror(errno);
+            return {};
+        }
+        // Someone else's folder, or one others may enter, is refused: the sockets would be theirs to read.
+        if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) {
+            if (error)
+                *error = dir + " is not a folder owned by this user";
+            return {};
+        }
+        if ((st.st_mode & 0777) != 0700)
+            ::chmod(dir.c_str(), 0700);
+    }
+    return "ipc://" + dir + "/memscope-" + std::to_string(::getpid());
+}
+
+std::string Publisher::stateEndpointFor(const std::string& endpoint)
+{
+    if (endpoint.rfind("tcp://", 0) == 0) {
+        const size_t colon = endpoint.rfind(':');
+        if (colon == std::string::npos || colon < 6)
+            return {};
+        char* end = nullptr;
+        const unsigned long port = std::strtoul(endpoint.c_str() + colon + 1, &end, 10);
+        if (!end || *end != '\0' || port == 0 || port >= 65535)
+            return {};
+        return endpoint.substr(0, colon + 1) + std::to_string(port + 1);
+    }
+    return endpoint + "-state";
+}
+
+bool Publisher::start(std::string* error)
+{
+    auto fail = [&](const std::string& message) {
+        if (error)
+            *error = message;
+        if (m_pub)
+            zmq_close(m_pub);
+        if (m_router)
+            zmq_close(m_router);
+        if (m_context)
+            zmq_ctx_term(m_context);
+        m_pub = m_router = m_context = nullptr;
+        return false;
+    };
+    if (m_running.load() || m_context)
+        return fail("the publisher is already started");
+    m_endpoint = m_options.endpoint;
+    if (m_endpoint.empty()) {
+        std::string why;
+        m_endpoint = defaultEndpoint(&why);
+        if (m_endpoint.empty())
+            return fail(why);
+    }
+    m_stateEndpoint = stateEndpointFor(m_endpoint);
+    if (m_stateEndpoint.empty())
+        return fail("no state endpoint for " + m_endpoint + " (a tcp endpoint needs a port below 65535)");
+
+    // libzmq starts its I/O and reaper threads from here on; with every signal blocked while they are created they
+    // (and our thread) inherit a full mask and never take the host's signals.
+    struct SignalMask {
+        sigset_t old;
+        SignalMask()
+        {
+            sigset_t all;
+            sigfillset(&all);
+            pthread_sigmask(SIG_SETMASK, &all, &old);
+        }
+        ~SignalMask() { pthread_sigmask(SIG_SETMASK, &old, nullptr); }
+    } mask;
+    m_context = zmq_ctx_new();
+    if (!m_context)
+        return fail(std::string("zmq_ctx_new: ") + zmq_strerror(zmq_errno()));
+    zmq_ctx_set(m_context, ZMQ_IO_THREADS, 1);
+    m_pub = zmq_socket(m_context, ZMQ_PUB);
+    m_router = zmq_socket(m_context, ZMQ_ROUTER);
+    if (!m_pub || !m_router)
+        return fail(std::string("zmq_socket: ") + zmq_strerror(zmq_errno()));
+    const int linger = LingerMs;
+    const int sndhwm = 10000; // messages (batches); beyond that a slow viewer loses batches and resynchronises
+    zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(m_router, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(m_pub, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+
+    const bool pubBound = zmq_bind(m_pub, m_endpoint.c_str()) == 0;
+    const std::string pubError = pubBound ? std::string() : zmq_strerror(zmq_errno());
+    const bool routerBound = pubBound && zmq_bind(m_router, m_stateEndpoint.c_str()) == 0;
+    const std::string routerError = routerBound ? std::string() : zmq_strerror(zmq_errno());
+    bool threadStarted = false;
+    std::string threadError;
+    if (pubBound && routerBound && m_options.startThread) {
+        try {
+            m_running.store(true, std::memory_order_release);
+            m_threadOwnsSockets = true; // the thread owns the sockets and the context from now on
+            m_thread = std::thread([this] { run(); }); // inherits the full signal mask
+            threadStarted = true;
+        } catch (const std::exception& e) {
+            m_running.store(false);
+            m_threadOwnsSockets = false;
+            threadError = e.what();
+        }
+    }
+    if (!pubBound)
+        return fail("cannot bind " + m_endpoint + ": " + pubError);
+    if (!routerBound)
+        return fail("cannot bind " + m_stateEndpoint + ": " + routerError);
+    if (m_options.startThread && !threadStarted)
+        return fail("cannot start the publisher thread: " + threadError);
+    return true;
+}
+
+void Publisher::onTraceEvent(const TraceEvent& event)
+{
+    if (!m_enabled.load(std::memory_order_relaxed))
+        return;
+    const uint64_t now = eventTime();
+    m_ring.push([&](wire::EventRecord& r) noexcept {
+        r.timeNs = now;
+        r.address = event.addr;
+        r.stream = raw(event.stream);
+        r.stackId = 0;
+        r.poolFirst = static_cast<int32_t>(event.pool.first);
+        r.poolSecond = static_cast<int32_t>(event.pool.second);
+        r.type = static_cast<uint8_t>(eventType(event.action));
+        r.device = static_cast<uint8_t>(event.device);
+        switch (event.action) {
+        case TraceAction::Alloc:
+        case TraceAction::FreeRequested:
+        case TraceAction::FreeCompleted:
+            r.size = event.blockSize;
+            r.requestedSize = event.size;
+            break;
+        default:
+            r.size = event.size;
+            r.requestedSize = 0;
+            break;
+        }
+    });
+}
+
+void Publisher::pushHeartbeat()
+{
+    const uint64_t now = eventTime();
+    m_ring.push([&](wire::EventRecord& r) noexcept {
+        r = wire::EventRecord {};
+        r.timeNs = now;
+        r.type = static_cast<uint8_t>(wire::EventType::Heartbeat);
+    });
+}
+
+void Publisher::sendBatch(const wire::EventRecord* records, size_t count)
+{
+    wire::BatchHeader header {};
+    header.magic = wire::Magic;
+    header.version = wire::ProtocolVersion;
+    header.flags = uint16_t(wire::BatchFlags::None);
+    header.count = uint32_t(count);
+    header.firstSequence = records[0].sequence;
+    // The header sits just before the records in the same buffer (see run()): one frame, no copy.
+    char* frame = reinterpret_cast<char*>(const_cast<wire::EventRecord*>(records)) - sizeof header;
+    std::memcpy(frame, &header, sizeof header);
+    zmq_send(m_pub, wire::EventsTopic, 1, ZMQ_SNDMORE);
+    zmq_send(m_pub, frame, sizeof header + count * sizeof(wire::EventRecord), 0);
+    m_lastPublished.store(records[count - 1].sequence, std::memory_order_release);
+}
+
+void Publisher::answerRequests()
+{
+    for (;;) {
+        std::vector<std::vector<char>> frames;
+        for (;;) {
+            zmq_msg_t msg;
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, m_router, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&msg);
+                break;
+            }
+            const char* data = static_cast<const char*>(zmq_msg_data(&msg));
+            frames.emplace_back(data, data + zmq_msg_size(&msg));
+            const bool more = zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
+            if (!more)
+                break;
+        }
+        if (frames.empty())
+            return;
+        // identity [, empty delimiter from a REQ socket], request
+        if (frames.size() < 2 || frames.back().size() != sizeof(wire::Request))
+            continue;
+        wire::Request request;
+        std::memcpy(&request, frames.back().data(), sizeof request);
+        if (request.magic != wire::Magic || request.version != wire::ProtocolVersion
+            || request.type != uint16_t(wire::RequestType::State))
+            continue;
+
+        uint64_t lastSequence = 0;
+        const std::vector<SegmentInfo> segments = m_allocator.snapshotAll([&] { lastSequence = m_ring.lastClaimed(); });
+
+        wire::Hello hello {};
+        hello.magic = wire::Magic;
+        hello.version = wire::ProtocolVersion;
+        hello.deviceCount = uint16_t(m_allocator.deviceCount());
+        hello.pid = uint32_t(::getpid());
+        hello.clockBaseNs = m_clockBaseNs;
+        char host[sizeof hello.host] = {};
+        ::gethostname(host, sizeof host - 1);
+        copyString(hello.host, sizeof hello.host, host);
+        copyString(hello.agentVersion, sizeof hello.agentVersion, MEMSCOPE_AGENT_VERSION);
+
+        wire::StateHeader state {};
+        state.lastSequence = lastSequence;
+        state.segmentCount = uint32_t(segments.size());
+        for (const SegmentInfo& s : segments)
+            state.blockCount += uint32_t(s.blocks.size());
+
+        std::vector<char> reply;
+        reply.reserve(sizeof hello + sizeof state + segments.size() * sizeof(wire::SegmentRecord)
+                      + state.blockCount * sizeof(wire::BlockRecord));
+        append(reply, hello);
+        append(reply, state);
+        for (const SegmentInfo& s : segments) {
+            wire::SegmentRecord r {};
+            r.address = s.address;
+            r.size = s.totalSize;
+            r.stream = raw(s.stream);
+            r.poolFirst = int32_t(s.pool.first);
+            r.poolSecond = int32_t(s.pool.second);
+            r.device = uint8_t(s.device);
+            r.isExpandable = s.isExpandable;
+            r.isSmall = !s.isLarge;
+            append(reply, r);
+        }
+        for (const SegmentInfo& s : segments) {
+            for (const BlockInfo& b : s.blocks) {
+                wire::BlockRecord r {};
+                r.address = b.address;
+                r.size = b.size;
+                r.requestedSize = b.requestedSize;
+                r.stream = raw(s.stream);
+                r.device = uint8_t(s.device);
+                r.state = b.allocated ? 1 : (b.active ? 2 : 0);
+                append(reply, r);
+            }
+        }
+        for (size_t i = 0; i + 1 < frames.size(); ++i)
+            zmq_send(m_router, frames[i].data(), frames[i].size(), ZMQ_SNDMORE);
+        zmq_send(m_router, reply.data(), reply.size(), 0);
+    }
+}
+
+void Publisher::run()
+{
+    pthread_setname_np(pthread_self(), "memscope-pub");
+    // Header room before the records so that a batch goes out as one frame without a copy.
+    std::vector<wire::EventRecord> buffer(MaxBatchRecords + 1);
+    static_assert(sizeof(wire::BatchHeader) <= sizeof(wire::EventRecord));
+    wire::EventRecord* records = buffer.data() + 1;
+    auto lastSend = std::chrono::steady_clock::now();
+
+    // A first tick rate over >= 10 ms (refined at every heartbeat check) before any record leaves.
+    if (m_useTsc) {
+        const uint64_t since = realtimeNs() - m_clockBaseNs;
+        if (since < 10000000u)
+            std::this_thread::sleep_for(std::chrono::nanoseconds(10000000u - since));
+        calibrate();
+    }
+    auto lastCalibration = std::chrono::steady_clock::now();
+
+    auto drain = [&] {
+        bool any = false;
+        for (;;) {
+            const size_t n = m_ring.pop(records, MaxBatchRecords);
+            if (n == 0)
+                break;
+            convertTimes(records, n);
+            sendBatch(records, n);
+            any = true;
+        }
+        return any;
+    };
+
+    zmq_pollitem_t items[] = { { m_router, 0, ZMQ_POLLIN, 0 } };
+    while (!m_stopRequested.load(std::memory_order_acquire)) {
+        if (zmq_poll(items, 1, long(m_options.drainIntervalMs)) > 0)
+            answerRequests();
+        const auto now = std::chrono::steady_clock::now();
+        if (now - lastCalibration >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {
+            calibrate();
+            lastCalibration = now;
+        }
+        if (drain()) {
+            lastSend = now;
+        } else if (now - lastSend >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {
+            pushHeartbeat();
+            drain();
+            lastSend = now;
+        }
+    }
+    if (!m_forked.load()) {
+        drain();
+        wire::Goodbye goodbye {};
+        goodbye.magic = wire::Magic;
+        goodbye.version = wire::ProtocolVersion;
+        goodbye.lastSequence = m_lastPublished.load();
+        goodbye.lost = m_ring.lostTotal();
+        zmq_send(m_pub, wire::GoodbyeTopic, 1, ZMQ_SNDMORE);
+        zmq_send(m_pub, &goodbye, sizeof goodbye, 0);
+    }
+    zmq_close(m_pub);
+    zmq_close(m_router);
+    zmq_ctx_term(m_context); // waits up to LingerMs for the Goodbye to leave
+    {
+        std::lock_guard lock(m_doneMutex);
+        m_done = true;
+    }
+    m_doneCv.notify_all();
+}
+
+void Publisher::stop(unsigned maxWaitMs)
+{
+    if (m_forked.load())
+        return;
+    m_enabled.store(false, std::memory_order_relaxed); // nothing more goes into the ring
+    if (!m_running.exchange(false))
+        return;
+    m_stopRequested.store(true, std::memory_order_release);
+    std::unique_lock lock(m_doneMutex);
+    const bool done = m_doneCv.wait_for(lock, std::chrono::milliseconds(maxWaitMs), [this] { return m_done; });
+    lock.unlock();
+    if (done && m_thread.joinable())
+        m_thread.join();
+}
+
+void Publisher::disableAfterFork()
+{
+    m_forked.store(true);
+    m_enabled.store(false);
+    m_running.store(false);
+}
+
+} // namespace memscope::agent

@@ -1,0 +1,102 @@
+// Publisher: sends the allocator's events to viewers over ZeroMQ, the Clone pattern of the ZeroMQ Guide
+// (chapter 5): a PUB socket carries every event in batches (topic "E", then a Goodbye on topic "G" at exit), and a
+// ROUTER socket answers a Request{State} with the allocator's current state stamped with a sequence number, so
+// that a late viewer applies only newer events (common/wire/protocol.h).
+//
+// Endpoints: the PUB socket binds `endpoint`; the ROUTER socket binds `endpoint + "-state"` for ipc:// (and any
+// other non-tcp transport) and the next port for tcp://host:port. The default endpoint is
+// ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid> (the folder is made
+// with mode 0700).
+//
+// Threads: onTraceEvent() runs on allocator threads under a device lock and only writes into the ring. Everything
+// else (start, stop) may be called from any thread but not concurrently with itself. The publisher's own thread,
+// "memscope-pub", starts in start() with every signal blocked, owns both sockets and the ZeroMQ context, and
+// drains the ring every ~2 ms. After fork() the child publishes nothing (pthread_atfork).
+#pragma once
+
+#include "allocator.h"
+#include "ring.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace memscope::agent {
+
+struct PublisherOptions {
+    std::string endpoint; // empty: defaultEndpoint()
+    size_t ringCapacity = size_t(1) << 16; // records (72 B each plus 8)
+    unsigned drainIntervalMs = 2;
+    unsigned heartbeatIntervalMs = 500;
+    bool startThread = true; // false: the ring fills but nobody drains it (tests of overflow)
+};
+
+class Publisher final : public TraceObserver {
+public:
+    // Does not start anything; `allocator` must outlive the publisher (the state replies read it).
+    Publisher(CachingAllocator& allocator, PublisherOptions options);
+    ~Publisher() override; // stop()s, and waits for the thread however long it takes
+
+    // Binds the sockets and starts the thread. False (and *error says why) when the endpoint cannot be used; the
+    // allocator keeps working either way. Register it with allocator.setTraceObserver() yourself.
+    bool start(std::string* error = nullptr);
+    // Publishes what the ring holds and a Goodbye, then ends the thread; waits at most `maxWaitMs` for that, after
+    // which the thread is left to finish (detached) and the caller goes on. Idempotent.
+    void stop(unsigned maxWaitMs = 200);
+    bool running() const { return m_running.load(std::memory_order_acquire); }
+
+    // TraceObserver: under the device lock. One record into the ring; nothing else.
+    void onTraceEvent(const TraceEvent& event) override;
+
+    const std::string& endpoint() const { return m_endpoint; }
+    const std::string& stateEndpoint() const { return m_stateEndpoint; }
+    uint64_t lost() const { return m_ring.lostTotal(); }
+    uint64_t lastPublished() const { return m_lastPublished.load(std::memory_order_acquire); }
+    EventRing& ring() { return m_ring; }
+
+    // After fork(), in the child: nothing more is recorded or sent, and stop() returns at once.
+    void disableAfterFork();
+
+    // ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid>; creates the folder
+    // (mode 0700) in the second case. Empty on failure (*error says why).
+    static std::string defaultEndpoint(std::string* error = nullptr);
+    // The ROUTER endpoint for a PUB endpoint (see the file comment). Empty for a tcp endpoint without a port.
+    static std::string stateEndpointFor(const std::string& endpoint);
+
+private:
+    void run(); // the thread
+    void sendBatch(const wire::EventRecord* records, size_t count);
+    void answerRequests();
+    void pushHeartbeat();
+    uint64_t eventTime() const noexcept; // TSC ticks, or CLOCK_REALTIME ns without an invariant TSC
+    void calibrate() noexcept; // publisher thread
+    void convertTimes(wire::EventRecord* records, size_t count) const noexcept; // ticks -> realtime ns
+
+    CachingAllocator& m_allocator;
+    PublisherOptions m_options;
+    EventRing m_ring;
+    std::string m_endpoint;
+    std::string m_stateEndpoint;
+    std::atomic<bool> m_enabled { true }; // false after fork in the child
+    std::atomic<bool> m_running { false };
+    std::atomic<bool> m_stopRequested { false };
+    std::atomic<uint64_t> m_lastPublished { 0 };
+    std::atomic<bool> m_forked { false };
+    std::mutex m_doneMutex;
+    std::condition_variable m_doneCv;
+    bool m_done = false;
+    std::thread m_thread;
+    bool m_threadOwnsSockets = false;
+    void* m_context = nullptr;
+    void* m_pub = nullptr;
+    void* m_router = nullptr;
+    const bool m_useTsc;
+    uint64_t m_tscBase = 0; // ticks at m_clockBaseNs
+    uint64_t m_clockBaseNs = 0; // CLOCK_REALTIME when the publisher was made
+    double m_nsPerTick = 0; // publisher thread only
+};
+
+} // namespace memscope::agent

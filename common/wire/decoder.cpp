@@ -1,0 +1,348 @@
+// Frame decoders and encoders of the wire protocol (decoder.h). Every read is preceded by a length check against
+// the frame; counts are checked in 64-bit arithmetic, so no count can overflow a size or cause an allocation.
+#include "wire/decoder.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace memscope::wire {
+
+namespace {
+
+DecodeError fail(DecodeErrorCode code, std::string message, uint64_t offset)
+{
+    return DecodeError { code, std::move(message), offset };
+}
+
+template <class T>
+T readAt(std::span<const uint8_t> frame, size_t offset)
+{
+    T value;
+    std::memcpy(&value, frame.data() + offset, sizeof(T));
+    return value;
+}
+
+// The magic and version every header starts with (Hello, BatchHeader, Goodbye, Request), at offset 0 and 4.
+DecodeError checkMagicAndVersion(uint32_t magic, uint16_t version, std::string_view what)
+{
+    if (magic != Magic) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "not a memscope %.*s: magic 0x%08x, expected 0x%08x", int(what.size()),
+                      what.data(), magic, Magic);
+        return fail(DecodeErrorCode::BadMagic, buf, 0);
+    }
+    if (version > ProtocolVersion)
+        return fail(DecodeErrorCode::TooNew,
+                    "protocol version " + std::to_string(version) + " is newer than "
+                        + std::to_string(ProtocolVersion) + " (update memscope to read this agent)",
+                    4);
+    if (version == 0)
+        return fail(DecodeErrorCode::TooOld, "protocol version 0 is not a valid version", 4);
+    return {};
+}
+
+DecodeError truncated(std::string_view what, size_t need, size_t have)
+{
+    return fail(DecodeErrorCode::Truncated,
+                "truncated " + std::string(what) + ": " + std::to_string(have) + " bytes, " + std::to_string(need)
+                    + " needed",
+                have);
+}
+
+bool hasNul(const char* text, size_t size) { return std::memchr(text, 0, size) != nullptr; }
+
+template <size_t N>
+void copyText(char (&out)[N], std::string_view text)
+{
+    const size_t n = std::min(text.size(), N - 1);
+    std::memcpy(out, text.data(), n);
+    std::memset(out + n, 0, N - n);
+}
+
+template <class T>
+void append(std::vector<uint8_t>& out, const T& value)
+{
+    const size_t at = out.size();
+    out.resize(at + sizeof(T));
+    std::memcpy(out.data() + at, &value, sizeof(T));
+}
+
+template <class T>
+void appendAll(std::vector<uint8_t>& out, std::span<const T> values)
+{
+    if (values.empty())
+        return;
+    const size_t at = out.size();
+    out.resize(at + values.size_bytes());
+    std::memcpy(out.data() + at, values.data(), values.size_bytes());
+}
+
+} // namespace
+
+std::string_view decodeErrorCodeName(DecodeErrorCode code)
+{
+    switch (code) {
+    case DecodeErrorCode::None: return "none";
+    case DecodeErrorCode::Truncated: return "truncated";
+    case DecodeErrorCode::BadMagic: return "bad magic";
+    case DecodeErrorCode::TooNew: return "too new";
+    case DecodeErrorCode::TooOld: return "too old";
+    case DecodeErrorCode::Corrupt: return "corrupt";
+    case DecodeErrorCode::Unsupported: return "unsupported";
+    case DecodeErrorCode::Count: break;
+    }
+    return "unknown";
+}
+
+std::string DecodeError::toString(std::string_view name) const
+{
+    return std::string(name) + ": " + message + " (at byte " + std::to_string(offset) + ")";
+}
+
+DecodedBatch decodeBatch(std::span<const uint8_t> frame)
+{
+    DecodedBatch out;
+    if (frame.size() < sizeof(BatchHeader)) {
+        // Report a wrong magic before a short length when there are enough bytes to tell.
+        if (frame.size() >= 6) {
+            if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4),
+                                                     "event batch")) {
+                out.error = std::move(e);
+                return out;
+            }
+        }
+        out.error = truncated("event batch header", sizeof(BatchHeader), frame.size());
+        return out;
+    }
+    out.header = readAt<BatchHeader>(frame, 0);
+    if (DecodeError e = checkMagicAndVersion(out.header.magic, out.header.version, "event batch")) {
+        out.error = std::move(e);
+        return out;
+    }
+    if (out.header.flags != uint16_t(BatchFlags::None)) {
+        out.error = fail(DecodeErrorCode::Unsupported,
+                         "unsupported batch flags 0x" + [&] {
+                             char buf[8];
+                             std::snprintf(buf, sizeof buf, "%04x", out.header.flags);
+                             return std::string(buf);
+                         }() + " (protocol version 1 has no compression)",
+                         offsetof(BatchHeader, flags));
+        return out;
+    }
+    const uint64_t payload = frame.size() - sizeof(BatchHeader);
+    const uint64_t expected = uint64_t(out.header.count) * sizeof(EventRecord);
+    if (expected != payload) {
+        const bool shorter = expected > payload;
+        out.error = fail(shorter ? DecodeErrorCode::Truncated : DecodeErrorCode::Corrupt,
+                         "event batch announces " + std::to_string(out.header.count) + " records ("
+                             + std::to_string(expected) + " bytes) but carries " + std::to_string(payload) + " bytes",
+                         shorter ? frame.size() : offsetof(BatchHeader, count));
+        return out;
+    }
+    const auto* records = reinterpret_cast<const EventRecord*>(frame.data() + sizeof(BatchHeader));
+    for (uint32_t i = 0; i < out.header.count; ++i) {
+        const EventRecord r = readAt<EventRecord>(frame, sizeof(BatchHeader) + size_t(i) * sizeof(EventRecord));
+        const uint64_t at = sizeof(BatchHeader) + uint64_t(i) * sizeof(EventRecord);
+        if (r.type >= uint8_t(EventType::Count)) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "event record " + std::to_string(i) + " has unknown type " + std::to_string(r.type),
+                             at + offsetof(EventRecord, type));
+            return out;
+        }
+        if (r.device > MaxDevice) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "event record " + std::to_string(i) + " names device " + std::to_string(r.device)
+                                 + " (at most " + std::to_string(MaxDevice) + ")",
+                             at + offsetof(EventRecord, device));
+            return out;
+        }
+    }
+    out.events = { records, out.header.count };
+    return out;
+}
+
+DecodedState decodeState(std::span<const uint8_t> frame)
+{
+    DecodedState out;
+    constexpr size_t Fixed = sizeof(Hello) + sizeof(StateHeader);
+    if (frame.size() >= 6) {
+        if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4),
+                                                 "state reply")) {
+            out.error = std::move(e);
+            return out;
+        }
+    }
+    if (frame.size() < Fixed) {
+        out.error = truncated("state reply header", Fixed, frame.size());
+        return out;
+    }
+    out.hello = readAt<Hello>(frame, 0);
+    out.header = readAt<StateHeader>(frame, sizeof(Hello));
+    if (!hasNul(out.hello.host, sizeof out.hello.host)) {
+        out.error = fail(DecodeErrorCode::Corrupt, "the host name in the hello is not NUL-terminated",
+                         offsetof(Hello, host));
+        return out;
+    }
+    if (!hasNul(out.hello.agentVersion, sizeof out.hello.agentVersion)) {
+        out.error = fail(DecodeErrorCode::Corrupt, "the agent version in the hello is not NUL-terminated",
+                         offsetof(Hello, agentVersion));
+        return out;
+    }
+    const uint64_t payload = frame.size() - Fixed;
+    const uint64_t expected = (uint64_t(out.header.segmentCount) + out.header.blockCount) * sizeof(SegmentRecord);
+    static_assert(sizeof(SegmentRecord) == sizeof(BlockRecord));
+    if (expected != payload) {
+        const bool shorter = expected > payload;
+        out.error = fail(shorter ? DecodeErrorCode::Truncated : DecodeErrorCode::Corrupt,
+                         "state reply announces " + std::to_string(out.header.segmentCount) + " segments and "
+                             + std::to_string(out.header.blockCount) + " blocks (" + std::to_string(expected)
+                             + " bytes) but carries " + std::to_string(payload) + " bytes",
+                         shorter ? frame.size() : sizeof(Hello) + offsetof(StateHeader, segmentCount));
+        return out;
+    }
+    const size_t blocksAt = Fixed + size_t(out.header.segmentCount) * sizeof(SegmentRecord);
+    for (uint32_t i = 0; i < out.header.segmentCount; ++i) {
+        const size_t at = Fixed + size_t(i) * sizeof(SegmentRecord);
+        const auto s = readAt<SegmentRecord>(frame, at);
+        if (s.device > MaxDevice) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "segment record " + std::to_string(i) + " names device " + std::to_string(s.device),
+                             at + offsetof(SegmentRecord, device));
+            return out;
+        }
+    }
+    for (uint32_t i = 0; i < out.header.blockCount; ++i) {
+        const size_t at = blocksAt + size_t(i) * sizeof(BlockRecord);
+        const auto b = readAt<BlockRecord>(frame, at);
+        if (b.device > MaxDevice) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "block record " + std::to_string(i) + " names device " + std::to_string(b.device),
+                             at + offsetof(BlockRecord, device));
+            return out;
+        }
+        if (b.state > 2) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "block record " + std::to_string(i) + " has unknown state " + std::to_string(b.state),
+                             at + offsetof(BlockRecord, state));
+            return out;
+        }
+    }
+    out.segments = { reinterpret_cast<const SegmentRecord*>(frame.data() + Fixed), out.header.segmentCount };
+    out.blocks = { reinterpret_cast<const BlockRecord*>(frame.data() + blocksAt), out.header.blockCount };
+    return out;
+}
+
+DecodedGoodbye decodeGoodbye(std::span<const uint8_t> frame)
+{
+    DecodedGoodbye out;
+    if (frame.size() >= 6) {
+        if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4), "goodbye")) {
+            out.error = std::move(e);
+            return out;
+        }
+    }
+    if (frame.size() < sizeof(Goodbye)) {
+        out.error = truncated("goodbye", sizeof(Goodbye), frame.size());
+        return out;
+    }
+    if (frame.size() > sizeof(Goodbye)) {
+        out.error = fail(DecodeErrorCode::Corrupt,
+                         "goodbye has " + std::to_string(frame.size() - sizeof(Goodbye)) + " bytes after its end",
+                         sizeof(Goodbye));
+        return out;
+    }
+    out.goodbye = readAt<Goodbye>(frame, 0);
+    return out;
+}
+
+DecodedRequest decodeRequest(std::span<const uint8_t> frame)
+{
+    DecodedRequest out;
+    if (frame.size() >= 6) {
+        if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4), "request")) {
+            out.error = std::move(e);
+            return out;
+        }
+    }
+    if (frame.size() != sizeof(Request)) {
+        out.error = frame.size() < sizeof(Request)
+            ? truncated("request", sizeof(Request), frame.size())
+            : fail(DecodeErrorCode::Corrupt, "request has trailing bytes", sizeof(Request));
+        return out;
+    }
+    out.request = readAt<Request>(frame, 0);
+    if (out.request.type == 0 || out.request.type >= uint16_t(RequestType::Count)) {
+        out.error = fail(DecodeErrorCode::Corrupt, "unknown request type " + std::to_string(out.request.type),
+                         offsetof(Request, type));
+        return out;
+    }
+    return out;
+}
+
+std::vector<uint8_t> encodeBatch(std::span<const EventRecord> events, uint16_t flags)
+{
+    BatchHeader h {};
+    h.magic = Magic;
+    h.version = ProtocolVersion;
+    h.flags = flags;
+    h.count = static_cast<uint32_t>(events.size());
+    h.firstSequence = events.empty() ? 0 : events.front().sequence;
+    std::vector<uint8_t> out;
+    out.reserve(sizeof h + events.size_bytes());
+    append(out, h);
+    appendAll(out, events);
+    return out;
+}
+
+std::vector<uint8_t> encodeState(const Hello& hello, uint64_t lastSequence, std::span<const SegmentRecord> segments,
+                                 std::span<const BlockRecord> blocks)
+{
+    StateHeader h {};
+    h.lastSequence = lastSequence;
+    h.segmentCount = static_cast<uint32_t>(segments.size());
+    h.blockCount = static_cast<uint32_t>(blocks.size());
+    std::vector<uint8_t> out;
+    append(out, hello);
+    append(out, h);
+    appendAll(out, segments);
+    appendAll(out, blocks);
+    return out;
+}
+
+std::vector<uint8_t> encodeGoodbye(uint64_t lastSequence, uint64_t lost)
+{
+    Goodbye g {};
+    g.magic = Magic;
+    g.version = ProtocolVersion;
+    g.lastSequence = lastSequence;
+    g.lost = lost;
+    std::vector<uint8_t> out;
+    append(out, g);
+    return out;
+}
+
+std::vector<uint8_t> encodeRequest(RequestType type)
+{
+    Request r {};
+    r.magic = Magic;
+    r.version = ProtocolVersion;
+    r.type = uint16_t(type);
+    std::vector<uint8_t> out;
+    append(out, r);
+    return out;
+}
+
+Hello makeHello(uint32_t pid, uint16_t deviceCount, std::string_view host, std::string_view agentVersion)
+{
+    Hello h {};
+    h.magic = Magic;
+    h.version = ProtocolVersion;
+    h.deviceCount = deviceCount;
+    h.pid = pid;
+    copyText(h.host, host);
+    copyText(h.agentVersion, agentVersion);
+    return h;
+}
+
+} // namespace memscope::wire

@@ -1,0 +1,97 @@
+// Decoding (and, for tests and tools, encoding) of the wire protocol's message frames (protocol.h): one function
+// per frame kind, each taking the frame's bytes and returning either views into them or an error naming the
+// reason and the byte offset. Decoders accept any byte sequence without crashing, reading past the end or
+// allocating in proportion to a count they were sent; they check every length against the frame before use.
+// Pure functions, no ZeroMQ; any thread (they share nothing).
+#pragma once
+
+#include "wire/protocol.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memscope::wire {
+
+// The highest device index a decoder accepts (records carry it in a byte); a larger one means a corrupt record.
+// No CUDA host has more devices than this in one process.
+constexpr uint8_t MaxDevice = 63;
+
+enum class DecodeErrorCode : uint8_t {
+    None,
+    Truncated, // the frame ends before what its header announces (or is shorter than a header)
+    BadMagic, // not a memscope frame
+    TooNew, // a protocol version above ProtocolVersion: this viewer is older than the agent
+    TooOld, // version 0: never valid
+    Corrupt, // lengths disagree, an enum value out of range, a string without its NUL, an impossible device
+    Unsupported, // a flag this version does not implement (compression)
+    Count
+};
+
+struct DecodeError {
+    DecodeErrorCode code = DecodeErrorCode::None;
+    std::string message; // the reason, without the input's name
+    uint64_t offset = 0; // byte offset in the frame where the problem was found
+
+    explicit operator bool() const { return code != DecodeErrorCode::None; }
+    // "NAME: REASON (at byte N)": one line for a user; `name` is the input (an endpoint, a file).
+    std::string toString(std::string_view name) const;
+};
+
+std::string_view decodeErrorCodeName(DecodeErrorCode code);
+
+// Views into the decoded frame: valid as long as the frame's bytes are. The records are packed (alignment 1), so
+// they may be read in place at any address.
+struct DecodedBatch {
+    BatchHeader header {};
+    std::span<const EventRecord> events;
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+
+struct DecodedState {
+    Hello hello {};
+    StateHeader header {};
+    std::span<const SegmentRecord> segments;
+    std::span<const BlockRecord> blocks;
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+
+struct DecodedGoodbye {
+    Goodbye goodbye {};
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+
+struct DecodedRequest {
+    Request request {};
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+
+// The second frame of an EventsTopic message: BatchHeader, then exactly `count` EventRecords. Checks magic,
+// version, flags (none are supported in version 1), the length, and every record's type and device.
+DecodedBatch decodeBatch(std::span<const uint8_t> frame);
+// The reply to a State request: Hello, StateHeader, segmentCount SegmentRecords, blockCount BlockRecords, and
+// nothing after them. Checks the strings' NULs, devices, and block states.
+DecodedState decodeState(std::span<const uint8_t> frame);
+// The second frame of a GoodbyeTopic message.
+DecodedGoodbye decodeGoodbye(std::span<const uint8_t> frame);
+// A viewer's request, as the agent's ROUTER reads it (and as tests' fake agents do).
+DecodedRequest decodeRequest(std::span<const uint8_t> frame);
+
+// Encoders: the exact frames the agent sends, for tests, fuzz seeds and fake publishers. Headers' magic, version
+// and counts are filled in; other header fields are taken from the arguments.
+std::vector<uint8_t> encodeBatch(std::span<const EventRecord> events, uint16_t flags = 0);
+std::vector<uint8_t> encodeState(const Hello& hello, uint64_t lastSequence, std::span<const SegmentRecord> segments,
+                                 std::span<const BlockRecord> blocks);
+std::vector<uint8_t> encodeGoodbye(uint64_t lastSequence, uint64_t lost);
+std::vector<uint8_t> encodeRequest(RequestType type);
+// A Hello with magic and version set and the given host and agent version (truncated to fit, NUL-terminated).
+Hello makeHello(uint32_t pid, uint16_t deviceCount, std::string_view host, std::string_view agentVersion);
+
+} // namespace memscope::wire

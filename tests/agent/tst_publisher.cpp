@@ -1,0 +1,614 @@
+// Tests of the agent's event publishing (agent/src/ring.h, publisher.h, the memscope_publish_* C API): a SUB +
+// DEALER client (cppzmq) against the real publisher on ipc endpoints in a temporary folder. Checks the order and
+// numbering of events, the state reply, a late join that reconstructs the final state from state + newer events,
+// ring overflow and its `lost` counts, the Goodbye, the default endpoint folder's mode, and that the hot path does
+// not allocate. Single test thread (the publisher runs its own).
+#include "allocator.h"
+#include "hostbackend.h"
+#include "memscope/agent.h"
+#include "publisher.h"
+#include "ring.h"
+#include "wire/protocol.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// --- allocation counting: every malloc/new of the thread that set t_counting --------------------------------------
+extern "C" void* __libc_malloc(size_t);
+extern "C" void* __libc_calloc(size_t, size_t);
+extern "C" void* __libc_realloc(void*, size_t);
+extern "C" void __libc_free(void*);
+
+namespace {
+thread_local bool t_counting = false;
+std::atomic<long> g_allocations { 0 };
+void countAllocation()
+{
+    if (t_counting)
+        g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+} // namespace
+
+extern "C" void* malloc(size_t size)
+{
+    countAllocation();
+    return __libc_malloc(size);
+}
+extern "C" void* calloc(size_t n, size_t size)
+{
+    countAllocation();
+    return __libc_calloc(n, size);
+}
+extern "C" void* realloc(void* p, size_t size)
+{
+    countAllocation();
+    return __libc_realloc(p, size);
+}
+extern "C" void free(void* p) { __libc_free(p); }
+
+void* operator new(size_t size)
+{
+    countAllocation();
+    if (void* p = __libc_malloc(size ? size : 1))
+        return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { __libc_free(p); }
+void operator delete(void* p, size_t) noexcept { __libc_free(p); }
+
+using namespace memscope;
+using namespace memscope::agent;
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// What a viewer knows of the allocator: blocks by address, segments by address.
+struct Model {
+    struct Block {
+        uint64_t size = 0;
+        uint64_t requested = 0;
+        int state = 0; // BlockRecord::state
+        bool operator==(const Block&) const = default;
+    };
+    std::map<uint64_t, uint64_t> segments; // address -> size
+    std::map<uint64_t, Block> blocks;
+
+    bool operator==(const Model&) const = default;
+
+    void apply(const wire::EventRecord& e)
+    {
+        switch (wire::EventType(e.type)) {
+        case wire::EventType::SegmentAlloc:
+            segments[e.address] = e.size;
+            blocks[e.address] = Block { e.size, 0, 0 };
+            break;
+        case wire::EventType::SegmentFree:
+            segments.erase(e.address);
+            blocks.erase(blocks.lower_bound(e.address), blocks.lower_bound(e.address + e.size));
+            break;
+        case wire::EventType::Alloc: {
+            auto it = std::prev(blocks.upper_bound(e.address));
+            const uint64_t start = it->first;
+            const uint64_t end = start + it->second.size;
+            if (e.address > start)
+                it->second.size = e.address - start;
+            if (e.address + e.size < end)
+                blocks[e.address + e.size] = Block { end - e.address - e.size, 0, 0 };
+            blocks[e.address] = Block { e.size, e.requestedSize, 1 };
+            break;
+        }
+        case wire::EventType::FreeRequested:
+            blocks[e.address].state = 2;
+            break;
+        case wire::EventType::FreeCompleted: {
+            auto it = blocks.find(e.address);
+            it->second.state = 0;
+            it->second.requested = 0;
+            // Merge with free neighbours inside the same segment (PyTorch's free_block).
+            auto next = std::next(it);
+            if (next != blocks.end() && next->second.state == 0 && !segments.count(next->first)
+                && it->first + it->second.size == next->first) {
+                it->second.size += next->second.size;
+                blocks.erase(next);
+            }
+            if (it != blocks.begin() && !segments.count(it->first)) {
+                auto prev = std::prev(it);
+                if (prev->second.state == 0 && prev->first + prev->second.size == it->first) {
+                    prev->second.size += it->second.size;
+                    blocks.erase(it);
+                }
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    }
+
+    static Model of(const std::vector<SegmentInfo>& segs)
+    {
+        Model m;
+        for (const SegmentInfo& s : segs) {
+            m.segments[s.address] = s.totalSize;
+            for (const BlockInfo& b : s.blocks) {
+                const int state = b.allocated ? 1 : (b.active ? 2 : 0);
+                m.blocks[b.address] = Block { b.size, state ? b.requestedSize : 0, state };
+            }
+        }
+        return m;
+    }
+};
+
+char* toString(const Model& m)
+{
+    QByteArray text;
+    for (const auto& [a, size] : m.segments)
+        text += "segment " + QByteArray::number(qulonglong(a), 16) + " " + QByteArray::number(qulonglong(size)) + "\n";
+    for (const auto& [a, b] : m.blocks)
+        text += "block " + QByteArray::number(qulonglong(a), 16) + " " + QByteArray::number(qulonglong(b.size)) + " "
+            + QByteArray::number(b.state) + " " + QByteArray::number(qulonglong(b.requested)) + "\n";
+    return qstrdup(text.constData());
+}
+
+struct StateReply {
+    wire::Hello hello {};
+    wire::StateHeader header {};
+    std::vector<wire::SegmentRecord> segments;
+    std::vector<wire::BlockRecord> blocks;
+
+    Model model() const
+    {
+        Model m;
+        for (const auto& s : segments)
+            m.segments[s.address] = s.size;
+        for (const auto& b : blocks)
+            m.blocks[b.address] = Model::Block { b.size, b.state ? b.requestedSize : 0, b.state };
+        return m;
+    }
+};
+
+// A viewer: SUB on the events, DEALER for the state.
+class Client {
+public:
+    Client(const std::string& endpoint, const std::string& stateEndpoint)
+        : m_sub(m_context, zmq::socket_type::sub)
+        , m_dealer(m_context, zmq::socket_type::dealer)
+    {
+        m_sub.set(zmq::sockopt::subscribe, "");
+        m_sub.set(zmq::sockopt::rcvhwm, 0);
+        m_sub.connect(endpoint);
+        m_dealer.connect(stateEndpoint);
+        std::this_thread::sleep_for(150ms); // the subscription reaches the PUB socket (ZeroMQ's slow joiner)
+    }
+
+    std::optional<StateReply> requestState()
+    {
+        const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::State) };
+        m_dealer.send(zmq::buffer(&request, sizeof request));
+        m_dealer.set(zmq::sockopt::rcvtimeo, 2000);
+        zmq::message_t reply;
+        if (!m_dealer.recv(reply))
+            return std::nullopt;
+        StateReply r;
+        const char* p = static_cast<const char*>(reply.data());
+        if (reply.size() < sizeof r.hello + sizeof r.header)
+            return std::nullopt;
+        std::memcpy(&r.hello, p, sizeof r.hello);
+        std::memcpy(&r.header, p + sizeof r.hello, sizeof r.header);
+        size_t offset = sizeof r.hello + sizeof r.header;
+        if (reply.size()
+            != offset + r.header.segmentCount * sizeof(wire::SegmentRecord)
+                + r.header.blockCount * sizeof(wire::BlockRecord))
+            return std::nullopt;
+        r.segments.resize(r.header.segmentCount);
+        std::memcpy(r.segments.data(), p + offset, r.segments.size() * sizeof(wire::SegmentRecord));
+        offset += r.segments.size() * sizeof(wire::SegmentRecord);
+        r.blocks.resize(r.header.blockCount);
+        std::memcpy(r.blocks.data(), p + offset, r.blocks.size() * sizeof(wire::BlockRecord));
+        return r;
+    }
+
+    // Receives until `until` returns true or `timeout` passes; false on timeout.
+    template <typename Until> bool receive(Until until, std::chrono::milliseconds timeout = 3000ms)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (!until()) {
+            const auto left
+                = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0)
+                return false;
+            m_sub.set(zmq::sockopt::rcvtimeo, int(left.count()));
+            zmq::message_t topic, body;
+            if (!m_sub.recv(topic))
+                return false;
+            if (!m_sub.recv(body))
+                return false;
+            if (topic.to_string_view() == wire::GoodbyeTopic) {
+                wire::Goodbye g;
+                if (body.size() == sizeof g) {
+                    std::memcpy(&g, body.data(), sizeof g);
+                    goodbye = g;
+                }
+                continue;
+            }
+            wire::BatchHeader h;
+            if (topic.to_string_view() != wire::EventsTopic || body.size() < sizeof h)
+                continue;
+            std::memcpy(&h, body.data(), sizeof h);
+            if (h.magic != wire::Magic || body.size() != sizeof h + h.count * sizeof(wire::EventRecord))
+                continue;
+            ++batches;
+            const char* p = static_cast<const char*>(body.data()) + sizeof h;
+            for (uint32_t i = 0; i < h.count; ++i) {
+                wire::EventRecord e;
+                std::memcpy(&e, p + i * sizeof e, sizeof e);
+                if (e.sequence != h.firstSequence + i)
+                    batchGaps++;
+                events.push_back(e);
+            }
+        }
+        return true;
+    }
+
+    std::vector<wire::EventRecord> events;
+    std::optional<wire::Goodbye> goodbye;
+    int batches = 0;
+    int batchGaps = 0;
+
+private:
+    zmq::context_t m_context;
+    zmq::socket_t m_sub;
+    zmq::socket_t m_dealer;
+};
+
+size_t countNonHeartbeat(const std::vector<wire::EventRecord>& events)
+{
+    size_t n = 0;
+    for (const auto& e : events)
+        n += e.type != uint8_t(wire::EventType::Heartbeat);
+    return n;
+}
+
+} // namespace
+
+class TestPublisher : public QObject {
+    Q_OBJECT
+
+private:
+    QTemporaryDir m_dir;
+    int m_endpoints = 0;
+    std::string nextEndpoint()
+    {
+        return "ipc://" + m_dir.path().toStdString() + "/pub" + std::to_string(++m_endpoints);
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_dir.isValid());
+        qputenv("MEMSCOPE_AGENT_BACKEND", "host");
+    }
+
+    void staticCoreDoesNotPublish()
+    {
+        // The static core (unlike libmemscope-agent.so) does not publish until asked.
+        void* first = memscope_malloc(1000, 0, nullptr);
+        QVERIFY(first);
+        QCOMPARE(memscope_publish_endpoint(), "");
+        QCOMPARE(memscope_publish_lost(), uint64_t(0));
+        memscope_free(first, 0, 0, nullptr);
+    }
+
+    void endpoints()
+    {
+        QCOMPARE(Publisher::stateEndpointFor("ipc:///tmp/x"), std::string("ipc:///tmp/x-state"));
+        QCOMPARE(Publisher::stateEndpointFor("tcp://127.0.0.1:5555"), std::string("tcp://127.0.0.1:5556"));
+        QCOMPARE(Publisher::stateEndpointFor("tcp://127.0.0.1"), std::string());
+    }
+
+    void ringOverflow()
+    {
+        EventRing ring(3); // rounded up to 4
+        QCOMPARE(ring.capacity(), size_t(4));
+        auto push
+            = [&](uint64_t address) { return ring.push([&](wire::EventRecord& r) noexcept { r.address = address; }); };
+        for (uint64_t i = 0; i < 4; ++i)
+            QVERIFY(push(i));
+        QVERIFY(!push(100));
+        QVERIFY(!push(101));
+        QCOMPARE(ring.lostTotal(), uint64_t(2));
+        wire::EventRecord out[8];
+        QCOMPARE(ring.pop(out, 8), size_t(4));
+        for (uint64_t i = 0; i < 4; ++i) {
+            QCOMPARE(out[i].sequence, i + 1);
+            QCOMPARE(out[i].lost, 0u);
+        }
+        QVERIFY(push(5));
+        QVERIFY(push(6));
+        QCOMPARE(ring.pop(out, 8), size_t(2));
+        QCOMPARE(out[0].sequence, uint64_t(5)); // dropped records take no number
+        QCOMPARE(out[0].lost, 2u); // the next record says how many were dropped before it
+        QCOMPARE(out[0].address, uint64_t(5));
+        QCOMPARE(out[1].lost, 0u);
+        QCOMPARE(ring.lastClaimed(), uint64_t(6));
+    }
+
+    void publisherOverflowWithoutDrain()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        options.ringCapacity = 8;
+        options.startThread = false;
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        for (int i = 0; i < 20; ++i) {
+            const MallocResult r = allocator.malloc(0, 1000, StreamId {});
+            QCOMPARE(r.status, Status::Ok);
+            QCOMPARE(allocator.free(0, r.ptr), Status::Ok);
+        }
+        // 1 SegmentAlloc + 20 * 3 records, 8 fit.
+        QCOMPARE(publisher.lost(), uint64_t(61 - 8));
+        wire::EventRecord out[16];
+        QCOMPARE(publisher.ring().pop(out, 16), size_t(8));
+        QVERIFY(allocator.malloc(0, 1000, StreamId {}).status == Status::Ok);
+        QCOMPARE(publisher.ring().pop(out, 16), size_t(1));
+        QCOMPARE(out[0].lost, uint32_t(61 - 8));
+        QCOMPARE(out[0].sequence, uint64_t(9));
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void eventsInOrder()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+
+        constexpr int Pairs = 5000;
+        std::vector<uintptr_t> live;
+        for (int i = 0; i < Pairs; ++i) {
+            const MallocResult r = allocator.malloc(0, size_t(512 + (i % 7) * 4096), StreamId { uintptr_t(i % 3) });
+            QCOMPARE(r.status, Status::Ok);
+            if (i == 0) // the first records are the segment and the block
+                live.push_back(raw(r.ptr));
+            QCOMPARE(allocator.free(0, r.ptr), Status::Ok);
+        }
+        QVERIFY(client.receive([&] { return countNonHeartbeat(client.events) >= size_t(Pairs * 3); }));
+        QCOMPARE(publisher.lost(), uint64_t(0));
+        QCOMPARE(client.batchGaps, 0);
+        QVERIFY(client.batches > 0);
+        for (size_t i = 0; i < client.events.size(); ++i)
+            QCOMPARE(client.events[i].sequence, uint64_t(i + 1));
+        QCOMPARE(client.events[0].type, uint8_t(wire::EventType::SegmentAlloc));
+        QCOMPARE(client.events[1].type, uint8_t(wire::EventType::Alloc));
+        QCOMPARE(client.events[1].address, uint64_t(live[0]));
+        QCOMPARE(client.events[1].requestedSize, uint64_t(512));
+        QCOMPARE(client.events[1].size, uint64_t(512));
+        QCOMPARE(client.events[2].type, uint8_t(wire::EventType::FreeRequested));
+        QCOMPARE(client.events[3].type, uint8_t(wire::EventType::FreeCompleted));
+        QVERIFY(client.events[1].timeNs >= client.events[0].timeNs);
+
+        // Heartbeats while idle, numbered like everything else.
+        const size_t before = client.events.size();
+        QVERIFY(client.receive([&] { return client.events.size() > before; }, 2000ms));
+        QCOMPARE(client.events.back().type, uint8_t(wire::EventType::Heartbeat));
+        QCOMPARE(client.events.back().sequence, uint64_t(before + 1));
+
+        publisher.stop();
+        QVERIFY(client.receive([&] { return client.goodbye.has_value(); }));
+        QCOMPARE(client.goodbye->magic, wire::Magic);
+        QCOMPARE(client.goodbye->lastSequence, client.events.back().sequence);
+        QCOMPARE(client.goodbye->lost, uint64_t(0));
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void stateAndLateJoin()
+    {
+        HostBackend backend;
+        AllocatorConfig config;
+        CachingAllocator allocator(backend, config);
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+
+        // Before the viewer arrives: weights kept, activations coming and going, a few streams.
+        std::vector<DevicePtr> kept;
+        for (int i = 0; i < 50; ++i) {
+            const MallocResult r = allocator.malloc(0, size_t(1 + i) * 300000, StreamId { uintptr_t(i % 2) });
+            QCOMPARE(r.status, Status::Ok);
+            if (i % 3)
+                kept.push_back(r.ptr);
+            else
+                QCOMPARE(allocator.free(0, r.ptr), Status::Ok);
+        }
+        std::this_thread::sleep_for(20ms);
+
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+        const std::optional<StateReply> state = client.requestState();
+        QVERIFY(state);
+        QCOMPARE(state->hello.magic, wire::Magic);
+        QCOMPARE(state->hello.pid, uint32_t(getpid()));
+        QCOMPARE(state->hello.deviceCount, uint16_t(1));
+        // Nothing changed since: the reply is the allocator's state, stamped with the last record.
+        QCOMPARE(state->model(), Model::of(allocator.snapshotAll({})));
+        QCOMPARE(state->header.lastSequence, publisher.ring().lastClaimed());
+
+        // After: more traffic, including segments released.
+        for (int i = 0; i < 200; ++i) {
+            const MallocResult r = allocator.malloc(0, size_t(1 + i % 13) * 70000, StreamId { uintptr_t(i % 3) });
+            QCOMPARE(r.status, Status::Ok);
+            if (i % 5 == 0)
+                kept.push_back(r.ptr);
+            else
+                QCOMPARE(allocator.free(0, r.ptr), Status::Ok);
+            if (i == 100) {
+                for (size_t k = 0; k < kept.size(); k += 2)
+                    QCOMPARE(allocator.free(0, kept[k]), Status::Ok);
+                allocator.emptyCache();
+            }
+        }
+        const Model final = Model::of(allocator.snapshotAll({}));
+        publisher.stop();
+        QVERIFY(client.receive([&] { return client.goodbye.has_value(); }));
+
+        Model model = state->model();
+        uint64_t expected = state->header.lastSequence + 1;
+        for (const auto& e : client.events) {
+            if (e.sequence <= state->header.lastSequence)
+                continue;
+            QCOMPARE(e.sequence, expected++);
+            model.apply(e);
+        }
+        QVERIFY(expected > state->header.lastSequence + 1);
+        QCOMPARE(model, final);
+        QCOMPARE(client.goodbye->lastSequence, expected - 1);
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void defaultEndpointFolder()
+    {
+        const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
+        qunsetenv("XDG_RUNTIME_DIR");
+        std::string error;
+        const std::string endpoint = Publisher::defaultEndpoint(&error);
+        if (!saved.isNull())
+            qputenv("XDG_RUNTIME_DIR", saved);
+        QVERIFY2(!endpoint.empty(), error.c_str());
+        const std::string dir = "/tmp/memscope-" + std::to_string(getuid());
+        QCOMPARE(endpoint, "ipc://" + dir + "/memscope-" + std::to_string(getpid()));
+        struct stat st { };
+        QCOMPARE(::stat(dir.c_str(), &st), 0);
+        QCOMPARE(int(st.st_mode & 0777), 0700);
+        QCOMPARE(st.st_uid, getuid());
+    }
+
+    void hotPathDoesNotAllocate()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        // Warm-up: the segments and the allocator's node lists exist.
+        for (int i = 0; i < 100; ++i)
+            QCOMPARE(allocator.free(0, allocator.malloc(0, 4096 * size_t(1 + i % 4), StreamId {}).ptr), Status::Ok);
+        // The counter counts (malloc and operator new of this thread).
+        g_allocations = 0;
+        t_counting = true;
+        int* volatile object = new int(1); // volatile: new/delete and malloc/free pairs may be elided otherwise
+        delete object;
+        void* volatile block = std::malloc(8);
+        std::free(block);
+        t_counting = false;
+        QCOMPARE(g_allocations.load(), 2L);
+        g_allocations = 0;
+        t_counting = true;
+        for (int i = 0; i < 10000; ++i) {
+            const MallocResult r = allocator.malloc(0, 4096 * size_t(1 + i % 4), StreamId {});
+            allocator.free(0, r.ptr);
+        }
+        t_counting = false;
+        QCOMPARE(g_allocations.load(), 0L);
+        QCOMPARE(publisher.lost(), uint64_t(0));
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void forkedChildStopsPublishing()
+    {
+        const std::string endpoint = nextEndpoint();
+        QCOMPARE(memscope_publish_start(endpoint.c_str()), 0);
+        Client client(endpoint, Publisher::stateEndpointFor(endpoint));
+        memscope_free(memscope_malloc(1000, 0, nullptr), 0, 0, nullptr);
+        QVERIFY(client.receive([&] { return countNonHeartbeat(client.events) >= 3; }));
+
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            // The child allocates on, publishes nothing, and neither stop nor exit waits for a thread it lacks.
+            for (int i = 0; i < 100; ++i)
+                memscope_free(memscope_malloc(3000, 0, nullptr), 0, 0, nullptr);
+            memscope_publish_stop();
+            _exit(memscope_publish_lost() == 0 ? 0 : 3);
+        }
+        int status = -1;
+        for (int i = 0; i < 200 && waitpid(child, &status, WNOHANG) == 0; ++i)
+            std::this_thread::sleep_for(10ms);
+        QVERIFY2(WIFEXITED(status), "the child did not exit within 2 s");
+        QCOMPARE(WEXITSTATUS(status), 0);
+        client.receive([] { return false; }, 100ms);
+        for (const auto& e : client.events)
+            QVERIFY(e.requestedSize != 3000); // nothing from the child
+        memscope_publish_stop();
+        QVERIFY(client.receive([&] { return client.goodbye.has_value(); }));
+    }
+
+    void cApi()
+    {
+        QCOMPARE(memscope_publish_start("tcp://127.0.0.1"), -1);
+        QVERIFY(QByteArray(memscope_last_error()).contains("tcp://127.0.0.1"));
+
+        qputenv("MEMSCOPE_RING_RECORDS", "2");
+        const std::string endpoint = nextEndpoint();
+        QCOMPARE(memscope_publish_start(endpoint.c_str()), 0);
+        qunsetenv("MEMSCOPE_RING_RECORDS");
+        QCOMPARE(memscope_publish_endpoint(), endpoint.c_str());
+        Client client(endpoint, Publisher::stateEndpointFor(endpoint));
+        // Bursts far larger than the ring, with pauses in which the publisher drains it.
+        for (int round = 0; round < 10; ++round) {
+            for (int i = 0; i < 200; ++i)
+                memscope_free(memscope_malloc(1000, 0, nullptr), 0, 0, nullptr);
+            std::this_thread::sleep_for(10ms);
+        }
+        QVERIFY(memscope_publish_lost() > 0);
+        memscope_publish_stop();
+        QVERIFY(client.receive([&] { return client.goodbye.has_value(); }));
+        QCOMPARE(client.goodbye->lost, memscope_publish_lost());
+        uint64_t reported = 0;
+        for (const auto& e : client.events)
+            reported += e.lost;
+        QVERIFY(reported > 0);
+        QVERIFY(reported <= memscope_publish_lost());
+        for (size_t i = 0; i < client.events.size(); ++i)
+            QCOMPARE(client.events[i].sequence, uint64_t(i + 1));
+        // Allocation goes on after stop.
+        void* p = memscope_malloc(1000, 0, nullptr);
+        QVERIFY(p);
+        memscope_free(p, 0, 0, nullptr);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPublisher)
+#include "tst_publisher.moc"

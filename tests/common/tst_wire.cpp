@@ -1,0 +1,439 @@
+// Tests of common/wire: the frame decoders (valid frames and every kind of malformed one, each with an error that
+// names the reason and the byte offset) and the Recorder (a state plus events, stale, gapped and lost ones, become a
+// snapshot that reads back from its own pickle and replays to the same final state with no warnings).
+#include "io/snapshotio.h"
+#include "model/replay.h"
+#include "wire/decoder.h"
+#include "wire/recorder.h"
+#include "testutil.h"
+
+#include <QDir>
+#include <QFile>
+#include <QTest>
+
+#include <cstring>
+#include <vector>
+
+using namespace memscope;
+using namespace memscope::wire;
+
+Q_DECLARE_METATYPE(std::vector<uint8_t>)
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr uint64_t A = 0x7f0000000000, B = 0x7f0010000000, C = 0x7f0020000000;
+
+EventRecord makeEvent(uint64_t sequence, EventType type, uint64_t address, uint64_t size, uint64_t requested = 0,
+                  uint64_t stream = 0)
+{
+    EventRecord e {};
+    e.sequence = sequence;
+    e.timeNs = 1'000'000'000 + sequence * 1000;
+    e.address = address;
+    e.size = size;
+    e.requestedSize = requested;
+    e.stream = stream;
+    e.type = uint8_t(type);
+    return e;
+}
+
+std::vector<uint8_t> validBatch() { return encodeBatch(std::vector { makeEvent(1, EventType::Alloc, A, 512, 100), makeEvent(2, EventType::FreeCompleted, A, 512) }); }
+
+template <class T>
+void poke(std::vector<uint8_t>& bytes, size_t offset, T value)
+{
+    std::memcpy(bytes.data() + offset, &value, sizeof(T));
+}
+
+SegmentRecord segment(uint64_t address, uint64_t size, bool expandable = false)
+{
+    SegmentRecord s {};
+    s.address = address;
+    s.size = size;
+    s.isExpandable = expandable;
+    return s;
+}
+
+BlockRecord block(uint64_t address, uint64_t size, uint64_t requested, uint8_t state = 1)
+{
+    BlockRecord b {};
+    b.address = address;
+    b.size = size;
+    b.requestedSize = requested;
+    b.state = state;
+    return b;
+}
+
+std::vector<uint8_t> validState()
+{
+    const std::vector segs { segment(A, 20 * MiB) };
+    const std::vector blocks { block(A, MiB, 1'000'000), block(A + MiB, MiB, 0, 0), block(A + 2 * MiB, MiB, 999) };
+    return encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks);
+}
+
+} // namespace
+
+class TestWire : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void decodeBatch_data()
+    {
+        QTest::addColumn<std::vector<uint8_t>>("bytes");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("reason");
+        QTest::addColumn<qulonglong>("offset");
+        const auto ok = int(DecodeErrorCode::None);
+        QTest::newRow("two events") << validBatch() << ok << QString() << 0ULL;
+        QTest::newRow("empty batch") << encodeBatch({}) << ok << QString() << 0ULL;
+        QTest::newRow("empty frame") << std::vector<uint8_t> {} << int(DecodeErrorCode::Truncated)
+                                     << QStringLiteral("truncated event batch header: 0 bytes, 24 needed") << 0ULL;
+        std::vector<uint8_t> b = validBatch();
+        b.resize(10);
+        QTest::newRow("truncated header") << b << int(DecodeErrorCode::Truncated)
+                                          << QStringLiteral("truncated event batch header") << 10ULL;
+        b = validBatch();
+        b.pop_back();
+        QTest::newRow("truncated record") << b << int(DecodeErrorCode::Truncated)
+                                          << QStringLiteral("announces 2 records (144 bytes) but carries 143 bytes")
+                                          << qulonglong(b.size());
+        b = validBatch();
+        poke<uint32_t>(b, 0, 0xdeadbeef);
+        QTest::newRow("wrong magic") << b << int(DecodeErrorCode::BadMagic)
+                                     << QStringLiteral("not a memscope event batch: magic 0xdeadbeef") << 0ULL;
+        b = validBatch();
+        poke<uint16_t>(b, 4, ProtocolVersion + 1);
+        QTest::newRow("newer version") << b << int(DecodeErrorCode::TooNew)
+                                       << QStringLiteral("protocol version 2 is newer than 1") << 4ULL;
+        b = validBatch();
+        poke<uint16_t>(b, 4, 0);
+        QTest::newRow("version zero") << b << int(DecodeErrorCode::TooOld) << QStringLiteral("version 0") << 4ULL;
+        b = validBatch();
+        poke<uint32_t>(b, 8, 1);
+        QTest::newRow("count smaller than payload") << b << int(DecodeErrorCode::Corrupt)
+                                                    << QStringLiteral("announces 1 records (72 bytes) but carries 144")
+                                                    << 8ULL;
+        b = validBatch();
+        poke<uint32_t>(b, 8, 0xffffffff);
+        QTest::newRow("huge count") << b << int(DecodeErrorCode::Truncated)
+                                    << QStringLiteral("announces 4294967295 records") << qulonglong(b.size());
+        b = validBatch();
+        poke<uint16_t>(b, 6, uint16_t(BatchFlags::Compressed));
+        QTest::newRow("compressed flag") << b << int(DecodeErrorCode::Unsupported)
+                                         << QStringLiteral("unsupported batch flags 0x0001") << 6ULL;
+        b = validBatch();
+        b[24 + 72 + offsetof(EventRecord, type)] = uint8_t(EventType::Count);
+        QTest::newRow("unknown event type") << b << int(DecodeErrorCode::Corrupt)
+                                            << QStringLiteral("event record 1 has unknown type 9")
+                                            << qulonglong(24 + 72 + offsetof(EventRecord, type));
+        b = validBatch();
+        b[24 + offsetof(EventRecord, device)] = 200;
+        QTest::newRow("device out of range") << b << int(DecodeErrorCode::Corrupt)
+                                             << QStringLiteral("event record 0 names device 200")
+                                             << qulonglong(24 + offsetof(EventRecord, device));
+    }
+    void decodeBatch()
+    {
+        QFETCH(std::vector<uint8_t>, bytes);
+        QFETCH(int, code);
+        QFETCH(QString, reason);
+        QFETCH(qulonglong, offset);
+        const DecodedBatch r = wire::decodeBatch(bytes);
+        QCOMPARE(int(r.error.code), code);
+        if (code == int(DecodeErrorCode::None)) {
+            QCOMPARE(r.events.size(), size_t(r.header.count));
+            if (!r.events.empty()) {
+                QCOMPARE(r.events[0].sequence, 1ULL);
+                QCOMPARE(r.events[1].type, uint8_t(EventType::FreeCompleted));
+                QCOMPARE(r.header.firstSequence, 1ULL);
+            }
+            return;
+        }
+        const QString text = QString::fromStdString(r.error.toString("ipc:///tmp/job"));
+        QVERIFY2(text.startsWith(QStringLiteral("ipc:///tmp/job: ")), qPrintable(text));
+        QVERIFY2(text.contains(reason), qPrintable(text));
+        QCOMPARE(r.error.offset, offset);
+        QVERIFY(r.events.empty());
+    }
+
+    void decodeState_data()
+    {
+        QTest::addColumn<std::vector<uint8_t>>("bytes");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("reason");
+        QTest::newRow("one segment three blocks") << validState() << int(DecodeErrorCode::None) << QString();
+        std::vector<uint8_t> b = validState();
+        b.resize(100);
+        QTest::newRow("truncated hello") << b << int(DecodeErrorCode::Truncated)
+                                         << QStringLiteral("truncated state reply header: 100 bytes, 144 needed");
+        b = validState();
+        b.resize(b.size() - 40);
+        QTest::newRow("missing block") << b << int(DecodeErrorCode::Truncated)
+                                       << QStringLiteral("announces 1 segments and 3 blocks (160 bytes) but carries 120");
+        b = validState();
+        b.push_back(0);
+        QTest::newRow("trailing byte") << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("but carries 161");
+        b = validState();
+        std::memset(b.data() + offsetof(Hello, host), 'x', 64);
+        QTest::newRow("host without NUL") << b << int(DecodeErrorCode::Corrupt)
+                                          << QStringLiteral("host name in the hello is not NUL-terminated");
+        b = validState();
+        std::memset(b.data() + offsetof(Hello, agentVersion), 'v', 40);
+        QTest::newRow("agent version without NUL") << b << int(DecodeErrorCode::Corrupt)
+                                                   << QStringLiteral("agent version in the hello");
+        b = validState();
+        poke<uint16_t>(b, 4, 7);
+        QTest::newRow("newer version") << b << int(DecodeErrorCode::TooNew)
+                                       << QStringLiteral("protocol version 7 is newer than 1");
+        b = validState();
+        b[128 + 16 + 40 + offsetof(BlockRecord, state)] = 3;
+        QTest::newRow("unknown block state") << b << int(DecodeErrorCode::Corrupt)
+                                             << QStringLiteral("block record 0 has unknown state 3");
+        b = validState();
+        poke<uint32_t>(b, 128 + 8, 0x80000000);
+        QTest::newRow("huge segment count") << b << int(DecodeErrorCode::Truncated)
+                                            << QStringLiteral("announces 2147483648 segments");
+    }
+    void decodeState()
+    {
+        QFETCH(std::vector<uint8_t>, bytes);
+        QFETCH(int, code);
+        QFETCH(QString, reason);
+        const DecodedState r = wire::decodeState(bytes);
+        QCOMPARE(int(r.error.code), code);
+        if (code == int(DecodeErrorCode::None)) {
+            QCOMPARE(r.header.lastSequence, 10ULL);
+            QCOMPARE(r.segments.size(), size_t(1));
+            QCOMPARE(r.blocks.size(), size_t(3));
+            QCOMPARE(QByteArray(r.hello.host), QByteArray("node1"));
+            QCOMPARE(r.hello.pid, 42U);
+            return;
+        }
+        const QString text = QString::fromStdString(r.error.toString("ipc:///tmp/job-state"));
+        QVERIFY2(text.contains(reason), qPrintable(text));
+        QVERIFY2(text.contains(QStringLiteral("(at byte ")), qPrintable(text));
+    }
+
+    void decodeGoodbye_data()
+    {
+        QTest::addColumn<std::vector<uint8_t>>("bytes");
+        QTest::addColumn<int>("code");
+        QTest::newRow("valid") << encodeGoodbye(99, 3) << int(DecodeErrorCode::None);
+        std::vector<uint8_t> b = encodeGoodbye(99, 3);
+        b.pop_back();
+        QTest::newRow("short") << b << int(DecodeErrorCode::Truncated);
+        b = encodeGoodbye(99, 3);
+        b.push_back(1);
+        QTest::newRow("trailing byte") << b << int(DecodeErrorCode::Corrupt);
+        b = encodeGoodbye(99, 3);
+        b[0] ^= 1;
+        QTest::newRow("wrong magic") << b << int(DecodeErrorCode::BadMagic);
+        b = encodeGoodbye(99, 3);
+        poke<uint16_t>(b, 4, 2);
+        QTest::newRow("newer version") << b << int(DecodeErrorCode::TooNew);
+    }
+    void decodeGoodbye()
+    {
+        QFETCH(std::vector<uint8_t>, bytes);
+        QFETCH(int, code);
+        const DecodedGoodbye r = wire::decodeGoodbye(bytes);
+        QCOMPARE(int(r.error.code), code);
+        if (r.ok()) {
+            QCOMPARE(r.goodbye.lastSequence, 99ULL);
+            QCOMPARE(r.goodbye.lost, 3ULL);
+        } else {
+            QVERIFY(!r.error.message.empty());
+        }
+    }
+
+    void requestRoundTrip()
+    {
+        const DecodedRequest r = decodeRequest(encodeRequest(RequestType::State));
+        QVERIFY(r.ok());
+        QCOMPARE(r.request.type, uint16_t(RequestType::State));
+        std::vector<uint8_t> bad = encodeRequest(RequestType::State);
+        poke<uint16_t>(bad, 6, 9);
+        QCOMPARE(decodeRequest(bad).error.code, DecodeErrorCode::Corrupt);
+    }
+
+    // A state (one large segment with two live blocks) and the events after it: an event already in the state,
+    // frees of blocks alive in the state, a new small segment, a heartbeat, a sequence gap with a lost count,
+    // expandable mappings that join, and an oom.
+    void recorderSnapshot()
+    {
+        Recorder rec;
+        const std::vector<uint8_t> stateFrame = validState();
+        // Before the state: buffered; seq 5 is already in it.
+        const std::vector early { makeEvent(5, EventType::Alloc, A, MiB, 1'000'000), makeEvent(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000) };
+        rec.addEvents(early);
+        QCOMPARE(rec.bufferedEvents(), size_t(2));
+        const DecodedState state = wire::decodeState(stateFrame);
+        QVERIFY(state.ok());
+        QVERIFY(rec.setState(state));
+        QCOMPARE(rec.bufferedEvents(), size_t(0));
+        EventRecord gapped = makeEvent(18, EventType::FreeRequested, A + 2 * MiB, MiB);
+        gapped.lost = 3;
+        EventRecord small = makeEvent(14, EventType::SegmentAlloc, B, 2 * MiB, 0, 7);
+        EventRecord expanding = makeEvent(20, EventType::SegmentMap, C, 2 * MiB, 0, 7);
+        expanding.poolFirst = 1;
+        EventRecord expanding2 = makeEvent(21, EventType::SegmentMap, C + 2 * MiB, 2 * MiB, 0, 7);
+        expanding2.poolFirst = 1;
+        const std::vector events {
+            makeEvent(12, EventType::FreeRequested, A, MiB),
+            makeEvent(13, EventType::FreeCompleted, A, MiB),
+            small,
+            makeEvent(15, EventType::Alloc, B, 512, 100, 7),
+            makeEvent(16, EventType::Heartbeat, 0, 0),
+            gapped,
+            makeEvent(19, EventType::FreeCompleted, A + 2 * MiB, MiB),
+            expanding,
+            expanding2,
+            makeEvent(22, EventType::Alloc, C + MiB, 2 * MiB, 2 * MiB - 5, 7),
+            makeEvent(23, EventType::Oom, 12345, 64 * MiB),
+        };
+        rec.addEvents(events);
+        QVERIFY(!rec.setState(state)); // too late: events were applied
+
+        const RecorderStats& st = rec.stats();
+        QCOMPARE(st.applied, 11ULL);
+        QCOMPARE(st.heartbeats, 1ULL);
+        QCOMPARE(st.stale, 1ULL);
+        QCOMPARE(st.gaps, 1ULL);
+        QCOMPARE(st.missing, 1ULL);
+        QCOMPARE(st.lost, 3ULL);
+        QCOMPARE(st.inconsistent, 0ULL);
+        QVERIFY(st.resyncNeeded());
+        QCOMPARE(rec.lastSequence(), 23ULL);
+
+        const model::Snapshot s = rec.snapshot();
+        QCOMPARE(s.segments.size(), size_t(3));
+        QCOMPARE(s.deviceTraces.size(), size_t(1));
+        QCOMPARE(s.deviceTraces[0].size(), size_t(11));
+        const auto& t = s.deviceTraces[0];
+        QCOMPARE(t[0].action, model::Action::Alloc);
+        QCOMPARE(t[0].size, int64_t(500'000)); // the requested size, as PyTorch records it
+        QCOMPARE(t[1].action, model::Action::FreeRequested);
+        QCOMPARE(t[1].size, int64_t(1'000'000)); // the freed block's requested size from the state
+        QCOMPARE(t[0].timeUs, int64_t(1'000'011));
+        QCOMPARE(t[10].action, model::Action::Oom);
+        QCOMPARE(t[10].addr, int64_t(12345));
+        // A: [inactive 1 MiB][512 KiB active][inactive rest]
+        const model::Segment& a = s.segments[0];
+        QCOMPARE(a.address, int64_t(A));
+        QCOMPARE(a.totalSize, int64_t(20 * MiB));
+        QCOMPARE(a.blockCount, 3U);
+        QCOMPARE(s.blocks[a.blockBegin + 1].state, model::BlockState::ActiveAllocated);
+        QCOMPARE(a.allocatedSize, int64_t(512 * 1024));
+        QCOMPARE(s.str(s.segments[1].segmentType), std::string_view("small"));
+        QCOMPARE(s.segments[2].totalSize, int64_t(4 * MiB)); // two adjacent mappings: one segment
+        QVERIFY(s.segments[2].isExpandable);
+        QCOMPARE(s.segments[2].poolId, (std::pair<int64_t, int64_t>(1, 0)));
+        QCOMPARE(s.segments[2].blockCount, 3U);
+
+        // The pickle reads back as the same snapshot, and replays with no warnings to the recorder's final state.
+        const std::string pickle = io::encodePickle(s);
+        const io::LoadResult r = io::loadSnapshotFromMemory(
+            { reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size() }, "recorded");
+        QVERIFY2(r.ok(), r.error.toString().c_str());
+        const model::Snapshot& back = *r.snapshot;
+        QCOMPARE(back.segments.size(), s.segments.size());
+        QCOMPARE(back.blocks.size(), s.blocks.size());
+        QCOMPARE(back.streams, s.streams);
+        for (size_t i = 0; i < s.blocks.size(); ++i)
+            QCOMPARE(back.blocks[i].version, s.blocks[i].version);
+        const model::Replay replay = model::Replay::build(back, 0, { 0, 0 });
+        QCOMPARE(replay.warnings(), 0ULL);
+        QCOMPARE(replay.entryCount(), int64_t(11));
+        const model::ReplayState end = replay.stateAt(replay.entryCount());
+        QCOMPARE(end.segments.size(), s.segments.size());
+        QCOMPARE(end.blocks.size(), s.blocks.size());
+        for (size_t i = 0; i < s.segments.size(); ++i) {
+            QCOMPARE(end.segments[i].address, s.segments[i].address);
+            QCOMPARE(end.segments[i].totalSize, s.segments[i].totalSize);
+            QCOMPARE(end.segments[i].allocatedSize, s.segments[i].allocatedSize);
+        }
+        for (size_t i = 0; i < s.blocks.size(); ++i) {
+            QCOMPARE(end.blocks[i].address, s.blocks[i].address);
+            QCOMPARE(end.blocks[i].size, s.blocks[i].size);
+            QCOMPARE(end.blocks[i].state, s.blocks[i].state);
+        }
+        // The state before the first entry is the agent's state reply: one segment, two live blocks.
+        const model::ReplayState begin = replay.stateAt(0);
+        QCOMPARE(begin.segments.size(), size_t(1));
+        QCOMPARE(begin.allocations.size(), size_t(2));
+    }
+
+    void recorderAsksForFreshState()
+    {
+        Recorder rec;
+        QVERIFY(rec.setState(wire::decodeState(validState()))); // lastSequence 10
+        rec.addEvents(std::vector { makeEvent(15, EventType::Alloc, A + 4 * MiB, 512, 10) });
+        QVERIFY(rec.needsFreshState()); // 11..14 published before our subscription took effect
+        QCOMPARE(rec.bufferedEvents(), size_t(1));
+        const std::vector segs { segment(A, 20 * MiB) };
+        const std::vector<BlockRecord> none;
+        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(1, 1, "h", "v"), 14, segs, none))));
+        QVERIFY(!rec.needsFreshState());
+        QCOMPARE(rec.stats().applied, 1ULL);
+        QCOMPARE(rec.stats().gaps, 0ULL);
+    }
+
+    void recorderSkipsWhatDoesNotFit_data()
+    {
+        QTest::addColumn<int>("type");
+        QTest::addColumn<qulonglong>("address");
+        QTest::addColumn<qulonglong>("size");
+        QTest::newRow("free of an unknown block") << int(EventType::FreeCompleted) << qulonglong(A + 8 * MiB) << 512ULL;
+        QTest::newRow("alloc outside every segment") << int(EventType::Alloc) << qulonglong(C) << 512ULL;
+        QTest::newRow("alloc over a live block") << int(EventType::Alloc) << qulonglong(A + 512) << 512ULL;
+        QTest::newRow("segment over a segment") << int(EventType::SegmentAlloc) << qulonglong(A + MiB) << qulonglong(MiB);
+        QTest::newRow("free of a segment in use") << int(EventType::SegmentFree) << qulonglong(A) << qulonglong(20 * MiB);
+        QTest::newRow("unmap of a plain segment") << int(EventType::SegmentUnmap) << qulonglong(A) << qulonglong(MiB);
+    }
+    void recorderSkipsWhatDoesNotFit()
+    {
+        QFETCH(int, type);
+        QFETCH(qulonglong, address);
+        QFETCH(qulonglong, size);
+        Recorder rec;
+        QVERIFY(rec.setState(wire::decodeState(validState())));
+        rec.addEvents(std::vector { makeEvent(11, EventType(type), address, size, size) });
+        QCOMPARE(rec.stats().inconsistent, 1ULL);
+        QCOMPARE(rec.stats().applied, 0ULL);
+        QVERIFY(rec.stats().resyncNeeded());
+        const model::Snapshot s = rec.snapshot();
+        QVERIFY(s.deviceTraces.empty() || s.deviceTraces[0].empty());
+        QCOMPARE(s.segments.size(), size_t(1));
+    }
+
+    // Inputs that once broke fuzz_wire (tests/data/fuzz-regressions/wire-*): decoded as a state, with the rest of
+    // the bytes as events, the Recorder's blocks must still tile its segments.
+    void fuzzRegressions()
+    {
+        const QDir dir(QString::fromStdString(test::dataPath("fuzz-regressions")));
+        const QStringList names = dir.entryList({ QStringLiteral("wire-*") }, QDir::Files);
+        QVERIFY(!names.isEmpty());
+        for (const QString& name : names) {
+            QFile f(dir.filePath(name));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            const QByteArray bytes = f.readAll();
+            const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.constData()), size_t(bytes.size()));
+            const DecodedState state = wire::decodeState(data);
+            Recorder rec;
+            if (state.ok())
+                rec.setState(state);
+            const model::Snapshot s = rec.snapshot();
+            for (const model::Segment& seg : s.segments) {
+                uint64_t cursor = uint64_t(seg.address);
+                for (uint32_t i = 0; i < seg.blockCount; ++i) {
+                    QCOMPARE(uint64_t(s.blocks[seg.blockBegin + i].address), cursor);
+                    cursor += uint64_t(s.blocks[seg.blockBegin + i].size);
+                }
+                QCOMPARE(cursor, uint64_t(seg.address) + uint64_t(seg.totalSize));
+            }
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestWire)
+#include "tst_wire.moc"

@@ -1,0 +1,149 @@
+// `memscope-cli demo`: see democommand.h. The workload imitates a training loop: parameters and optimizer state
+// allocated once and kept; each step allocates activations in the forward pass (the large ones on the default
+// stream, some on two side streams), frees them in reverse in the backward pass while gradients come and go,
+// and with --leak keeps one small tensor per step that is never freed.
+#include "democommand.h"
+
+#include "allocator.h"
+#include "hostbackend.h"
+#include "publisher.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace memscope {
+
+using namespace memscope::agent;
+
+namespace {
+
+    constexpr const char* DemoUsage
+        = "usage: memscope-cli demo [--endpoint E] [--events N] [--rate N] [--leak] "
+          "[--delay MS]\n"
+          "  --endpoint E  where to publish (default ipc://$XDG_RUNTIME_DIR/memscope-<pid>)\n"
+          "  --events N    stop after about N allocator events (default 100000)\n"
+          "  --rate N      at most N events per second (default 20000; 0: unlimited)\n"
+          "  --leak        keep one small tensor per step (a leak to find)\n"
+          "  --delay MS    wait before the first step, for viewers to connect (default 1000)\n";
+
+    bool parseNumber(const std::string& text, unsigned long long& out)
+    {
+        char* end = nullptr;
+        out = std::strtoull(text.c_str(), &end, 10);
+        return !text.empty() && end && *end == '\0';
+    }
+
+    struct Workload {
+        CachingAllocator& allocator;
+        std::vector<DevicePtr> kept;
+
+        DevicePtr alloc(size_t bytes, uintptr_t stream)
+        {
+            const MallocResult r = allocator.malloc(0, bytes, StreamId { stream });
+            return r.status == Status::Ok ? r.ptr : DevicePtr {};
+        }
+        void release(DevicePtr p)
+        {
+            if (raw(p))
+                allocator.free(0, p);
+        }
+    };
+
+} // namespace
+
+int runDemo(const std::vector<std::string>& args)
+{
+    PublisherOptions options;
+    unsigned long long events = 100000;
+    unsigned long long rate = 20000;
+    unsigned long long delayMs = 1000;
+    bool leak = false;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        auto value = [&](unsigned long long& out) { return i + 1 < args.size() && parseNumber(args[++i], out); };
+        if (a == "--endpoint" && i + 1 < args.size()) {
+            options.endpoint = args[++i];
+        } else if (a == "--events") {
+            if (!value(events))
+                return std::fprintf(stderr, "memscope-cli demo: --events needs a number\n%s", DemoUsage), 2;
+        } else if (a == "--rate") {
+            if (!value(rate))
+                return std::fprintf(stderr, "memscope-cli demo: --rate needs a number\n%s", DemoUsage), 2;
+        } else if (a == "--delay") {
+            if (!value(delayMs))
+                return std::fprintf(stderr, "memscope-cli demo: --delay needs a number\n%s", DemoUsage), 2;
+        } else if (a == "--leak") {
+            leak = true;
+        } else {
+            std::fprintf(stderr, "memscope-cli demo: unexpected argument '%s'\n%s", a.c_str(), DemoUsage);
+            return 2;
+        }
+    }
+
+    HostBackend backend;
+    CachingAllocator allocator(backend, AllocatorConfig {});
+    Publisher publisher(allocator, options);
+    std::string error;
+    if (!publisher.start(&error)) {
+        std::fprintf(stderr, "memscope-cli demo: cannot publish: %s\n", error.c_str());
+        return 1;
+    }
+    allocator.setTraceObserver(&publisher);
+    std::printf("%s\n", publisher.endpoint().c_str());
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delayMs));
+
+    constexpr size_t MiB = size_t(1) << 20;
+    Workload w { allocator, {} };
+    // Parameters and Adam's two moments: kept for the whole run.
+    for (int layer = 0; layer < 24; ++layer) {
+        const size_t bytes = (layer % 4 == 0 ? 64 : 16) * MiB + size_t(layer) * 4096;
+        for (int copy = 0; copy < 3; ++copy)
+            w.kept.push_back(w.alloc(bytes, 0));
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    unsigned long long step = 0;
+    std::vector<DevicePtr> activations;
+    while (publisher.ring().lastClaimed() < events) {
+        // Forward: activations, mostly on the default stream, some on two side streams (data loading, comms).
+        for (int layer = 0; layer < 24; ++layer) {
+            const uintptr_t stream = layer % 8 == 7 ? 2 : (layer % 5 == 4 ? 1 : 0);
+            activations.push_back(w.alloc(size_t(8 + (layer + step) % 5 * 4) * MiB, stream));
+            activations.push_back(w.alloc(size_t(4096 * (1 + layer % 16)), stream)); // small: the 2 MiB pool
+        }
+        // Backward: gradients appear while activations go, in reverse.
+        std::vector<DevicePtr> grads;
+        while (!activations.empty()) {
+            w.release(activations.back());
+            activations.pop_back();
+            if (activations.size() % 6 == 0)
+                grads.push_back(w.alloc(16 * MiB, 0));
+        }
+        // Optimizer step: gradients consumed.
+        for (DevicePtr g : grads)
+            w.release(g);
+        if (leak)
+            w.kept.push_back(w.alloc(size_t(256) << 10, 0));
+        ++step;
+        if (rate) {
+            // Keep the published rate at or below --rate.
+            const double due = double(publisher.ring().lastClaimed()) / double(rate);
+            const auto dueAt = start + std::chrono::duration<double>(due);
+            std::this_thread::sleep_until(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(dueAt));
+        }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    publisher.stop(2000);
+    allocator.setTraceObserver(nullptr);
+    std::fprintf(stderr, "memscope-cli demo: %llu steps, %llu events in %.2f s, %llu lost%s\n", step,
+                 static_cast<unsigned long long>(publisher.lastPublished()), seconds,
+                 static_cast<unsigned long long>(publisher.lost()), leak ? ", leaking 256 KiB per step" : "");
+    return 0;
+}
+
+} // namespace memscope
