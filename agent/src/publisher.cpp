@@ -121,11 +121,29 @@ namespace {
 Publisher::Publisher(CachingAllocator& allocator, PublisherOptions options)
     : m_allocator(allocator)
     , m_options(std::move(options))
-    , m_ring(m_options.ringCapacity)
     , m_useTsc(invariantTsc())
 {
+    m_channels.reserve(size_t(std::max(allocator.deviceCount(), 1)));
+    for (int d = 0; d < std::max(allocator.deviceCount(), 1); ++d)
+        m_channels.push_back(std::make_unique<Channel>(m_options.ringCapacity));
     clockPair(m_tscBase, m_clockBaseNs);
     m_nsPerTick = 0; // unknown until the thread calibrates (records wait in the ring meanwhile)
+}
+
+uint64_t Publisher::lost() const
+{
+    uint64_t n = 0;
+    for (const auto& c : m_channels)
+        n += c->ring.lostTotal();
+    return n;
+}
+
+uint64_t Publisher::recorded() const
+{
+    uint64_t n = 0;
+    for (const auto& c : m_channels)
+        n += c->ring.written();
+    return n;
 }
 
 uint64_t Publisher::eventTime() const noexcept { return m_useTsc ? ticks() : realtimeNs(); }
@@ -287,10 +305,18 @@ bool Publisher::start(std::string* error)
 
 void Publisher::onTraceEvent(const TraceEvent& event)
 {
-    if (!m_enabled.load(std::memory_order_relaxed))
+    if (!m_enabled.load(std::memory_order_relaxed) || event.device < 0 || size_t(event.device) >= m_channels.size())
         return;
-    const uint64_t now = eventTime();
-    m_ring.push([&](wire::EventRecord& r) noexcept {
+    Channel& c = *m_channels[size_t(event.device)];
+    // One free() reports FreeRequested then FreeCompleted of the same block back to back: one time stamp for both
+    // (a third of a malloc + free's cost otherwise; a FreeCompleted delayed by record_stream gets its own).
+    const bool sameCall = event.action == TraceAction::FreeCompleted && c.lastAction == TraceAction::FreeRequested
+        && c.lastAddress == event.addr;
+    const uint64_t now = sameCall ? c.lastTime : eventTime();
+    c.lastTime = now;
+    c.lastAddress = event.addr;
+    c.lastAction = event.action;
+    c.ring.push([&](wire::EventRecord& r) noexcept {
         r.timeNs = now;
         r.address = event.addr;
         r.stream = raw(event.stream);
@@ -314,17 +340,39 @@ void Publisher::onTraceEvent(const TraceEvent& event)
     });
 }
 
-void Publisher::pushHeartbeat()
+void Publisher::sendHeartbeat()
 {
-    const uint64_t now = eventTime();
-    m_ring.push([&](wire::EventRecord& r) noexcept {
-        r = wire::EventRecord {};
-        r.timeNs = now;
-        r.type = static_cast<uint8_t>(wire::EventType::Heartbeat);
-    });
+    wire::EventRecord* records = m_batch.data() + 1;
+    records[0] = wire::EventRecord {};
+    records[0].sequence = ++m_sequence;
+    records[0].timeNs = realtimeNs();
+    records[0].type = static_cast<uint8_t>(wire::EventType::Heartbeat);
+    sendBatch(records, 1);
 }
 
-void Publisher::sendBatch(const wire::EventRecord* records, size_t count)
+bool Publisher::drain(const uint64_t* upTo)
+{
+    wire::EventRecord* records = m_batch.data() + 1;
+    bool any = false;
+    for (size_t d = 0; d < m_channels.size(); ++d) {
+        EventRing& ring = m_channels[d]->ring;
+        // At most one ring's worth per call, so that a producer faster than the socket cannot keep this thread
+        // from the other devices, the state requests and the stop flag.
+        for (size_t round = 0; round <= ring.capacity() / MaxBatchRecords; ++round) {
+            const size_t n = ring.pop(records, MaxBatchRecords, upTo ? upTo[d] : UINT64_MAX);
+            if (n == 0)
+                break;
+            for (size_t i = 0; i < n; ++i)
+                records[i].sequence = ++m_sequence; // the agent's one sequence
+            convertTimes(records, n);
+            sendBatch(records, n);
+            any = true;
+        }
+    }
+    return any;
+}
+
+void Publisher::sendBatch(wire::EventRecord* records, size_t count)
 {
     wire::BatchHeader header {};
     header.magic = wire::Magic;
@@ -333,7 +381,7 @@ void Publisher::sendBatch(const wire::EventRecord* records, size_t count)
     header.count = uint32_t(count);
     header.firstSequence = records[0].sequence;
     // The header sits just before the records in the same buffer (see run()): one frame, no copy.
-    char* frame = reinterpret_cast<char*>(const_cast<wire::EventRecord*>(records)) - sizeof header;
+    char* frame = reinterpret_cast<char*>(records) - sizeof header;
     std::memcpy(frame, &header, sizeof header);
     zmq_send(m_pub, wire::EventsTopic, 1, ZMQ_SNDMORE);
     zmq_send(m_pub, frame, sizeof header + count * sizeof(wire::EventRecord), 0);
@@ -369,8 +417,15 @@ void Publisher::answerRequests()
             || request.type != uint16_t(wire::RequestType::State))
             continue;
 
-        uint64_t lastSequence = 0;
-        const std::vector<SegmentInfo> segments = m_allocator.snapshotAll([&] { lastSequence = m_ring.lastClaimed(); });
+        // The state is the allocator's after the records each ring holds at that moment: publish exactly those,
+        // then the state is the one after the last sequence given.
+        std::vector<uint64_t> written(m_channels.size());
+        const std::vector<SegmentInfo> segments = m_allocator.snapshotAll([&] {
+            for (size_t d = 0; d < m_channels.size(); ++d)
+                written[d] = m_channels[d]->ring.written();
+        });
+        drain(written.data());
+        const uint64_t lastSequence = m_sequence;
 
         wire::Hello hello {};
         hello.magic = wire::Magic;
@@ -428,11 +483,8 @@ void Publisher::run()
 {
     pthread_setname_np(pthread_self(), "memscope-pub");
     // Header room before the records so that a batch goes out as one frame without a copy.
-    std::vector<wire::EventRecord> buffer(MaxBatchRecords + 1);
     static_assert(sizeof(wire::BatchHeader) <= sizeof(wire::EventRecord));
-    wire::EventRecord* records = buffer.data() + 1;
-    auto lastSend = std::chrono::steady_clock::now();
-
+    m_batch.assign(MaxBatchRecords + 1, wire::EventRecord {});
     // A first tick rate over >= 10 ms (refined at every heartbeat check) before any record leaves.
     if (m_useTsc) {
         const uint64_t since = realtimeNs() - m_clockBaseNs;
@@ -441,19 +493,7 @@ void Publisher::run()
         calibrate();
     }
     auto lastCalibration = std::chrono::steady_clock::now();
-
-    auto drain = [&] {
-        bool any = false;
-        for (;;) {
-            const size_t n = m_ring.pop(records, MaxBatchRecords);
-            if (n == 0)
-                break;
-            convertTimes(records, n);
-            sendBatch(records, n);
-            any = true;
-        }
-        return any;
-    };
+    auto lastSend = std::chrono::steady_clock::now();
 
     zmq_pollitem_t items[] = { { m_router, 0, ZMQ_POLLIN, 0 } };
     while (!m_stopRequested.load(std::memory_order_acquire)) {
@@ -467,8 +507,7 @@ void Publisher::run()
         if (drain()) {
             lastSend = now;
         } else if (now - lastSend >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {
-            pushHeartbeat();
-            drain();
+            sendHeartbeat();
             lastSend = now;
         }
     }
@@ -478,7 +517,7 @@ void Publisher::run()
         goodbye.magic = wire::Magic;
         goodbye.version = wire::ProtocolVersion;
         goodbye.lastSequence = m_lastPublished.load();
-        goodbye.lost = m_ring.lostTotal();
+        goodbye.lost = lost();
         zmq_send(m_pub, wire::GoodbyeTopic, 1, ZMQ_SNDMORE);
         zmq_send(m_pub, &goodbye, sizeof goodbye, 0);
     }

@@ -1,11 +1,10 @@
-// EventRing: the bounded, preallocated queue between the allocator's hot path and the publisher thread. Producers
-// are the threads that hold a device lock of the allocator (one per device, so several at once with several
-// devices) plus the publisher's own heartbeats; the one consumer is the publisher thread. A record is claimed with
-// one compare-and-swap on the write position and written in place (Dmitry Vyukov's bounded MPMC queue, reduced to
-// one consumer): no malloc, no syscall, no lock. A full ring drops the record and counts it; the next record that
-// gets in carries that count in `lost`. Sequence numbers are 1, 2, 3, ... in ring order (one global order); a
-// dropped record takes no number, so the records that do get in stay consecutive (protocol.h: BatchHeader) and
-// the drops are reported only through `lost` (and lostTotal()).
+// EventRing: the bounded, preallocated queue between one device of the allocator and the publisher thread. The
+// producer is whichever thread holds that device's lock (so exactly one at a time: the allocator's own lock is the
+// ring's), the one consumer is the publisher thread. A record is written in place and published with one release
+// store: no atomic read-modify-write, no malloc, no syscall, no lock. A full ring drops the record and counts it;
+// the next record that gets in carries that count in `lost`. Records are numbered 1, 2, 3, ... per ring in
+// `sequence`; a dropped record takes no number (the publisher renumbers records into the agent's one sequence as
+// it sends them, see publisher.h).
 #pragma once
 
 #include "wire/protocol.h"
@@ -26,64 +25,50 @@ public:
 
     size_t capacity() const { return m_mask + 1; }
 
-    // Producer side, any thread: claims a slot, lets `fill` write the record in place (everything but sequence and
-    // lost, which the ring sets), and publishes it. False when the ring was full (the record is dropped and
-    // counted). Never blocks, never allocates. `fill` must not throw.
+    // Producer side (one thread at a time, e.g. under a device lock): lets `fill` write the record in place
+    // (everything but sequence and lost, which the ring sets) and publishes it. False when the ring was full (the
+    // record is dropped and counted). Never blocks, never allocates. `fill` must not throw.
     template <typename Fill> bool push(Fill&& fill) noexcept
     {
-        uint64_t pos = m_head.load(std::memory_order_relaxed);
-        Slot* slot;
-        for (;;) {
-            slot = &m_slots[pos & m_mask];
-            const uint64_t turn = slot->turn.load(std::memory_order_acquire);
-            const int64_t diff = static_cast<int64_t>(turn - pos);
-            if (diff == 0) {
-                if (m_head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed))
-                    break;
-            } else if (diff < 0) {
-                // The consumer has not taken the record that was written capacity() slots ago: full.
-                m_pendingLost.fetch_add(1, std::memory_order_relaxed);
-                m_lostTotal.fetch_add(1, std::memory_order_relaxed);
+        const uint64_t head = m_head.load(std::memory_order_relaxed);
+        if (head - m_cachedTail > m_mask) {
+            // Looks full: only now read the consumer's position (its cache line stays where it is otherwise).
+            m_cachedTail = m_tail.load(std::memory_order_acquire);
+            if (head - m_cachedTail > m_mask) {
+                ++m_pendingLost;
+                m_lostTotal.store(m_lostTotal.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
                 return false;
-            } else {
-                pos = m_head.load(std::memory_order_relaxed);
             }
         }
-        wire::EventRecord& r = slot->record;
+        wire::EventRecord& r = m_slots[head & m_mask];
         fill(r);
-        r.sequence = pos + 1;
-        // Only an atomic read on the common path: the exchange happens after a drop.
-        r.lost = 0;
-        if (m_pendingLost.load(std::memory_order_relaxed) != 0)
-            r.lost = static_cast<uint32_t>(m_pendingLost.exchange(0, std::memory_order_relaxed));
-        slot->turn.store(pos + 1, std::memory_order_release);
+        r.sequence = head + 1;
+        r.lost = m_pendingLost > UINT32_MAX ? UINT32_MAX : uint32_t(m_pendingLost);
+        m_pendingLost = 0;
+        m_head.store(head + 1, std::memory_order_release);
         return true;
     }
 
-    // Consumer side, one thread only: copies up to `max` records, oldest first, into `out`; returns how many.
-    // Stops early at a record that is claimed but not yet fully written.
-    size_t pop(wire::EventRecord* out, size_t max) noexcept;
+    // Consumer side, one thread only: copies up to `max` records, oldest first, into `out`, but none whose
+    // sequence is above `upTo`; returns how many.
+    size_t pop(wire::EventRecord* out, size_t max, uint64_t upTo = UINT64_MAX) noexcept;
 
-    // The sequence number of the last record claimed (0 before the first). Read under every device lock (when no
-    // allocator event can be half-written) it is the sequence after which the allocator state is what it is.
-    uint64_t lastClaimed() const noexcept { return m_head.load(std::memory_order_acquire); }
-    // Records dropped since the ring was made.
+    // Records written so far (the sequence of the last one). Read while the producer's lock is held, it says
+    // exactly which records the allocator's state already reflects.
+    uint64_t written() const noexcept { return m_head.load(std::memory_order_acquire); }
+    // Records dropped since the ring was made. Any thread.
     uint64_t lostTotal() const noexcept { return m_lostTotal.load(std::memory_order_relaxed); }
-    // Records waiting for the consumer (approximate while producers run). Consumer thread only.
-    size_t size() const noexcept;
 
 private:
-    struct Slot {
-        std::atomic<uint64_t> turn; // == position: free for the writer of `position`; == position + 1: written
-        wire::EventRecord record;
-    };
-
     uint64_t m_mask;
-    std::unique_ptr<Slot[]> m_slots;
-    alignas(64) std::atomic<uint64_t> m_head { 0 }; // next position to claim
-    alignas(64) std::atomic<uint64_t> m_pendingLost { 0 }; // drops not yet reported in a record
-    std::atomic<uint64_t> m_lostTotal { 0 };
-    alignas(64) uint64_t m_tail = 0; // next position to read; consumer only
+    std::unique_ptr<wire::EventRecord[]> m_slots;
+    // Producer's cache line.
+    alignas(64) std::atomic<uint64_t> m_head { 0 }; // records written
+    uint64_t m_cachedTail = 0; // the consumer's position when the producer last looked
+    uint64_t m_pendingLost = 0; // drops not yet reported in a record
+    std::atomic<uint64_t> m_lostTotal { 0 }; // written by the producer only
+    // Consumer's cache line.
+    alignas(64) std::atomic<uint64_t> m_tail { 0 }; // records read
 };
 
 } // namespace memscope::agent

@@ -109,7 +109,7 @@ int runDemo(const std::vector<std::string>& args)
     const auto start = std::chrono::steady_clock::now();
     unsigned long long step = 0;
     std::vector<DevicePtr> activations;
-    while (publisher.ring().lastClaimed() < events) {
+    while (publisher.recorded() < events) {
         // Forward: activations, mostly on the default stream, some on two side streams (data loading, comms).
         for (int layer = 0; layer < 24; ++layer) {
             const uintptr_t stream = layer % 8 == 7 ? 2 : (layer % 5 == 4 ? 1 : 0);
@@ -132,7 +132,7 @@ int runDemo(const std::vector<std::string>& args)
         ++step;
         if (rate) {
             // Keep the published rate at or below --rate.
-            const double due = double(publisher.ring().lastClaimed()) / double(rate);
+            const double due = double(publisher.recorded()) / double(rate);
             const auto dueAt = start + std::chrono::duration<double>(due);
             std::this_thread::sleep_until(std::chrono::time_point_cast<std::chrono::steady_clock::duration>(dueAt));
         }

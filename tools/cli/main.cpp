@@ -5,6 +5,7 @@
 // Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
 // 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth.
 #include "allocatorreplay.h"
+#include "democommand.h"
 #include "diffcommand.h"
 #include "recordcommand.h"
 #include "io/snapshotio.h"
@@ -44,6 +45,9 @@ commands of memscope:
   record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S]
                        join a running job's memscope agent (its MEMSCOPE_ENDPOINT) and record its allocator
                        events until the job exits, a limit or Ctrl-C, as a snapshot (pickle, or JSON for *.json)
+  demo [--endpoint E] [--events N] [--rate N] [--leak] [--delay MS]
+                       a training-like workload through memscope's allocator (host backend), published like a
+                       real job; prints its endpoint first, ends with a goodbye
   allocator-replay FILE
                        replay the trace through memscope's caching allocator and check that it makes
                        PyTorch's decisions (same addresses, same final segments and blocks)
@@ -188,6 +192,8 @@ int main(int argc, char** argv)
         return runDiff(args);
     if (command == "record")
         return runRecord(args);
+    if (command == "demo")
+        return runDemo(args);
 
     if (command == "compare") {
         if (args.size() != 2)
