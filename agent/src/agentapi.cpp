@@ -9,6 +9,7 @@
 
 #include "allocator.h"
 #include "config.h"
+#include "dump.h"
 #include "hostbackend.h"
 #include "publisher.h"
 #if MEMSCOPE_AGENT_HAVE_CUDA
@@ -36,6 +37,7 @@ namespace {
         std::unique_ptr<CachingAllocator> allocator;
         const char* backendName = "none";
         std::string error; // why there is no allocator
+        DumpSettings dump; // MEMSCOPE_DUMP_ON / MEMSCOPE_DUMP_PATH (dump.h)
         std::mutex publishMutex; // start/stop only; never taken by malloc/free
         // The current publisher. Old ones are leaked on purpose: an allocator thread may still be inside their
         // onTraceEvent, and at exit a stopped thread may still be flushing.
@@ -61,6 +63,14 @@ namespace {
         // not publish as one; the child allocates on, silently.
         if (Publisher* p = agent().publisher.load())
             p->disableAfterFork();
+    }
+
+    void dumpAtExit()
+    {
+        Agent& a = agent();
+        std::string written, why;
+        if (a.allocator && !dumpSnapshot(*a.allocator, a.dump.path, &written, &why))
+            std::fprintf(stderr, "memscope: snapshot dump at exit failed: %s\n", why.c_str());
     }
 
     // Starts a publisher on `endpoint` (empty: the default) for `a`. The caller holds a.publishMutex.
@@ -132,6 +142,12 @@ namespace {
         agent->allocator = std::make_unique<CachingAllocator>(*agent->backend, config.config);
         const char* publish = std::getenv("MEMSCOPE_PUBLISH");
         const bool byDefault = memscopeAgentPublishesByDefault && memscopeAgentPublishesByDefault();
+        agent->dump = dumpSettingsFromEnvironment();
+        const char* dumpOn = std::getenv("MEMSCOPE_DUMP_ON");
+        if (byDefault || (dumpOn && std::strstr(dumpOn, "signal")))
+            installDumpSignal(*agent->allocator, agent->dump.path); // SIGUSR2, unless the host handles it
+        if (agent->dump.onExit)
+            std::atexit(dumpAtExit);
         if (byDefault && !(publish && std::strcmp(publish, "0") == 0)) {
             // Telemetry failing never stops the allocator: warn once and allocate on.
             const char* endpoint = std::getenv("MEMSCOPE_ENDPOINT");
@@ -183,8 +199,13 @@ void* memscope_malloc(size_t size, int device, void* stream) noexcept
         const MallocResult r = a->malloc(device, size, StreamId { reinterpret_cast<uintptr_t>(stream) });
         if (r.status == Status::Ok)
             return reinterpret_cast<void*>(raw(r.ptr));
-        if (r.status == Status::OutOfMemory)
+        if (r.status == Status::OutOfMemory) {
             setError(describeOutOfMemory(device, r));
+            const DumpSettings& dump = agent().dump;
+            std::string written, why;
+            if (dump.onOom && !dumpSnapshot(*a, dump.path, &written, &why))
+                std::fprintf(stderr, "memscope: snapshot dump at OOM failed: %s\n", why.c_str());
+        }
         else
             setError("memscope_malloc(" + std::to_string(size) + ", device " + std::to_string(device)
                      + "): " + std::string(statusName(r.status)));
@@ -352,6 +373,24 @@ const char* memscope_publish_endpoint(void) noexcept
     } catch (...) {
     }
     return "";
+}
+
+int memscope_dump_snapshot(const char* path) noexcept
+{
+    try {
+        CachingAllocator* a = allocatorOrError();
+        if (!a)
+            return -1;
+        std::string written, why;
+        if (dumpSnapshot(*a, path && *path ? std::string(path) : agent().dump.path, &written, &why))
+            return 0;
+        setError("memscope_dump_snapshot: " + why);
+    } catch (const std::exception& e) {
+        setError(std::string("memscope_dump_snapshot: ") + e.what());
+    } catch (...) {
+        setError("memscope_dump_snapshot: unknown error");
+    }
+    return -1;
 }
 
 } // extern "C"

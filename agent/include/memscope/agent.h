@@ -96,6 +96,14 @@ MEMSCOPE_AGENT_API const char* memscope_publish_endpoint(void) MEMSCOPE_NOEXCEPT
 /* The version of libmemscope-agent.so ("0.1.0"); only the shared library defines it. */
 MEMSCOPE_AGENT_API const char* memscope_agent_version(void) MEMSCOPE_NOEXCEPT;
 
+/* Writes the allocator's state as a torch.cuda.memory._snapshot() pickle (segments with their blocks, an empty
+ * device_traces list per device, allocator_settings; no frames) to `path`: a file, or a folder (existing, or ending
+ * in '/') that gets memscope-<pid>-<n>.pickle; NULL or "": MEMSCOPE_DUMP_PATH, else the current folder. Written
+ * beside the target and renamed into place. Also written on SIGUSR2 (libmemscope-agent.so, unless the host has its
+ * own handler; by a background thread), and on a failed allocation / at exit when MEMSCOPE_DUMP_ON contains
+ * "oom" / "exit". 0, or -1 (memscope_last_error). */
+MEMSCOPE_AGENT_API int memscope_dump_snapshot(const char* path) MEMSCOPE_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,36 @@
+// Snapshot dumps: the allocator's state written as a torch.cuda.memory._snapshot() pickle (protocol 2), with no
+// dependency on common/model (STYLE.md): a minimal pickle writer for the snapshot dict only. Files are written
+// beside the target and renamed into place. Not on the hot path: everything here allocates.
+//
+// Triggers (agentapi.cpp): memscope_dump_snapshot(path); SIGUSR2 (the handler only posts a semaphore, the
+// "memscope-dump" thread writes); and, when MEMSCOPE_DUMP_ON contains "oom" / "exit", a failed allocation / the
+// process's exit. MEMSCOPE_DUMP_PATH names a file, or a folder (existing, or ending in '/') that gets
+// memscope-<pid>-<n>.pickle; default: the current folder.
+#pragma once
+
+#include "allocator.h"
+
+#include <string>
+#include <vector>
+
+namespace memscope::agent {
+
+struct DumpSettings {
+    bool onOom = false;
+    bool onExit = false;
+    std::string path; // MEMSCOPE_DUMP_PATH ("" = current folder)
+};
+DumpSettings dumpSettingsFromEnvironment();
+
+// The pickle bytes of a snapshot of `segments` (device_traces empty per device, allocator_settings from config).
+std::string encodeSnapshotPickle(const std::vector<SegmentInfo>& segments, int deviceCount,
+                                 const AllocatorConfig& config);
+// Where a dump goes: `path` itself when it names a file, else <path>/memscope-<pid>-<n>.pickle.
+std::string dumpTarget(const std::string& path);
+// Snapshots `allocator` and writes it atomically to dumpTarget(path); *written = the file. False + *error on failure.
+bool dumpSnapshot(const CachingAllocator& allocator, const std::string& path, std::string* written,
+                  std::string* error);
+// Installs a SIGUSR2 handler (unless the host has one) and the thread that writes a dump to `path` each time.
+void installDumpSignal(const CachingAllocator& allocator, const std::string& path);
+
+} // namespace memscope::agent

@@ -1,0 +1,164 @@
+// Snapshot dumps of the agent (agent/src/dump.h, memscope_dump_snapshot): a known pattern on the host backend is
+// dumped as a pickle, read back with memscope's own loader (io::loadSnapshot) and compared with the allocator's
+// state; memscope-cli stats reads it; MEMSCOPE_DUMP_ON=oom writes one when an allocation fails.
+#include "allocator.h"
+#include "dump.h"
+#include "hostbackend.h"
+#include "io/snapshotio.h"
+#include "memscope/agent.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace memscope;
+using namespace memscope::agent;
+
+class TestDump : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase();
+    void pickleMatchesAllocatorState();
+    void cliReadsTheDump();
+    void cApiDumpsIntoFolder();
+    void dumpOnOom();
+
+private:
+    QTemporaryDir m_dir;
+    QString m_directDump;
+};
+
+void TestDump::initTestCase()
+{
+    QVERIFY(m_dir.isValid());
+    // Read once, when the C API's allocator is first used (cApiDumpsIntoFolder, dumpOnOom).
+    qputenv("MEMSCOPE_AGENT_BACKEND", "host");
+    qputenv("MEMSCOPE_DUMP_ON", "oom");
+    QVERIFY(QDir(m_dir.path()).mkpath(QStringLiteral("oom")));
+    qputenv("MEMSCOPE_DUMP_PATH", (m_dir.path() + QStringLiteral("/oom/")).toLocal8Bit());
+}
+
+void TestDump::pickleMatchesAllocatorState()
+{
+    HostBackend backend;
+    CachingAllocator allocator(backend, AllocatorConfig {});
+    const StreamId stream {};
+    // Small pool: three blocks in one 2 MiB segment, the middle one freed; large pool: 12 MiB own segment and a
+    // 3 MiB block of a 20 MiB segment.
+    std::vector<DevicePtr> ptrs;
+    for (size_t size : { size_t(1000), size_t(70000), size_t(4096), size_t(12) << 20, size_t(3) << 20 }) {
+        const MallocResult r = allocator.malloc(0, size, stream);
+        QCOMPARE(int(r.status), int(Status::Ok));
+        ptrs.push_back(r.ptr);
+    }
+    QCOMPARE(int(allocator.free(0, ptrs[1])), int(Status::Ok));
+
+    m_directDump = m_dir.path() + QStringLiteral("/direct.pickle");
+    std::string written, error;
+    QVERIFY2(dumpSnapshot(allocator, m_directDump.toStdString(), &written, &error), error.c_str());
+    QCOMPARE(QString::fromStdString(written), m_directDump);
+    QVERIFY(!QDir(m_dir.path()).entryList({ QStringLiteral("*.tmp-*") }, QDir::Files).size());
+
+    const io::LoadResult loaded = io::loadSnapshot(written);
+    QVERIFY2(loaded.ok(), loaded.error.message.c_str());
+    const model::Snapshot& s = *loaded.snapshot;
+    const std::vector<SegmentInfo> expected = allocator.snapshot(0);
+    QCOMPARE(expected.size(), size_t(3));
+    QCOMPARE(s.segments.size(), expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+        const model::Segment& seg = s.segments[i];
+        const SegmentInfo& want = expected[i];
+        QCOMPARE(uint64_t(seg.address), uint64_t(want.address));
+        QCOMPARE(uint64_t(seg.totalSize), uint64_t(want.totalSize));
+        QCOMPARE(uint64_t(seg.allocatedSize), uint64_t(want.allocatedSize));
+        QCOMPARE(uint64_t(seg.requestedSize), uint64_t(want.requestedSize));
+        QCOMPARE(seg.device, 0);
+        QCOMPARE(seg.blockCount, uint32_t(want.blocks.size()));
+        const model::Block* blocks = s.segmentBlocks(seg);
+        for (size_t b = 0; b < want.blocks.size(); ++b) {
+            QCOMPARE(uint64_t(blocks[b].address), uint64_t(want.blocks[b].address));
+            QCOMPARE(uint64_t(blocks[b].size), uint64_t(want.blocks[b].size));
+            QCOMPARE(uint64_t(blocks[b].requestedSize), uint64_t(want.blocks[b].requestedSize));
+            QCOMPARE(blocks[b].state,
+                     want.blocks[b].allocated ? model::BlockState::ActiveAllocated : model::BlockState::Inactive);
+            QVERIFY(blocks[b].hasFrames);
+        }
+    }
+    // The known pattern, in the allocator's terms: 4 blocks in use, 1000 + 70000(freed) + 4096 requested in small.
+    size_t allocatedBlocks = 0;
+    for (const model::Block& b : s.blocks)
+        allocatedBlocks += b.state == model::BlockState::ActiveAllocated;
+    QCOMPARE(allocatedBlocks, size_t(4));
+
+    for (size_t i = 0; i < ptrs.size(); ++i)
+        if (i != 1)
+            QCOMPARE(int(allocator.free(0, ptrs[i])), int(Status::Ok));
+}
+
+void TestDump::cliReadsTheDump()
+{
+    QVERIFY(!m_directDump.isEmpty());
+    const QString cli = QCoreApplication::applicationDirPath() + QStringLiteral("/memscope-cli");
+    if (!QFile::exists(cli))
+        QSKIP("memscope-cli is not built beside the test");
+    QProcess p;
+    p.start(cli, { QStringLiteral("stats"), m_directDump });
+    QVERIFY(p.waitForFinished(60000));
+    const QByteArray out = p.readAllStandardOutput();
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    QVERIFY(!out.isEmpty());
+}
+
+void TestDump::cApiDumpsIntoFolder()
+{
+    void* a = memscope_malloc(1 << 20, 0, nullptr);
+    void* b = memscope_malloc(5000, 0, nullptr);
+    QVERIFY(a && b);
+    QCOMPARE(QString::fromLatin1(memscope_backend_name()), QStringLiteral("host"));
+    const QString folder = m_dir.path() + QStringLiteral("/api");
+    QVERIFY(QDir().mkpath(folder));
+    QCOMPARE(memscope_dump_snapshot(folder.toLocal8Bit().constData()), 0);
+    const QStringList files = QDir(folder).entryList(QDir::Files);
+    QCOMPARE(files.size(), 1);
+    QVERIFY(files[0].startsWith(QStringLiteral("memscope-%1-").arg(QCoreApplication::applicationPid())));
+    QVERIFY(files[0].endsWith(QStringLiteral(".pickle")));
+    const io::LoadResult loaded = io::loadSnapshot(QDir(folder).filePath(files[0]).toStdString());
+    QVERIFY2(loaded.ok(), loaded.error.message.c_str());
+    std::vector<uint64_t> requested;
+    for (const model::Block& blk : loaded.snapshot->blocks)
+        if (blk.state == model::BlockState::ActiveAllocated)
+            requested.push_back(blk.requestedSize);
+    std::sort(requested.begin(), requested.end());
+    QCOMPARE(requested, (std::vector<uint64_t> { 5000, 1 << 20 }));
+    // A folder that cannot be written to fails cleanly.
+    QCOMPARE(memscope_dump_snapshot("/nonexistent-memscope-dir/x.pickle"), -1);
+    QVERIFY(QByteArray(memscope_last_error()).contains("nonexistent"));
+    memscope_free(a, 0, 0, nullptr);
+    memscope_free(b, 0, 0, nullptr);
+}
+
+void TestDump::dumpOnOom()
+{
+    const QDir folder(m_dir.path() + QStringLiteral("/oom"));
+    QCOMPARE(folder.entryList(QDir::Files).size(), 0);
+    void* kept = memscope_malloc(4096, 0, nullptr);
+    QVERIFY(kept);
+    // More than the host backend's 80 GiB capacity: out of memory.
+    QVERIFY(memscope_malloc(size_t(200) << 30, 0, nullptr) == nullptr);
+    QVERIFY(QByteArray(memscope_last_error()).contains("out of memory"));
+    const QStringList files = folder.entryList(QDir::Files);
+    QCOMPARE(files.size(), 1);
+    const io::LoadResult loaded = io::loadSnapshot(folder.filePath(files[0]).toStdString());
+    QVERIFY2(loaded.ok(), loaded.error.message.c_str());
+    bool found = false;
+    for (const model::Block& blk : loaded.snapshot->blocks)
+        found |= blk.state == model::BlockState::ActiveAllocated && blk.requestedSize == 4096;
+    QVERIFY(found);
+    memscope_free(kept, 0, 0, nullptr);
+}
+
+QTEST_GUILESS_MAIN(TestDump)
+#include "tst_dump.moc"
