@@ -6,6 +6,7 @@
 // diff-tree, diff-flame, diff-segments, diff-timeline) or `ranks`. Runs on the GUI thread.
 #include "ingest/resources.h"
 #include "views/diffwindow.h"
+#include "views/livewindow.h"
 #include "views/mainwindow.h"
 #include "views/rankgroupview.h"
 
@@ -13,6 +14,7 @@
 #include <QCommandLineParser>
 #include <QEventLoop>
 #include <QIcon>
+#include <QTimer>
 
 #include <cstdio>
 #include <cstring>
@@ -132,6 +134,39 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
     return 0;
 }
 
+// --attach with --screenshot: record until the job says goodbye (or `seconds` pass, then stop), wait for the final
+// Document, render the window.
+int takeLiveScreenshot(memscope::app::MainWindow& window, const QString& endpoint, const QString& out, double seconds)
+{
+    using memscope::app::LiveState;
+    window.setAttribute(Qt::WA_DontShowOnScreen);
+    window.resize(1600, 1000);
+    window.show();
+    memscope::app::LiveWindow* live = window.openLive(endpoint);
+    QEventLoop loop;
+    QObject::connect(live, &memscope::app::LiveWindow::settled, &loop, &QEventLoop::quit);
+    QTimer::singleShot(int(seconds * 1000), live, [live] { live->receiver()->stop(); });
+    if (!live->isSettled())
+        loop.exec();
+    const memscope::app::LiveUpdate& last = live->receiver()->latest();
+    if (last.state == LiveState::Failed) {
+        printError(last.message);
+        return 1;
+    }
+    if (!live->documentWindow()) {
+        printError(QStringLiteral("%1: nothing recorded in %2 s").arg(endpoint).arg(seconds));
+        return 1;
+    }
+    QCoreApplication::sendPostedEvents();
+    QCoreApplication::processEvents();
+    if (!window.grab().save(out)) {
+        printError(out + QStringLiteral(": cannot write the screenshot"));
+        return 1;
+    }
+    std::printf("%s\n", qPrintable(live->statusText()));
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -167,6 +202,16 @@ int main(int argc, char** argv)
                                         QStringLiteral("Open a diff of the two FILEs (A then B) instead of tabs."));
     const QCommandLineOption ranksOption(QStringLiteral("ranks"),
                                          QStringLiteral("Open the FILEs as the ranks of one distributed job."));
+    const QCommandLineOption attachOption(QStringLiteral("attach"),
+                                          QStringLiteral("Record a running job live from its agent's endpoint "
+                                                         "(ipc://PATH or tcp://HOST:PORT)."),
+                                          QStringLiteral("endpoint"));
+    const QCommandLineOption attachSecondsOption(QStringLiteral("attach-seconds"),
+                                                 QStringLiteral("With --attach and --screenshot: record at most this "
+                                                                "long (default 5) unless the job exits first."),
+                                                 QStringLiteral("seconds"), QStringLiteral("5"));
+    parser.addOption(attachOption);
+    parser.addOption(attachSecondsOption);
     parser.addOption(diffOption);
     parser.addOption(ranksOption);
     parser.addOption(screenshot);
@@ -177,6 +222,24 @@ int main(int argc, char** argv)
                                                 "the bundled sample."),
                                  QStringLiteral("[FILE...]"));
     parser.process(app);
+
+    if (parser.isSet(attachOption)) {
+        memscope::app::MainWindow window;
+        const QString endpoint = parser.value(attachOption);
+        if (parser.isSet(screenshot)) {
+            bool ok = false;
+            const double seconds = parser.value(attachSecondsOption).toDouble(&ok);
+            if (!ok || seconds <= 0 || seconds > 86400) {
+                printError(QStringLiteral("--attach-seconds needs a positive number of seconds, not '%1'")
+                               .arg(parser.value(attachSecondsOption)));
+                return 2;
+            }
+            return takeLiveScreenshot(window, endpoint, parser.value(screenshot), seconds);
+        }
+        window.show();
+        window.openLive(endpoint);
+        return QApplication::exec();
+    }
 
     QStringList files = parser.positionalArguments();
     const bool diff = parser.isSet(diffOption), ranks = parser.isSet(ranksOption);

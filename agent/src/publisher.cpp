@@ -4,6 +4,9 @@
 
 #include <zmq.h>
 
+#include <cxxabi.h>
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -128,6 +131,23 @@ Publisher::Publisher(CachingAllocator& allocator, PublisherOptions options)
         m_channels.push_back(std::make_unique<Channel>(m_options.ringCapacity));
     clockPair(m_tscBase, m_clockBaseNs);
     m_nsPerTick = 0; // unknown until the thread calibrates (records wait in the ring meanwhile)
+    m_stackDepth = m_options.stackDepth < 0 ? stackDepthFromEnvironment()
+                                            : std::min(unsigned(m_options.stackDepth), MaxStackDepth);
+    if (m_stackDepth > 0) {
+        primeStackCapture(); // the constructing thread (usually the job's main thread) learns its stack bounds now
+        // The device in the top 6 bits of an id: each device's table hands out ids without any shared counter.
+        for (size_t d = 0; d < m_channels.size(); ++d)
+            m_channels[d]->stacks = std::make_unique<StackTable>(
+                uint32_t(d) << 26, std::min(m_options.maxStacks, (size_t(1) << 26) - 1), m_options.maxStackFrames);
+    }
+}
+
+uint64_t Publisher::stacksDropped() const
+{
+    uint64_t n = 0;
+    for (const auto& c : m_channels)
+        n += c->stacks ? c->stacks->dropped() : 0;
+    return n;
 }
 
 uint64_t Publisher::lost() const
@@ -316,11 +336,23 @@ void Publisher::onTraceEvent(const TraceEvent& event)
     c.lastTime = now;
     c.lastAddress = event.addr;
     c.lastAction = event.action;
+    uint32_t stackId = 0;
+    if (m_stackDepth > 0) {
+        // The stack is interned before the record enters the ring, so the publisher, having read the record, sees
+        // the stack too (the table's release store precedes the ring's) and sends it first.
+        if (sameCall) {
+            stackId = c.lastStackId;
+        } else {
+            uintptr_t frames[MaxStackDepth];
+            stackId = c.stacks->intern(frames, captureStack(frames, m_stackDepth));
+        }
+        c.lastStackId = stackId;
+    }
     c.ring.push([&](wire::EventRecord& r) noexcept {
         r.timeNs = now;
         r.address = event.addr;
         r.stream = raw(event.stream);
-        r.stackId = 0;
+        r.stackId = stackId;
         r.poolFirst = static_cast<int32_t>(event.pool.first);
         r.poolSecond = static_cast<int32_t>(event.pool.second);
         r.type = static_cast<uint8_t>(eventType(event.action));
@@ -364,12 +396,85 @@ bool Publisher::drain(const uint64_t* upTo)
                 break;
             for (size_t i = 0; i < n; ++i)
                 records[i].sequence = ++m_sequence; // the agent's one sequence
+            sendNewStacks(d); // every stack these records name, before them
             convertTimes(records, n);
             sendBatch(records, n);
             any = true;
         }
     }
     return any;
+}
+
+void Publisher::sendNewStacks(size_t device)
+{
+    Channel& c = *m_channels[device];
+    if (!c.stacks)
+        return;
+    const size_t size = c.stacks->size();
+    for (; c.stacksSent < size; ++c.stacksSent)
+        sendStack(c.stacks->at(c.stacksSent));
+}
+
+void Publisher::resendStacks()
+{
+    for (const auto& c : m_channels)
+        for (size_t i = 0; c->stacks && i < c->stacksSent; ++i)
+            sendStack(c->stacks->at(i));
+}
+
+void Publisher::sendStack(const StackTable::Stack& stack)
+{
+    std::vector<wire::FrameRecord> frames(stack.count);
+    std::string strings;
+    auto addString = [&](const std::string& text) {
+        const size_t at = strings.find(text + '\0');
+        if (at != std::string::npos && (at == 0 || strings[at - 1] == '\0'))
+            return uint32_t(at);
+        const uint32_t offset = uint32_t(strings.size());
+        strings += text;
+        strings += '\0';
+        return offset;
+    };
+    for (unsigned i = 0; i < stack.count; ++i) {
+        const uintptr_t address = stack.frames[i];
+        auto it = m_symbols.find(address);
+        if (it == m_symbols.end()) {
+            std::string name = "??", file = "??";
+            Dl_info info {};
+            // address - 1: the call instruction, not the one after it (which may belong to the next function).
+            if (dladdr(reinterpret_cast<void*>(address - 1), &info) != 0) {
+                if (info.dli_fname && *info.dli_fname)
+                    file = info.dli_fname;
+                std::string mangled = info.dli_sname && *info.dli_sname
+                    ? std::string(info.dli_sname)
+                    : m_elfSymbols.find(info.dli_fname, reinterpret_cast<uintptr_t>(info.dli_fbase), address - 1);
+                if (!mangled.empty()) {
+                    int status = 0;
+                    char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+                    name = status == 0 && demangled ? std::string(demangled) : mangled;
+                    std::free(demangled);
+                }
+            }
+            it = m_symbols.emplace(address, std::make_pair(std::move(name), std::move(file))).first;
+        }
+        frames[i].address = address;
+        frames[i].nameOffset = addString(it->second.first);
+        frames[i].fileOffset = addString(it->second.second);
+        frames[i].line = 0; // dladdr knows no lines
+    }
+    wire::StackDefHeader header {};
+    header.magic = wire::Magic;
+    header.version = wire::ProtocolVersion;
+    header.stackId = stack.id;
+    header.frameCount = stack.count;
+    header.stringBytes = uint32_t(strings.size());
+    m_stackMessage.clear();
+    append(m_stackMessage, header);
+    for (const wire::FrameRecord& f : frames)
+        append(m_stackMessage, f);
+    m_stackMessage.insert(m_stackMessage.end(), strings.begin(), strings.end());
+    zmq_send(m_pub, wire::StacksTopic, 1, ZMQ_SNDMORE);
+    zmq_send(m_pub, m_stackMessage.data(), m_stackMessage.size(), 0);
 }
 
 void Publisher::sendBatch(wire::EventRecord* records, size_t count)
@@ -425,6 +530,9 @@ void Publisher::answerRequests()
                 written[d] = m_channels[d]->ring.written();
         });
         drain(written.data());
+        // A viewer that joins late missed the definitions of stacks interned before it subscribed (it subscribes
+        // before it asks, docs/protocol.md): send them again, ahead of the state and of any later record.
+        resendStacks();
         const uint64_t lastSequence = m_sequence;
 
         wire::Hello hello {};

@@ -19,6 +19,7 @@
 
 #include "allocator.h"
 #include "ring.h"
+#include "stacks.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -27,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace memscope::agent {
@@ -38,6 +40,11 @@ struct PublisherOptions {
     unsigned drainIntervalMs = 2;
     unsigned heartbeatIntervalMs = 500;
     bool startThread = true; // false: the ring fills but nobody drains it (tests of overflow)
+    // Native frames captured per record (stacks.h): 0 off (the cheapest mode), at most 64; -1: MEMSCOPE_STACKS.
+    int stackDepth = -1;
+    // Distinct stacks per device, and their frames in all, beyond which records carry stackId 0.
+    size_t maxStacks = size_t(1) << 15;
+    size_t maxStackFrames = size_t(1) << 19;
 };
 
 class Publisher final : public TraceObserver {
@@ -64,6 +71,9 @@ public:
     // Records written into the rings so far, all devices (heartbeats not included). Any thread.
     uint64_t recorded() const;
     uint64_t lastPublished() const { return m_lastPublished.load(std::memory_order_acquire); }
+    unsigned stackDepth() const { return m_stackDepth; }
+    // Stacks not interned (tables full) so far, all devices. Any thread.
+    uint64_t stacksDropped() const;
     // Device `device`'s ring (tests).
     EventRing& ring(int device = 0) { return m_channels[size_t(device)]->ring; }
 
@@ -84,6 +94,10 @@ private:
     bool drain(const uint64_t* upTo = nullptr);
     void answerRequests();
     void sendHeartbeat();
+    // Publisher thread: symbolises and sends (topic "S") the stacks channel `device` interned since the last call.
+    void sendNewStacks(size_t device);
+    void resendStacks(); // publisher thread: every stack sent so far, again (a state request: a viewer joined)
+    void sendStack(const StackTable::Stack& stack); // publisher thread: symbolises and sends one definition
     uint64_t eventTime() const noexcept; // TSC ticks, or CLOCK_REALTIME ns without an invariant TSC
     void calibrate() noexcept; // publisher thread
     void convertTimes(wire::EventRecord* records, size_t count) const noexcept; // ticks -> realtime ns
@@ -100,6 +114,9 @@ private:
         uint64_t lastTime = 0; // the last record's time stamp, and what it was: a FreeCompleted right after
         uintptr_t lastAddress = 0; // the FreeRequested of the same block (one free() call) reuses the time
         TraceAction lastAction = TraceAction::Count;
+        uint32_t lastStackId = 0;
+        std::unique_ptr<StackTable> stacks; // when stacks are on
+        size_t stacksSent = 0; // publisher thread: entries of `stacks` already sent
     };
     std::vector<std::unique_ptr<Channel>> m_channels;
     std::vector<wire::EventRecord> m_batch; // publisher thread: BatchHeader room + records
@@ -123,6 +140,11 @@ private:
     uint64_t m_tscBase = 0; // ticks at m_clockBaseNs
     uint64_t m_clockBaseNs = 0; // CLOCK_REALTIME when the publisher was made
     double m_nsPerTick = 0; // publisher thread only
+    unsigned m_stackDepth = 0;
+    // Publisher thread: symbol of each return address seen so far (name, file).
+    std::unordered_map<uintptr_t, std::pair<std::string, std::string>> m_symbols;
+    std::vector<char> m_stackMessage; // publisher thread: the "S" frame being built
+    ElfSymbols m_elfSymbols; // publisher thread: names dladdr does not know
 };
 
 } // namespace memscope::agent

@@ -1,7 +1,9 @@
 // MainWindow: tabs, menus, loading, errors, export, settings. See mainwindow.h.
 #include "views/mainwindow.h"
 
+#include "views/attachdialog.h"
 #include "views/diffwindow.h"
+#include "views/livewindow.h"
 #include "views/rankgroupview.h"
 
 #include "model/diff.h"
@@ -151,6 +153,8 @@ void MainWindow::buildMenus()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     updateRecentMenu();
     file->addSeparator();
+    file->addAction(tr("&Attach to Job…"), this, &MainWindow::chooseAttach)
+        ->setToolTip(tr("Record a running PyTorch job through its memscope agent and watch it live"));
     file->addAction(tr("Compare &Files…"), this, &MainWindow::chooseCompareFiles)
         ->setObjectName(QStringLiteral("compareFilesAction"));
     file->addAction(tr("Compare Two &Moments…"), this, &MainWindow::chooseCompareMoments)
@@ -537,7 +541,38 @@ void MainWindow::updateStatus()
 
 DocumentWindow* MainWindow::currentDocument() const
 {
+    if (auto* live = currentLive())
+        return live->documentWindow();
     return qobject_cast<DocumentWindow*>(m_tabs->currentWidget());
+}
+
+LiveWindow* MainWindow::currentLive() const { return qobject_cast<LiveWindow*>(m_tabs->currentWidget()); }
+
+LiveWindow* MainWindow::openLive(const QString& endpoint)
+{
+    auto* live = new LiveWindow(endpoint, m_tabs);
+    connect(live, &LiveWindow::documentChanged, this, [this, live](DocumentWindow* doc) {
+        connect(doc, &DocumentWindow::statusChanged, this, [this, doc] {
+            if (doc == currentDocument())
+                updateStatus();
+        });
+        if (live == currentLive())
+            updateStatus();
+    });
+    connect(live->receiver(), &LiveReceiver::finished, this, [this, live](LiveState state) {
+        if (state == LiveState::Failed)
+            showError(live->receiver()->latest().message);
+    });
+    addTab(live, tr("Live: %1").arg(endpoint.section(QLatin1Char('/'), -1)), endpoint);
+    return live;
+}
+
+void MainWindow::chooseAttach()
+{
+    AttachDialog dialog(this);
+    if (dialog.exec() != QDialog::Accepted || dialog.endpoint().isEmpty())
+        return;
+    openLive(dialog.endpoint());
 }
 
 DiffWindow* MainWindow::currentDiff() const

@@ -21,6 +21,7 @@ class QTabWidget;
 namespace memscope::app {
 
 class DiffWindow;
+class LiveWindow;
 class RankGroupView;
 
 class MainWindow : public QMainWindow {
@@ -42,6 +43,11 @@ public:
     // loadFinished follows once.
     void openRankGroup(const QStringList& paths);
 
+    // Attaches to a running job's agent at `endpoint` (ipc://PATH or tcp://HOST:PORT) and opens a live tab.
+    LiveWindow* openLive(const QString& endpoint);
+    // File ▸ Attach to Job…: the AttachDialog, then openLive().
+    void chooseAttach();
+
     // The baseline: a document and a cursor remembered by Set Baseline (Ctrl+B) on the current tab.
     void setBaseline();
     bool hasBaseline() const { return m_baseline.document != nullptr; }
@@ -51,6 +57,7 @@ public:
 
     DocumentWindow* currentDocument() const;
     DiffWindow* currentDiff() const;
+    LiveWindow* currentLive() const;
     RankGroupView* currentRankGroup() const;
     int documentCount() const;
     // The snapshot of the current tab, or null.

@@ -280,6 +280,105 @@ DecodedRequest decodeRequest(std::span<const uint8_t> frame)
     return out;
 }
 
+DecodedStackDef decodeStackDef(std::span<const uint8_t> frame)
+{
+    DecodedStackDef out;
+    if (frame.size() >= 6) {
+        if (DecodeError e
+            = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4), "stack definition")) {
+            out.error = std::move(e);
+            return out;
+        }
+    }
+    if (frame.size() < sizeof(StackDefHeader)) {
+        out.error = truncated("stack definition header", sizeof(StackDefHeader), frame.size());
+        return out;
+    }
+    out.header = readAt<StackDefHeader>(frame, 0);
+    const StackDefHeader& h = out.header;
+    if (h.flags != 0) {
+        out.error = fail(DecodeErrorCode::Unsupported, "unsupported stack definition flags " + std::to_string(h.flags),
+                         offsetof(StackDefHeader, flags));
+        return out;
+    }
+    if (h.stackId == 0) {
+        out.error = fail(DecodeErrorCode::Corrupt, "stack definition for stack id 0 (which means no stack)",
+                         offsetof(StackDefHeader, stackId));
+        return out;
+    }
+    if (h.frameCount > MaxStackFrames) {
+        out.error = fail(DecodeErrorCode::Corrupt,
+                         "stack definition announces " + std::to_string(h.frameCount) + " frames (at most "
+                             + std::to_string(MaxStackFrames) + ")",
+                         offsetof(StackDefHeader, frameCount));
+        return out;
+    }
+    const uint64_t payload = frame.size() - sizeof(StackDefHeader);
+    const uint64_t expected = uint64_t(h.frameCount) * sizeof(FrameRecord) + h.stringBytes;
+    if (expected != payload) {
+        const bool shorter = expected > payload;
+        out.error = fail(shorter ? DecodeErrorCode::Truncated : DecodeErrorCode::Corrupt,
+                         "stack definition announces " + std::to_string(h.frameCount) + " frames and "
+                             + std::to_string(h.stringBytes) + " string bytes (" + std::to_string(expected)
+                             + " bytes) but carries " + std::to_string(payload) + " bytes",
+                         shorter ? frame.size() : offsetof(StackDefHeader, frameCount));
+        return out;
+    }
+    const size_t stringsAt = sizeof(StackDefHeader) + size_t(h.frameCount) * sizeof(FrameRecord);
+    const auto* strings = reinterpret_cast<const char*>(frame.data() + stringsAt);
+    auto stringAt = [&](uint32_t offset, std::string_view& text) {
+        if (offset >= h.stringBytes)
+            return false;
+        const void* nul = std::memchr(strings + offset, 0, h.stringBytes - offset);
+        if (!nul)
+            return false;
+        text = std::string_view(strings + offset, size_t(static_cast<const char*>(nul) - (strings + offset)));
+        return true;
+    };
+    out.frames.resize(h.frameCount); // at most MaxStackFrames
+    for (uint32_t i = 0; i < h.frameCount; ++i) {
+        const size_t at = sizeof(StackDefHeader) + size_t(i) * sizeof(FrameRecord);
+        const auto f = readAt<FrameRecord>(frame, at);
+        DecodedFrame& d = out.frames[i];
+        d.address = f.address;
+        d.line = f.line;
+        if (!stringAt(f.nameOffset, d.name) || !stringAt(f.fileOffset, d.file)) {
+            out.frames.clear();
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "stack frame " + std::to_string(i)
+                                 + " names a string outside the string table or without its NUL",
+                             at + offsetof(FrameRecord, nameOffset));
+            return out;
+        }
+    }
+    return out;
+}
+
+std::vector<uint8_t> encodeStackDef(uint32_t stackId, std::span<const DecodedFrame> frames)
+{
+    std::string strings;
+    auto add = [&](std::string_view text) {
+        const uint32_t offset = uint32_t(strings.size());
+        strings.append(text);
+        strings.push_back('\0');
+        return offset;
+    };
+    std::vector<FrameRecord> records;
+    for (const DecodedFrame& f : frames)
+        records.push_back(FrameRecord { f.address, add(f.name), add(f.file), f.line });
+    StackDefHeader h {};
+    h.magic = Magic;
+    h.version = ProtocolVersion;
+    h.stackId = stackId;
+    h.frameCount = uint32_t(records.size());
+    h.stringBytes = uint32_t(strings.size());
+    std::vector<uint8_t> out;
+    append(out, h);
+    appendAll(out, std::span<const FrameRecord>(records));
+    out.insert(out.end(), strings.begin(), strings.end());
+    return out;
+}
+
 std::vector<uint8_t> encodeBatch(std::span<const EventRecord> events, uint16_t flags)
 {
     BatchHeader h {};

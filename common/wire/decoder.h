@@ -73,6 +73,21 @@ struct DecodedRequest {
     bool ok() const { return !error; }
 };
 
+// One frame of a stack definition; the strings are views into the decoded frame.
+struct DecodedFrame {
+    uint64_t address = 0;
+    std::string_view name; // "??" when the agent could not name it
+    std::string_view file;
+    int32_t line = 0;
+};
+
+struct DecodedStackDef {
+    StackDefHeader header {};
+    std::vector<DecodedFrame> frames; // innermost first; at most MaxStackFrames
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+
 // The second frame of an EventsTopic message: BatchHeader, then exactly `count` EventRecords. Checks magic,
 // version, flags (none are supported in version 1), the length, and every record's type and device.
 DecodedBatch decodeBatch(std::span<const uint8_t> frame);
@@ -83,6 +98,10 @@ DecodedState decodeState(std::span<const uint8_t> frame);
 DecodedGoodbye decodeGoodbye(std::span<const uint8_t> frame);
 // A viewer's request, as the agent's ROUTER reads it (and as tests' fake agents do).
 DecodedRequest decodeRequest(std::span<const uint8_t> frame);
+// The second frame of a StacksTopic message: StackDefHeader, frameCount FrameRecords, stringBytes of strings, and
+// nothing after them. Checks the id (not 0), the frame count (<= MaxStackFrames), flags, and that every string
+// offset lies inside the string table and ends with a NUL there.
+DecodedStackDef decodeStackDef(std::span<const uint8_t> frame);
 
 // Encoders: the exact frames the agent sends, for tests, fuzz seeds and fake publishers. Headers' magic, version
 // and counts are filled in; other header fields are taken from the arguments.
@@ -91,6 +110,8 @@ std::vector<uint8_t> encodeState(const Hello& hello, uint64_t lastSequence, std:
                                  std::span<const BlockRecord> blocks);
 std::vector<uint8_t> encodeGoodbye(uint64_t lastSequence, uint64_t lost);
 std::vector<uint8_t> encodeRequest(RequestType type);
+// A stack definition; each frame's name and file go into the string table (identical strings once).
+std::vector<uint8_t> encodeStackDef(uint32_t stackId, std::span<const DecodedFrame> frames);
 // A Hello with magic and version set and the given host and agent version (truncated to fit, NUL-terminated).
 Hello makeHello(uint32_t pid, uint16_t deviceCount, std::string_view host, std::string_view agentVersion);
 

@@ -20,6 +20,10 @@ constexpr uint16_t ProtocolVersion = 1;
 // ZeroMQ topics: the first frame of every PUB message.
 constexpr char EventsTopic[] = "E"; // second frame: BatchHeader + EventRecord[count]
 constexpr char GoodbyeTopic[] = "G"; // second frame: Goodbye; the job is exiting, nothing follows
+// Second frame: StackDefHeader + FrameRecord[frameCount] + stringBytes of NUL-terminated strings. Sent once per
+// stack, before the first event record whose stackId names it (same PUB socket, so ZeroMQ keeps that order). A
+// version-1 viewer that does not subscribe to "S" never sees it; records then just carry ids it ignores.
+constexpr char StacksTopic[] = "S";
 
 // Append-only: never renumber, add before Count.
 enum class EventType : uint8_t {
@@ -137,5 +141,28 @@ static_assert(sizeof(StateHeader) == 16);
 static_assert(sizeof(SegmentRecord) == 40);
 static_assert(sizeof(BlockRecord) == 40);
 static_assert(sizeof(Goodbye) == 24);
+
+// A native call stack the agent captured (MEMSCOPE_STACKS=N), symbolised by its publisher thread. stackId is
+// unique per agent run (the agent puts the device in its top 6 bits) and never 0; frames are innermost first.
+#pragma pack(push, 1)
+struct StackDefHeader {
+    uint32_t magic; // Magic
+    uint16_t version; // ProtocolVersion
+    uint16_t flags; // 0
+    uint32_t stackId;
+    uint32_t frameCount; // FrameRecords that follow (at most MaxStackFrames)
+    uint32_t stringBytes; // bytes of the string table after the frames
+    uint32_t reserved;
+};
+struct FrameRecord {
+    uint64_t address; // the return address (the instruction after the call)
+    uint32_t nameOffset; // into the string table: the demangled function name, "??" when unknown
+    uint32_t fileOffset; // the file (the shared object's path when there is no line information), "??" if unknown
+    int32_t line; // 0 when unknown
+};
+#pragma pack(pop)
+static_assert(sizeof(StackDefHeader) == 24);
+static_assert(sizeof(FrameRecord) == 20);
+constexpr uint32_t MaxStackFrames = 64;
 
 } // namespace memscope::wire

@@ -99,7 +99,7 @@ bool Recorder::setState(const DecodedState& state)
             continue; // inactive blocks are the gaps between active ones; snapshot() derives them
         Segment* seg = segmentAt(r.device, r.address, r.size);
         if (seg && isFree(seg->blocks, r.address, r.size))
-            seg->blocks.emplace(r.address, Block { r.size, r.requestedSize, r.state });
+            seg->blocks.emplace(r.address, Block { r.size, r.requestedSize, r.state, r.stackId });
         else
             ++m_stats.inconsistent;
     }
@@ -126,6 +126,18 @@ void Recorder::drain()
         apply(e);
     }
     m_buffer.erase(m_buffer.begin(), m_buffer.begin() + std::ptrdiff_t(i));
+}
+
+void Recorder::addStackDef(const DecodedStackDef& def)
+{
+    if (!def.ok() || def.header.stackId == 0)
+        return;
+    std::vector<StackFrame> frames;
+    frames.reserve(def.frames.size());
+    for (const DecodedFrame& f : def.frames)
+        frames.push_back(StackFrame { std::string(f.name.empty() ? std::string_view("??") : f.name),
+                                      std::string(f.file.empty() ? std::string_view("??") : f.file), f.line });
+    m_stacks[def.header.stackId] = std::move(frames);
 }
 
 void Recorder::setGoodbye(const Goodbye& goodbye)
@@ -160,8 +172,8 @@ void Recorder::apply(const EventRecord& e)
         return;
     }
     ++m_stats.applied;
-    m_entries.push_back(Entry { actionOf(EventType(e.type)), e.device, e.address, traceSize, e.stream,
-                                e.timeNs / 1000 });
+    m_entries.push_back(
+        Entry { actionOf(EventType(e.type)), e.device, e.address, traceSize, e.stream, e.timeNs / 1000, e.stackId });
 }
 
 // Applies one event to the state; false (state unchanged) when it does not fit. `traceSize` is set to what
@@ -175,7 +187,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         Segment* seg = segmentAt(d, e.address, e.size);
         if (!seg || !isFree(seg->blocks, e.address, e.size))
             return false;
-        seg->blocks.emplace(e.address, Block { e.size, e.requestedSize, 1 });
+        seg->blocks.emplace(e.address, Block { e.size, e.requestedSize, 1, e.stackId });
         traceSize = e.requestedSize;
         return true;
     }
@@ -211,6 +223,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         s.poolSecond = e.poolSecond;
         s.isExpandable = EventType(e.type) == EventType::SegmentMap;
         s.isSmall = !s.isExpandable && e.size == SmallSegmentSize;
+        s.stackId = e.stackId;
         traceSize = e.size;
         if (!s.isExpandable) {
             dev.emplace(e.address, std::move(s));
@@ -292,6 +305,26 @@ model::Snapshot Recorder::snapshot() const
     const model::StringId large = s.strings.intern("large");
     const model::StringId small = s.strings.intern("small");
     const model::StringId noContext = s.strings.intern("N/A");
+    model::StackInterner interner(s);
+    std::map<uint32_t, model::StackId> stackIds; // wire id -> the snapshot's
+    auto stackOf = [&](uint32_t wireId) {
+        if (wireId == 0)
+            return model::EmptyStack;
+        auto known = stackIds.find(wireId);
+        if (known != stackIds.end())
+            return known->second;
+        model::StackId id = model::EmptyStack;
+        auto def = m_stacks.find(wireId);
+        if (def != m_stacks.end()) {
+            std::vector<model::FrameId> frames;
+            frames.reserve(def->second.size());
+            for (const StackFrame& f : def->second)
+                frames.push_back(interner.frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
+            id = interner.stack(frames);
+        }
+        stackIds.emplace(wireId, id);
+        return id;
+    };
 
     for (size_t d = 0; d < m_devices.size(); ++d) {
         for (const auto& [address, seg] : m_devices[d]) {
@@ -304,6 +337,7 @@ model::Snapshot Recorder::snapshot() const
             out.poolId = { seg.poolFirst, seg.poolSecond };
             out.isExpandable = seg.isExpandable;
             out.hasFrames = true;
+            out.stack = stackOf(seg.stackId);
             out.blockBegin = uint32_t(s.blocks.size());
             auto inactive = [&](uint64_t from, uint64_t to) {
                 model::Block b;
@@ -322,6 +356,7 @@ model::Snapshot Recorder::snapshot() const
                 b.size = model::ByteCount(blk.size);
                 b.requestedSize = model::ByteCount(blk.requestedSize);
                 b.state = blk.state == 2 ? model::BlockState::ActivePendingFree : model::BlockState::ActiveAllocated;
+                b.stack = stackOf(blk.stackId);
                 b.hasFrames = b.hasRequestedSize = b.hasAddress = true;
                 s.blocks.push_back(b);
                 // Sums in unsigned arithmetic: a corrupt requested size must not overflow a signed sum.
@@ -351,6 +386,7 @@ model::Snapshot Recorder::snapshot() const
         t.stream = int64_t(e.stream);
         t.timeUs = int64_t(e.timeUs);
         t.compileContext = noContext;
+        t.stack = stackOf(e.stackId);
         s.deviceTraces[e.device].push_back(t);
     }
     s.hasDeviceTraces = true;

@@ -48,6 +48,10 @@ public:
     bool hasState() const { return m_hasState; }
     // True when an event has been applied on top of the state.
     bool started() const { return m_started; }
+    // A stack definition (topic "S"): trace entries, blocks and segments whose stackId names it get its frames in
+    // the snapshot. A definition may arrive after the events that use it; a second one for the same id replaces it.
+    void addStackDef(const DecodedStackDef& def);
+    size_t stackCount() const { return m_stacks.size(); }
     // The agent said goodbye: records its totals (a lastSequence beyond ours counts as missing at the end).
     void setGoodbye(const Goodbye& goodbye);
 
@@ -57,7 +61,9 @@ public:
     size_t bufferedEvents() const { return m_buffer.size(); }
 
     // The snapshot: final segments (by device, then address) with blocks tiling each of them (active blocks and
-    // inactive gaps), device_traces with the applied events, no annotations, empty allocator_settings.
+    // inactive gaps), device_traces with the applied events, no annotations, empty allocator_settings. Entries,
+    // blocks and segments whose stack was defined carry its frames ({name, filename, line}, innermost first, as
+    // PyTorch's C++ frames; "??" and 0 where the agent could not tell); the others have empty frames.
     model::Snapshot snapshot() const;
 
 private:
@@ -65,6 +71,7 @@ private:
         uint64_t size = 0;
         uint64_t requestedSize = 0;
         uint8_t state = 1; // BlockRecord::state: 1 active_allocated, 2 active_pending_free
+        uint32_t stackId = 0;
     };
     struct Segment {
         uint64_t size = 0;
@@ -73,6 +80,7 @@ private:
         int32_t poolSecond = 0;
         bool isExpandable = false;
         bool isSmall = false;
+        uint32_t stackId = 0;
         std::map<uint64_t, Block> blocks; // active blocks by address; the gaps between them are inactive
     };
     using Device = std::map<uint64_t, Segment>; // by address
@@ -80,6 +88,11 @@ private:
         model::Action action;
         uint8_t device;
         uint64_t addr, size, stream, timeUs;
+        uint32_t stackId;
+    };
+    struct StackFrame {
+        std::string name, file;
+        int32_t line = 0;
     };
 
     void drain();
@@ -97,6 +110,7 @@ private:
     std::vector<EventRecord> m_buffer;
     std::vector<Device> m_devices;
     std::vector<Entry> m_entries;
+    std::map<uint32_t, std::vector<StackFrame>> m_stacks; // by wire stack id
     RecorderStats m_stats;
 };
 

@@ -2,7 +2,9 @@
 // DEALER client (cppzmq) against the real publisher on ipc endpoints in a temporary folder. Checks the order and
 // numbering of events, the state reply, a late join that reconstructs the final state from state + newer events,
 // ring overflow and its `lost` counts, the Goodbye, the default endpoint folder's mode, and that the hot path does
-// not allocate. Single test thread (the publisher runs its own).
+// not allocate, and native stacks (MEMSCOPE_STACKS): ids on records, each definition once and before its first use,
+// frames that name this file's functions (built with frame pointers and exported symbols for dladdr). Single test
+// thread (the publisher runs its own).
 #include "allocator.h"
 #include "hostbackend.h"
 #include "memscope/agent.h"
@@ -15,6 +17,7 @@
 
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -240,6 +243,29 @@ public:
                 return false;
             if (!m_sub.recv(body))
                 return false;
+            if (topic.to_string_view() == wire::StacksTopic) {
+                wire::StackDefHeader h;
+                if (body.size() < sizeof h)
+                    continue;
+                std::memcpy(&h, body.data(), sizeof h);
+                const char* p = static_cast<const char*>(body.data());
+                const size_t stringsAt = sizeof h + h.frameCount * sizeof(wire::FrameRecord);
+                if (body.size() != stringsAt + h.stringBytes)
+                    continue;
+                StackDef def;
+                def.arrivedAfter = events.size();
+                ++def.copies;
+                for (uint32_t i = 0; i < h.frameCount; ++i) {
+                    wire::FrameRecord f;
+                    std::memcpy(&f, p + sizeof h + i * sizeof f, sizeof f);
+                    def.names.emplace_back(p + stringsAt + f.nameOffset); // NUL-terminated by the agent
+                }
+                if (auto it = stackDefs.find(h.stackId); it != stackDefs.end())
+                    ++it->second.copies;
+                else
+                    stackDefs.emplace(h.stackId, std::move(def));
+                continue;
+            }
             if (topic.to_string_view() == wire::GoodbyeTopic) {
                 wire::Goodbye g;
                 if (body.size() == sizeof g) {
@@ -267,7 +293,13 @@ public:
         return true;
     }
 
+    struct StackDef {
+        size_t arrivedAfter = 0; // events received before it
+        int copies = 0;
+        std::vector<std::string> names; // innermost first
+    };
     std::vector<wire::EventRecord> events;
+    std::map<uint32_t, StackDef> stackDefs;
     std::optional<wire::Goodbye> goodbye;
     int batches = 0;
     int batchGaps = 0;
@@ -287,6 +319,22 @@ size_t countNonHeartbeat(const std::vector<wire::EventRecord>& events)
 }
 
 } // namespace
+
+// Callers with external linkage, so that dladdr finds them in the executable's dynamic symbols (ENABLE_EXPORTS).
+void memscopeStackTestAllocate(CachingAllocator& allocator, size_t size);
+void memscopeStackTestOther(CachingAllocator& allocator);
+__attribute__((noinline)) void memscopeStackTestAllocate(CachingAllocator& allocator, size_t size)
+{
+    const MallocResult r = allocator.malloc(0, size, StreamId {});
+    allocator.free(0, r.ptr);
+    asm volatile(""); // not a tail call: this frame stays on the stack during free
+}
+
+__attribute__((noinline)) void memscopeStackTestOther(CachingAllocator& allocator)
+{
+    memscopeStackTestAllocate(allocator, 8192);
+    asm volatile("");
+}
 
 class TestPublisher : public QObject {
     Q_OBJECT
@@ -547,6 +595,111 @@ private Q_SLOTS:
         t_counting = false;
         QCOMPARE(g_allocations.load(), 0L);
         QCOMPARE(publisher.lost(), uint64_t(0));
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void stacksOffByDefault()
+    {
+        qunsetenv("MEMSCOPE_STACKS");
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        QCOMPARE(Publisher(allocator, options).stackDepth(), 0u);
+        qputenv("MEMSCOPE_STACKS", "16");
+        QCOMPARE(Publisher(allocator, options).stackDepth(), 16u);
+        qputenv("MEMSCOPE_STACKS", "1000");
+        QCOMPARE(Publisher(allocator, options).stackDepth(), 64u);
+        qputenv("MEMSCOPE_STACKS", "x");
+        QCOMPARE(Publisher(allocator, options).stackDepth(), 0u);
+        qunsetenv("MEMSCOPE_STACKS");
+    }
+
+    void stacks()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        options.ringCapacity = size_t(1) << 16;
+        options.stackDepth = 16;
+        Publisher publisher(allocator, options);
+        QCOMPARE(publisher.stackDepth(), 16u);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+
+        constexpr int Pairs = 200;
+        for (int i = 0; i < Pairs; ++i) {
+            memscopeStackTestAllocate(allocator, 4096);
+            memscopeStackTestOther(allocator);
+        }
+        // After warm-up the hot path allocates nothing with stacks on either (the stacks are interned already).
+        g_allocations = 0;
+        t_counting = true;
+        for (int i = 0; i < 1000; ++i)
+            memscopeStackTestAllocate(allocator, 4096);
+        t_counting = false;
+        QCOMPARE(g_allocations.load(), 0L);
+        const auto frees = [&] {
+            return std::count_if(client.events.begin(), client.events.end(), [](const wire::EventRecord& e) {
+                return e.type == uint8_t(wire::EventType::FreeCompleted);
+            });
+        };
+        QVERIFY(client.receive([&] { return frees() >= Pairs * 2 + 1000; }));
+        QCOMPARE(publisher.lost(), uint64_t(0));
+        QCOMPARE(publisher.stacksDropped(), uint64_t(0));
+
+        std::map<uint32_t, size_t> firstUse;
+        for (size_t i = 0; i < client.events.size(); ++i) {
+            const wire::EventRecord& e = client.events[i];
+            if (e.type == uint8_t(wire::EventType::Heartbeat))
+                continue;
+            QVERIFY2(e.stackId != 0, qPrintable(QString::number(i)));
+            firstUse.emplace(e.stackId, i);
+        }
+        // A handful of distinct stacks (alloc / free / segment from two call sites), each defined once, before use.
+        QVERIFY(firstUse.size() >= 2);
+        QVERIFY(firstUse.size() <= 8);
+        QCOMPARE(client.stackDefs.size(), firstUse.size());
+        bool namesAllocate = false, namesOther = false;
+        for (const auto& [id, index] : firstUse) {
+            auto def = client.stackDefs.find(id);
+            QVERIFY(def != client.stackDefs.end());
+            QCOMPARE(def->second.copies, 1);
+            QVERIFY(def->second.arrivedAfter <= index);
+            QVERIFY(!def->second.names.empty());
+            QVERIFY(def->second.names.size() <= 16);
+            for (const std::string& name : def->second.names) {
+                namesAllocate |= name.find("memscopeStackTestAllocate") != std::string::npos;
+                namesOther |= name.find("memscopeStackTestOther") != std::string::npos;
+            }
+        }
+        QVERIFY(namesAllocate);
+        QVERIFY(namesOther);
+        // The Alloc of the first pair names this test's function; one free() shares one stack for both records.
+        const wire::EventRecord* alloc = nullptr;
+        for (const auto& e : client.events)
+            if (e.type == uint8_t(wire::EventType::Alloc) && !alloc)
+                alloc = &e;
+        QVERIFY(alloc);
+        const auto& names = client.stackDefs[alloc->stackId].names;
+        QVERIFY(std::any_of(names.begin(), names.end(), [](const std::string& n) {
+            return n.find("memscopeStackTestAllocate") != std::string::npos;
+        }));
+        for (size_t i = 1; i < client.events.size(); ++i)
+            if (client.events[i].type == uint8_t(wire::EventType::FreeCompleted)
+                && client.events[i - 1].type == uint8_t(wire::EventType::FreeRequested))
+                QCOMPARE(client.events[i].stackId, client.events[i - 1].stackId);
+
+        // A viewer that joins late gets every definition again when it asks for the state.
+        Client late(publisher.endpoint(), publisher.stateEndpoint());
+        QVERIFY(late.requestState());
+        QVERIFY(late.receive([&] { return late.stackDefs.size() >= firstUse.size(); }));
+        for (const auto& [id, index] : firstUse)
+            QCOMPARE(late.stackDefs[id].names, client.stackDefs[id].names);
         publisher.stop();
         allocator.setTraceObserver(nullptr);
     }

@@ -4,6 +4,9 @@
 // ring capacities (the default is 16384). Target: publishing adds < 50 ns per pair. The counter `lost` says how
 // many records the ring dropped: a loop that does nothing but allocate (~25 M records/s) outruns the drain thread,
 // which a real job (< 1 M/s) does not; a dropped record costs less than one that gets in.
+// BM_mallocFree_stacks captures native stacks (MEMSCOPE_STACKS=N, frame-pointer walk + interning) with the loop
+// run 16 calls deep, so every record walks at least `depth` frames (this file is built with frame pointers).
+// Target: < 400 ns per pair with 16 frames.
 #include "allocator.h"
 #include "hostbackend.h"
 #include "publisher.h"
@@ -27,13 +30,29 @@ std::string temporaryEndpoint()
     return "ipc://" + std::string(dir) + "/pub";
 }
 
-void mallocFree(benchmark::State& state, bool publish, size_t ringCapacity)
+// Recurses `depth` frames, then runs the loop there: each capture has real frames to walk.
+__attribute__((noinline)) void runDeep(benchmark::State& state, CachingAllocator& allocator, int depth)
+{
+    if (depth > 0) {
+        runDeep(state, allocator, depth - 1);
+        benchmark::ClobberMemory(); // not a tail call
+        return;
+    }
+    for (auto _ : state) {
+        const MallocResult r = allocator.malloc(0, 4096, StreamId {});
+        benchmark::DoNotOptimize(r.ptr);
+        allocator.free(0, r.ptr);
+    }
+}
+
+void mallocFree(benchmark::State& state, bool publish, size_t ringCapacity, int stackDepth = 0)
 {
     HostBackend backend;
     CachingAllocator allocator(backend, AllocatorConfig {});
     PublisherOptions options;
     options.endpoint = temporaryEndpoint();
     options.ringCapacity = ringCapacity;
+    options.stackDepth = stackDepth;
     Publisher publisher(allocator, options);
     if (publish) {
         std::string error;
@@ -44,13 +63,10 @@ void mallocFree(benchmark::State& state, bool publish, size_t ringCapacity)
         allocator.setTraceObserver(&publisher);
     }
     allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr); // warm-up: the segment is cached
-    for (auto _ : state) {
-        const MallocResult r = allocator.malloc(0, 4096, StreamId {});
-        benchmark::DoNotOptimize(r.ptr);
-        allocator.free(0, r.ptr);
-    }
+    runDeep(state, allocator, stackDepth > 0 ? 16 : 0);
     state.SetItemsProcessed(state.iterations());
     state.counters["lost"] = double(publisher.lost());
+    state.counters["stacksDropped"] = double(publisher.stacksDropped());
     allocator.setTraceObserver(nullptr);
     publisher.stop();
 }
@@ -58,8 +74,11 @@ void mallocFree(benchmark::State& state, bool publish, size_t ringCapacity)
 void BM_mallocFree_publishOff(benchmark::State& state) { mallocFree(state, false, 2); }
 // Argument: the ring's capacity in records.
 void BM_mallocFree_publishOn(benchmark::State& state) { mallocFree(state, true, size_t(state.range(0))); }
+// Argument: frames captured per record (the default ring).
+void BM_mallocFree_stacks(benchmark::State& state) { mallocFree(state, true, size_t(1) << 14, int(state.range(0))); }
 
 } // namespace
 
 BENCHMARK(BM_mallocFree_publishOff);
 BENCHMARK(BM_mallocFree_publishOn)->Arg(1 << 12)->Arg(1 << 14)->Arg(1 << 16)->Arg(1 << 20);
+BENCHMARK(BM_mallocFree_stacks)->Arg(4)->Arg(16)->Arg(64);

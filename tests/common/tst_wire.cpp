@@ -72,6 +72,14 @@ std::vector<uint8_t> validState()
     return encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks);
 }
 
+std::vector<uint8_t> validStackDef()
+{
+    const std::vector<DecodedFrame> frames { { 0x401000, "inner(int)", "/usr/lib/libx.so", 0 },
+                                              { 0x402000, "??", "??", 0 },
+                                              { 0x403000, "main", "/bin/job", 12 } };
+    return encodeStackDef(7, frames);
+}
+
 } // namespace
 
 class TestWire : public QObject {
@@ -244,6 +252,122 @@ private Q_SLOTS:
         } else {
             QVERIFY(!r.error.message.empty());
         }
+    }
+
+    void decodeStackDef_data()
+    {
+        QTest::addColumn<std::vector<uint8_t>>("frame");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("reason");
+        const std::vector<uint8_t> good = validStackDef();
+        QTest::newRow("valid") << good << int(DecodeErrorCode::None) << QString();
+        QTest::newRow("no frames") << encodeStackDef(9, {}) << int(DecodeErrorCode::None) << QString();
+        QTest::newRow("empty") << std::vector<uint8_t>() << int(DecodeErrorCode::Truncated) << QStringLiteral("truncated stack definition header");
+        std::vector<uint8_t> magic = good;
+        poke<uint32_t>(magic, 0, 0x12345678);
+        QTest::newRow("bad magic") << magic << int(DecodeErrorCode::BadMagic) << QStringLiteral("not a memscope stack definition");
+        std::vector<uint8_t> newer = good;
+        poke<uint16_t>(newer, 4, 2);
+        QTest::newRow("too new") << newer << int(DecodeErrorCode::TooNew) << QStringLiteral("newer than 1");
+        std::vector<uint8_t> flags = good;
+        poke<uint16_t>(flags, offsetof(StackDefHeader, flags), 1);
+        QTest::newRow("flags") << flags << int(DecodeErrorCode::Unsupported) << QStringLiteral("flags");
+        std::vector<uint8_t> idZero = good;
+        poke<uint32_t>(idZero, offsetof(StackDefHeader, stackId), 0);
+        QTest::newRow("stack id 0") << idZero << int(DecodeErrorCode::Corrupt) << QStringLiteral("stack id 0");
+        std::vector<uint8_t> many = good;
+        poke<uint32_t>(many, offsetof(StackDefHeader, frameCount), 0xffffffffu);
+        QTest::newRow("huge frame count") << many << int(DecodeErrorCode::Corrupt) << QStringLiteral("at most 64");
+        std::vector<uint8_t> shortFrame(good.begin(), good.end() - 1);
+        QTest::newRow("truncated strings") << shortFrame << int(DecodeErrorCode::Truncated) << QStringLiteral("but carries");
+        std::vector<uint8_t> trailing = good;
+        trailing.push_back(0);
+        QTest::newRow("trailing byte") << trailing << int(DecodeErrorCode::Corrupt) << QStringLiteral("but carries");
+        std::vector<uint8_t> outside = good;
+        poke<uint32_t>(outside, sizeof(StackDefHeader) + offsetof(FrameRecord, fileOffset), 100000);
+        QTest::newRow("string offset outside") << outside << int(DecodeErrorCode::Corrupt) << QStringLiteral("outside the string table");
+        std::vector<uint8_t> noNul = good;
+        noNul.back() = 'x';
+        QTest::newRow("last string without NUL") << noNul << int(DecodeErrorCode::Corrupt) << QStringLiteral("without its NUL");
+    }
+    void decodeStackDef()
+    {
+        QFETCH(std::vector<uint8_t>, frame);
+        QFETCH(int, code);
+        QFETCH(QString, reason);
+        const DecodedStackDef d = wire::decodeStackDef(frame);
+        QCOMPARE(int(d.error.code), code);
+        QVERIFY(d.error.offset <= frame.size());
+        if (code != int(DecodeErrorCode::None)) {
+            QVERIFY2(QString::fromStdString(d.error.message).contains(reason), d.error.message.c_str());
+            QVERIFY(d.frames.empty());
+            return;
+        }
+        if (d.header.stackId == 7) {
+            QCOMPARE(d.frames.size(), size_t(3));
+            QCOMPARE(d.frames[0].address, 0x401000ULL);
+            QCOMPARE(d.frames[0].name, std::string_view("inner(int)"));
+            QCOMPARE(d.frames[0].file, std::string_view("/usr/lib/libx.so"));
+            QCOMPARE(d.frames[1].name, std::string_view("??"));
+            QCOMPARE(d.frames[2].line, 12);
+        } else {
+            QVERIFY(d.frames.empty());
+        }
+    }
+
+    // Trace entries, blocks and segments get the frames of their stack id, innermost first; an id never defined
+    // (its definition lost) gives empty frames, and a definition after its events still counts.
+    void recorderStacks()
+    {
+        Recorder rec;
+        QVERIFY(rec.setState(wire::decodeState(validState())));
+        rec.addStackDef(wire::decodeStackDef(validStackDef()));
+        QCOMPARE(rec.stackCount(), size_t(1));
+        EventRecord seg = makeEvent(11, EventType::SegmentAlloc, B, 2 * MiB);
+        seg.stackId = 7;
+        EventRecord alloc = makeEvent(12, EventType::Alloc, B, 512, 100);
+        alloc.stackId = 7;
+        EventRecord unknown = makeEvent(13, EventType::Alloc, B + 512, 512, 100);
+        unknown.stackId = 99;
+        EventRecord later = makeEvent(14, EventType::Alloc, B + 1024, 512, 100);
+        later.stackId = 8;
+        rec.addEvents(std::vector { seg, alloc, unknown, later });
+        const std::vector<DecodedFrame> laterFrames { { 0x500000, "later", "/bin/job", 3 } };
+        rec.addStackDef(wire::decodeStackDef(encodeStackDef(8, laterFrames)));
+        QCOMPARE(rec.stats().applied, 4ULL);
+
+        const model::Snapshot s = rec.snapshot();
+        const auto names = [&](model::StackId id) {
+            QStringList out;
+            for (const model::FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f)
+                out << QString::fromUtf8(s.str(s.frame(*f).name)) + QLatin1Char('@') + QString::fromUtf8(s.str(s.frame(*f).filename))
+                        + QLatin1Char(':') + QString::number(s.frame(*f).line);
+            return out;
+        };
+        const QStringList expected { QStringLiteral("inner(int)@/usr/lib/libx.so:0"), QStringLiteral("??@??:0"), QStringLiteral("main@/bin/job:12") };
+        const auto& trace = s.deviceTraces.at(0);
+        QCOMPARE(trace.size(), size_t(4));
+        QCOMPARE(names(trace[0].stack), expected);
+        QCOMPARE(names(trace[1].stack), expected);
+        QCOMPARE(trace[1].stack, trace[0].stack); // interned once
+        QVERIFY(names(trace[2].stack).isEmpty());
+        QCOMPARE(names(trace[3].stack), QStringList { QStringLiteral("later@/bin/job:3") });
+        bool sawSegment = false, sawBlock = false;
+        for (const model::Segment& sg : s.segments) {
+            if (uint64_t(sg.address) != B)
+                continue;
+            sawSegment = true;
+            QCOMPARE(names(sg.stack), expected);
+            const model::Block& b = s.blocks[sg.blockBegin];
+            QCOMPARE(uint64_t(b.address), B);
+            QCOMPARE(names(b.stack), expected);
+            sawBlock = true;
+        }
+        QVERIFY(sawSegment && sawBlock);
+        // A broken definition changes nothing.
+        DecodedStackDef broken = wire::decodeStackDef(std::vector<uint8_t>(3));
+        rec.addStackDef(broken);
+        QCOMPARE(rec.stackCount(), size_t(2));
     }
 
     void requestRoundTrip()

@@ -1,5 +1,5 @@
 // The `record` command (recordcommand.h): the ZeroMQ client of the Clone pattern (ZeroMQ Guide, chapter 5). One
-// SUB socket on the agent's PUB endpoint (topics "E" and "G") is connected first, so no event published after the
+// SUB socket on the agent's PUB endpoint (topics "E", "G" and "S") is connected first, so no event published after the
 // state is taken can be missed, then one DEALER asks the ROUTER for the state; events that arrive meanwhile are
 // buffered by the wire::Recorder, which applies only those newer than the state. Single-threaded: this thread
 // owns both sockets.
@@ -130,6 +130,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         sub.set(zmq::sockopt::linger, 0);
         sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
         sub.set(zmq::sockopt::subscribe, wire::GoodbyeTopic);
+        sub.set(zmq::sockopt::subscribe, wire::StacksTopic); // stack definitions (MEMSCOPE_STACKS=N in the job)
         sub.connect(o.endpoint);
         zmq::socket_t dealer(context, zmq::socket_type::dealer);
         dealer.set(zmq::sockopt::linger, 0);
@@ -227,6 +228,13 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                         continue;
                     }
                     recorder.addEvents(batch.events);
+                } else if (hasBody && name == wire::StacksTopic) {
+                    const wire::DecodedStackDef def = wire::decodeStackDef(bytesOf(body));
+                    if (def.ok())
+                        recorder.addStackDef(def);
+                    else if (badFrames++ == 0)
+                        std::fprintf(err, "memscope-cli: warning: %s (skipped)\n",
+                                     def.error.toString(o.endpoint).c_str());
                 } else if (hasBody && name == wire::GoodbyeTopic) {
                     const wire::DecodedGoodbye bye = wire::decodeGoodbye(bytesOf(body));
                     if (bye.ok())

@@ -1,0 +1,85 @@
+// LiveReceiver: attaches to a running job's agent (docs/protocol.md, the Clone pattern) and keeps an immutable
+// model::Snapshot of what it has recorded so far. One QThread, started by start() and owned by this object, owns
+// both ZeroMQ sockets (SUB for events "E" and goodbye "G", DEALER for the state request), decodes every frame and
+// feeds one wire::Recorder; nothing else touches them. About every 250 ms (at once at a goodbye, when the agent
+// goes silent, or on an error) the thread copies the Recorder's snapshot into a shared_ptr<const Snapshot> and
+// hands it, with the counters, to the GUI thread as a queued call, which emits updated(). The LiveReceiver object
+// itself lives on, and is called from, the GUI thread; stop() (and the destructor) ask the thread to end and join
+// it (it polls every 50 ms, so this waits at most about that long).
+#pragma once
+
+#include "model/snapshot.h"
+#include "wire/recorder.h"
+
+#include <QObject>
+#include <QString>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+class QThread;
+
+namespace memscope::app {
+
+// Where a live recording stands.
+enum class LiveState : uint8_t {
+    Connecting, // waiting for the agent's state reply
+    Live, // recording; the agent was heard within the silence limit
+    Silent, // recording, but nothing (not even a heartbeat) for 2 s: the job may have died or hung
+    Exited, // the job said goodbye: the recording is complete
+    Failed, // no agent answered, or it speaks an incompatible protocol; `message` says why
+    Stopped, // stop() was called
+};
+
+// One hand-over from the receiver thread: immutable once emitted.
+struct LiveUpdate {
+    LiveState state = LiveState::Connecting;
+    std::shared_ptr<const model::Snapshot> snapshot; // null until the state reply arrived
+    uint64_t snapshotSerial = 0; // +1 per new snapshot copy; 0: none yet
+    wire::RecorderStats stats;
+    uint64_t lastSequence = 0;
+    uint32_t pid = 0; // the job's, from its Hello
+    QString host;
+    QString message; // an error or warning for people, naming the endpoint; empty when none
+};
+
+class LiveReceiver : public QObject {
+    Q_OBJECT
+public:
+    // `endpoint`: the job's MEMSCOPE_ENDPOINT (ipc://PATH or tcp://HOST:PORT).
+    explicit LiveReceiver(QString endpoint, QObject* parent = nullptr);
+    ~LiveReceiver() override; // stop()s
+
+    const QString& endpoint() const { return m_endpoint; }
+    // Starts the receiver thread; false (and a Failed update) when the endpoint is neither ipc:// nor tcp://.
+    bool start();
+    // Ends the thread and joins it; emits one last Stopped update unless the recording had ended already.
+    void stop();
+    bool isRunning() const;
+    // The last update handed over (GUI thread).
+    const LiveUpdate& latest() const { return m_latest; }
+    // Seconds without a state reply before giving up (default 5, as `memscope-cli record`).
+    void setAnswerTimeout(double seconds) { m_answerTimeout = seconds; }
+
+    static QString stateName(LiveState state); // "connecting", "live", "silent", "the job exited", ...
+
+Q_SIGNALS:
+    // On the GUI thread, at most about every 250 ms while events flow, and once when the recording ends.
+    void updated(const memscope::app::LiveUpdate& update);
+    // The recording ended: Exited, Failed or Stopped (after the last updated()).
+    void finished(memscope::app::LiveState state);
+
+private:
+    void run(); // the receiver thread
+    void deliver(LiveUpdate update); // GUI thread
+
+    QString m_endpoint;
+    double m_answerTimeout = 5;
+    QThread* m_thread = nullptr;
+    std::atomic<bool> m_stop { false };
+    LiveUpdate m_latest;
+    bool m_finished = false;
+};
+
+} // namespace memscope::app
