@@ -148,6 +148,7 @@ void LiveReceiver::run()
         sub.set(zmq::sockopt::linger, 0);
         sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
         sub.set(zmq::sockopt::subscribe, wire::GoodbyeTopic);
+        sub.set(zmq::sockopt::subscribe, wire::StacksTopic); // stack definitions (MEMSCOPE_STACKS=N in the job)
         sub.connect(endpoint);
         zmq::socket_t dealer(context, zmq::socket_type::dealer);
         dealer.set(zmq::sockopt::linger, 0);
@@ -231,6 +232,14 @@ void LiveReceiver::run()
                     }
                     recorder.addEvents(batch.events);
                     dirty = true;
+                } else if (hasBody && name == wire::StacksTopic) {
+                    const wire::DecodedStackDef def = wire::decodeStackDef(bytesOf(body));
+                    if (def.ok()) {
+                        recorder.addStackDef(def);
+                        dirty = true;
+                    } else if (badFrames++ == 0) {
+                        warning = tr("%1 (skipped)").arg(QString::fromStdString(def.error.toString(endpoint)));
+                    }
                 } else if (hasBody && name == wire::GoodbyeTopic) {
                     const wire::DecodedGoodbye bye = wire::decodeGoodbye(bytesOf(body));
                     if (bye.ok())
