@@ -206,6 +206,7 @@ public:
 
 private:
     friend class ReplayBuilder;
+    friend class ReplayExtender; // model/replayextender.h: grows a Replay forwards, entry by entry
 
     size_t checkpointFor(int64_t index) const;
     void collectPieces(int64_t index, std::vector<uint32_t>& out) const;
