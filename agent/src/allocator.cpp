@@ -48,6 +48,7 @@ namespace {
         ExpandableSegment* expandable = nullptr;
         int64_t gcCountBase = 0;
         int eventCount = 0;
+        uint32_t stackId = 0; // while allocated: the observer's stack id for its Alloc (state replies)
         bool allocated = false;
         // Backed by physical pages; false only for the unmapped address space of an expandable segment.
         bool mapped = true;
@@ -290,10 +291,13 @@ private:
     };
 
     Status setMemoryFraction(double fraction);
-    void trace(TraceAction action, uintptr_t addr, size_t size, StreamId stream, PoolId pool, size_t blockSize = 0)
+    // Reports one event of the current call; returns the stack id the observer attached (0: none).
+    uint32_t trace(TraceAction action, uintptr_t addr, size_t size, StreamId stream, PoolId pool, size_t blockSize = 0)
     {
         if (TraceObserver* o = *m_observer)
-            o->onTraceEvent(TraceEvent { action, m_device, addr, size, stream, pool, blockSize });
+            return o->onTraceEventWithStack(
+                TraceEvent { action, m_device, addr, size, stream, pool, blockSize, m_call });
+        return 0;
     }
     StatArray* statArrays();
     void increase(StatArray& a, const BlockPool& pool, size_t amount)
@@ -352,6 +356,7 @@ private:
     TraceObserver* const* m_observer;
 
     mutable std::mutex m_mutex;
+    uint64_t m_call = 0; // under m_mutex: +1 per public call that may report events (TraceEvent::call)
     DeviceStats m_stats;
     NodeArena m_arena; // declared before the pools that allocate from it
     ObjectPool<Block> m_blockPool;
@@ -401,6 +406,7 @@ size_t CachingAllocator::allocationSize(size_t size, const AllocatorConfig&)
 MallocResult DeviceAllocator::malloc(size_t origSize, StreamId stream)
 {
     std::unique_lock lock(m_mutex);
+    ++m_call;
     // malloc: completed cross-stream frees are recycled first, except while a graph capture is underway (event
     // queries are illegal during capture).
     if (m_capturesUnderway.empty() && (!m_cudaEvents.empty() || !m_deferredBlocks.empty()))
@@ -769,7 +775,7 @@ Block* DeviceAllocator::allocFoundBlock(const AllocParams& p, size_t origSize, b
 
     block->allocated = true;
     block->requestedSize = origSize;
-    trace(TraceAction::Alloc, block->ptr, origSize, block->stream, ownerPoolId(pool), block->size);
+    block->stackId = trace(TraceAction::Alloc, block->ptr, origSize, block->stream, ownerPoolId(pool), block->size);
     m_activeBlocks.insert(block->ptr, block);
 
     increase(m_stats.allocation, *pool, 1);
@@ -787,6 +793,7 @@ Block* DeviceAllocator::allocFoundBlock(const AllocParams& p, size_t origSize, b
 Status DeviceAllocator::free(DevicePtr ptr)
 {
     std::lock_guard lock(m_mutex);
+    ++m_call;
     Block** found = m_activeBlocks.find(raw(ptr));
     if (!found || !(*found)->allocated)
         return Status::InvalidPointer; // NativeCachingAllocator::free: "invalid device pointer"
@@ -886,6 +893,7 @@ size_t DeviceAllocator::tryMergeBlocks(Block* dst, Block* src, BlockPool& pool)
 Status DeviceAllocator::recordStream(DevicePtr ptr, StreamId stream)
 {
     std::lock_guard lock(m_mutex);
+    ++m_call;
     Block** found = m_activeBlocks.find(raw(ptr));
     if (!found || !(*found)->allocated)
         return Status::InvalidPointer;
@@ -1229,6 +1237,7 @@ void DeviceAllocator::releaseExpandableSegment(Block* block)
 void DeviceAllocator::emptyCache(PoolId pool)
 {
     std::lock_guard lock(m_mutex);
+    ++m_call;
     releaseCachedBlocks(pool);
 }
 
@@ -1279,6 +1288,7 @@ void DeviceAllocator::resetAccumulatedStats()
 Status DeviceAllocator::beginAllocateToPool(PoolId id, std::function<bool(StreamId)> filter)
 {
     std::lock_guard lock(m_mutex);
+    ++m_call;
     if (id.isDefault() || !filter)
         return Status::InvalidArgument;
     for (const auto& c : m_capturesUnderway) {
@@ -1298,6 +1308,7 @@ Status DeviceAllocator::beginAllocateToPool(PoolId id, std::function<bool(Stream
 Status DeviceAllocator::endAllocateToPool(PoolId id)
 {
     std::lock_guard lock(m_mutex);
+    ++m_call;
     for (auto it = m_capturesUnderway.begin(); it != m_capturesUnderway.end(); ++it) {
         if (it->first == id) {
             m_capturesUnderway.erase(it);
@@ -1311,6 +1322,7 @@ Status DeviceAllocator::releasePool(PoolId id)
 {
     // releasePool: when no graph uses the pool any more, emptyCache may release its segments.
     std::lock_guard lock(m_mutex);
+    ++m_call;
     auto it = m_graphPools.find(id);
     if (it == m_graphPools.end() || it->second->useCount <= 0)
         return Status::InvalidArgument;
@@ -1367,6 +1379,7 @@ std::vector<SegmentInfo> DeviceAllocator::snapshotLocked() const
             bi.requestedSize = b->requestedSize;
             bi.allocated = b->allocated;
             bi.active = b->allocated || b->eventCount > 0 || !b->streamUses.empty();
+            bi.stackId = bi.active ? b->stackId : 0;
             s.totalSize += bi.size;
             if (bi.allocated)
                 s.allocatedSize += bi.size;

@@ -56,6 +56,10 @@ struct TraceEvent {
     StreamId stream {};
     PoolId pool;
     size_t blockSize = 0; // Alloc, FreeRequested, FreeCompleted: the block's own bytes (size is the request)
+    // The allocator call that produced the event: per device, +1 per public call that takes the device's lock.
+    // Events of one call (a malloc's SegmentAlloc and Alloc, a free's FreeRequested and FreeCompleted, an
+    // emptyCache's SegmentFrees) share it, so an observer can time stamp a whole call with one clock read.
+    uint64_t call = 0;
 };
 
 // Receives every TraceEvent, under the device's lock: keep it short, never call back into the allocator.
@@ -63,6 +67,13 @@ class TraceObserver {
 public:
     virtual ~TraceObserver() = default;
     virtual void onTraceEvent(const TraceEvent& event) = 0;
+    // What the allocator calls: onTraceEvent, and the id of the stack the observer attached to the event (0: none).
+    // The allocator keeps an Alloc's id on the block for as long as it is active (BlockInfo::stackId).
+    virtual uint32_t onTraceEventWithStack(const TraceEvent& event)
+    {
+        onTraceEvent(event);
+        return 0;
+    }
 };
 
 enum class Status : uint8_t { Ok, OutOfMemory, InvalidDevice, InvalidPointer, InvalidArgument, BackendError };
@@ -93,6 +104,7 @@ struct BlockInfo {
     size_t requestedSize = 0;
     bool allocated = false;
     bool active = false; // allocated, or freed but waiting for the events of other streams (pending free)
+    uint32_t stackId = 0; // active blocks: the stack the observer attached to their Alloc (0: none)
 };
 
 struct SegmentInfo {

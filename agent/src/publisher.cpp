@@ -46,10 +46,13 @@ namespace {
         return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
     }
 
-    // The hot path's clock. clock_gettime costs ~20-25 ns even through the vDSO, three times per malloc + free;
-    // the time stamp counter costs a third of that. Records carry raw ticks until the publisher thread turns them
-    // into CLOCK_REALTIME nanoseconds (convertTimes), the way tracy's client does. Only an invariant TSC (constant
-    // rate, runs in every C-state: CPUID 0x80000007 EDX bit 8) is used; anything else reads the clock directly.
+    // The hot path's clock. clock_gettime(CLOCK_REALTIME) costs ~23 ns here even through the vDSO; the time stamp
+    // counter ~10 ns. Records carry raw ticks until the publisher thread turns them into CLOCK_REALTIME ns
+    // (convertTimes), the way tracy's client does. The counter is used only where it is a clock: an invariant TSC
+    // (constant rate, runs in every C-state: CPUID 0x80000007 EDX bit 8, Intel SDM vol. 3 §17.17.1 / AMD APM vol. 3
+    // CPUID Fn8000_0007) that the kernel itself trusts as its clocksource (it switches away from "tsc" when it
+    // finds the counters of two CPUs unsynchronised or drifting: Documentation/admin-guide/kernel-parameters.txt,
+    // tsc=; arch/x86/kernel/tsc_sync.c). Anything else reads CLOCK_REALTIME directly.
     bool invariantTsc() noexcept
     {
 #if MEMSCOPE_HAVE_TSC
@@ -64,6 +67,26 @@ namespace {
 #endif
     }
 
+    bool kernelClocksourceIsTsc() noexcept
+    {
+        FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+        if (!f)
+            return false;
+        char name[32] = {};
+        const bool read = std::fgets(name, sizeof name, f) != nullptr;
+        std::fclose(f);
+        return read && std::strncmp(name, "tsc", 3) == 0 && (name[3] == '\n' || name[3] == '\0');
+    }
+
+    // MEMSCOPE_CLOCK=realtime forces clock_gettime (a check on the converted clock, or a machine whose TSC misleads).
+    bool useTsc() noexcept
+    {
+        const char* forced = std::getenv("MEMSCOPE_CLOCK");
+        if (forced && std::strcmp(forced, "realtime") == 0)
+            return false;
+        return invariantTsc() && kernelClocksourceIsTsc();
+    }
+
     inline uint64_t ticks() noexcept
     {
 #if MEMSCOPE_HAVE_TSC
@@ -73,13 +96,20 @@ namespace {
 #endif
     }
 
-    // A (ticks, realtime ns) pair taken as close together as possible.
+    // A (ticks, realtime ns) pair taken as close together as possible: the tightest of three tries.
     void clockPair(uint64_t& tsc, uint64_t& ns) noexcept
     {
-        const uint64_t before = ticks();
-        ns = realtimeNs();
-        const uint64_t after = ticks();
-        tsc = before + (after - before) / 2;
+        uint64_t best = UINT64_MAX;
+        for (int i = 0; i < 3; ++i) {
+            const uint64_t before = ticks();
+            const uint64_t now = realtimeNs();
+            const uint64_t after = ticks();
+            if (after - before < best) {
+                best = after - before;
+                tsc = before + (after - before) / 2;
+                ns = now;
+            }
+        }
     }
 
     wire::EventType eventType(TraceAction action) noexcept
@@ -124,12 +154,14 @@ namespace {
 Publisher::Publisher(CachingAllocator& allocator, PublisherOptions options)
     : m_allocator(allocator)
     , m_options(std::move(options))
-    , m_useTsc(invariantTsc())
+    , m_useTsc(useTsc())
 {
     m_channels.reserve(size_t(std::max(allocator.deviceCount(), 1)));
     for (int d = 0; d < std::max(allocator.deviceCount(), 1); ++d)
         m_channels.push_back(std::make_unique<Channel>(m_options.ringCapacity));
     clockPair(m_tscBase, m_clockBaseNs);
+    m_anchorTsc = m_tscBase;
+    m_anchorNs = m_clockBaseNs;
     m_nsPerTick = 0; // unknown until the thread calibrates (records wait in the ring meanwhile)
     m_stackDepth = m_options.stackDepth < 0 ? stackDepthFromEnvironment()
                                             : std::min(unsigned(m_options.stackDepth), MaxStackDepth);
@@ -174,17 +206,27 @@ void Publisher::calibrate() noexcept
         return;
     uint64_t tsc = 0, ns = 0;
     clockPair(tsc, ns);
+    // The rate over the whole run so far (the longer the span, the smaller the error of the pairs' jitter).
     if (tsc > m_tscBase && ns > m_clockBaseNs)
-        m_nsPerTick = double(ns - m_clockBaseNs) / double(tsc - m_tscBase); // longer spans: better ratios
+        m_nsPerTick = double(ns - m_clockBaseNs) / double(tsc - m_tscBase);
+}
+
+void Publisher::anchor() noexcept
+{
+    if (m_useTsc)
+        clockPair(m_anchorTsc, m_anchorNs);
 }
 
 void Publisher::convertTimes(wire::EventRecord* records, size_t count) const noexcept
 {
     if (!m_useTsc)
         return;
+    // Relative to a (ticks, CLOCK_REALTIME) pair taken at this drain (anchor()): a record is at most a drain
+    // interval plus the ring's backlog older than it, so the rate's error (ppm after the first seconds) moves it
+    // by nanoseconds, and a step of CLOCK_REALTIME (settimeofday, NTP) shows in every record after the next drain.
     for (size_t i = 0; i < count; ++i) {
-        const int64_t delta = int64_t(records[i].timeNs - m_tscBase);
-        records[i].timeNs = m_clockBaseNs + uint64_t(int64_t(double(delta) * m_nsPerTick));
+        const int64_t delta = int64_t(records[i].timeNs - m_anchorTsc);
+        records[i].timeNs = m_anchorNs + uint64_t(int64_t(double(delta) * m_nsPerTick));
     }
 }
 
@@ -323,29 +365,30 @@ bool Publisher::start(std::string* error)
     return true;
 }
 
-void Publisher::onTraceEvent(const TraceEvent& event)
+void Publisher::onTraceEvent(const TraceEvent& event) { onTraceEventWithStack(event); }
+
+uint32_t Publisher::internStack(Channel& c) noexcept
+{
+    uintptr_t frames[MaxStackDepth];
+    return c.stacks->intern(frames, memscope::agent::captureStack(frames, m_stackDepth));
+}
+
+uint32_t Publisher::onTraceEventWithStack(const TraceEvent& event)
 {
     if (!m_enabled.load(std::memory_order_relaxed) || event.device < 0 || size_t(event.device) >= m_channels.size())
-        return;
+        return 0;
     Channel& c = *m_channels[size_t(event.device)];
-    // One free() reports FreeRequested then FreeCompleted of the same block back to back: one time stamp for both
-    // (a third of a malloc + free's cost otherwise; a FreeCompleted delayed by record_stream gets its own).
-    const bool sameCall = event.action == TraceAction::FreeCompleted && c.lastAction == TraceAction::FreeRequested
-        && c.lastAddress == event.addr;
+    // One time stamp (and one stack) per allocator call: a malloc's SegmentAlloc and Alloc, a free's FreeRequested
+    // and FreeCompleted share them. Call 0 is an event reported by hand (the preload shim): its own stamp.
+    const bool sameCall = event.call != 0 && event.call == c.lastCall;
     const uint64_t now = sameCall ? c.lastTime : eventTime();
     c.lastTime = now;
-    c.lastAddress = event.addr;
-    c.lastAction = event.action;
+    c.lastCall = event.call;
     uint32_t stackId = 0;
     if (m_stackDepth > 0) {
         // The stack is interned before the record enters the ring, so the publisher, having read the record, sees
         // the stack too (the table's release store precedes the ring's) and sends it first.
-        if (sameCall) {
-            stackId = c.lastStackId;
-        } else {
-            uintptr_t frames[MaxStackDepth];
-            stackId = c.stacks->intern(frames, captureStack(frames, m_stackDepth));
-        }
+        stackId = sameCall ? c.lastStackId : internStack(c);
         c.lastStackId = stackId;
     }
     c.ring.push([&](wire::EventRecord& r) noexcept {
@@ -370,6 +413,7 @@ void Publisher::onTraceEvent(const TraceEvent& event)
             break;
         }
     });
+    return stackId;
 }
 
 void Publisher::sendHeartbeat()
@@ -397,6 +441,7 @@ bool Publisher::drain(const uint64_t* upTo)
             for (size_t i = 0; i < n; ++i)
                 records[i].sequence = ++m_sequence; // the agent's one sequence
             sendNewStacks(d); // every stack these records name, before them
+            anchor();
             convertTimes(records, n);
             sendBatch(records, n);
             any = true;

@@ -61,8 +61,10 @@ public:
     void stop(unsigned maxWaitMs = 200);
     bool running() const { return m_running.load(std::memory_order_acquire); }
 
-    // TraceObserver: under the device lock. One record into the ring; nothing else.
+    // TraceObserver: under the device lock. One record into the ring (and, with stacks on, one stack captured
+    // and interned); nothing else. Returns the record's stack id.
     void onTraceEvent(const TraceEvent& event) override;
+    uint32_t onTraceEventWithStack(const TraceEvent& event) override;
 
     const std::string& endpoint() const { return m_endpoint; }
     const std::string& stateEndpoint() const { return m_stateEndpoint; }
@@ -98,8 +100,9 @@ private:
     void sendNewStacks(size_t device);
     void resendStacks(); // publisher thread: every stack sent so far, again (a state request: a viewer joined)
     void sendStack(const StackTable::Stack& stack); // publisher thread: symbolises and sends one definition
-    uint64_t eventTime() const noexcept; // TSC ticks, or CLOCK_REALTIME ns without an invariant TSC
-    void calibrate() noexcept; // publisher thread
+    uint64_t eventTime() const noexcept; // TSC ticks, or CLOCK_REALTIME ns without a usable TSC
+    void calibrate() noexcept; // publisher thread: the tick rate over the run so far
+    void anchor() noexcept; // publisher thread: a fresh (ticks, realtime) pair for the records about to go out
     void convertTimes(wire::EventRecord* records, size_t count) const noexcept; // ticks -> realtime ns
 
     CachingAllocator& m_allocator;
@@ -111,14 +114,16 @@ private:
         {
         }
         EventRing ring;
-        uint64_t lastTime = 0; // the last record's time stamp, and what it was: a FreeCompleted right after
-        uintptr_t lastAddress = 0; // the FreeRequested of the same block (one free() call) reuses the time
-        TraceAction lastAction = TraceAction::Count;
+        uint64_t lastTime = 0; // the last record's time stamp and stack, and its allocator call: the next
+        uint64_t lastCall = 0; // record of the same call reuses both
         uint32_t lastStackId = 0;
         std::unique_ptr<StackTable> stacks; // when stacks are on
         size_t stacksSent = 0; // publisher thread: entries of `stacks` already sent
     };
     std::vector<std::unique_ptr<Channel>> m_channels;
+    // Allocator thread, under the device lock: the caller's stack, interned in c's table (kept out of line: the
+    // frame buffer would otherwise make every record's call set up half a KiB of stack).
+    [[gnu::noinline]] uint32_t internStack(Channel& c) noexcept;
     std::vector<wire::EventRecord> m_batch; // publisher thread: BatchHeader room + records
     uint64_t m_sequence = 0; // publisher thread: the last sequence given
     std::string m_endpoint;
@@ -139,6 +144,8 @@ private:
     const bool m_useTsc;
     uint64_t m_tscBase = 0; // ticks at m_clockBaseNs
     uint64_t m_clockBaseNs = 0; // CLOCK_REALTIME when the publisher was made
+    uint64_t m_anchorTsc = 0; // publisher thread: the latest (ticks, CLOCK_REALTIME) pair, taken each drain
+    uint64_t m_anchorNs = 0;
     double m_nsPerTick = 0; // publisher thread only
     unsigned m_stackDepth = 0;
     // Publisher thread: symbol of each return address seen so far (name, file).

@@ -477,6 +477,74 @@ private Q_SLOTS:
         allocator.setTraceObserver(nullptr);
     }
 
+    // One clock read per allocator call: the records of one call carry one time stamp, and every stamp is
+    // CLOCK_REALTIME nanoseconds (within a few microseconds of a clock_gettime taken around the call), whether the
+    // agent reads the time stamp counter and converts it or reads CLOCK_REALTIME itself.
+    void timeStamps_data()
+    {
+        QTest::addColumn<QByteArray>("clock");
+        QTest::newRow("time stamp counter where usable") << QByteArray();
+        QTest::newRow("MEMSCOPE_CLOCK=realtime") << QByteArray("realtime");
+    }
+    void timeStamps()
+    {
+        QFETCH(QByteArray, clock);
+        if (clock.isEmpty())
+            qunsetenv("MEMSCOPE_CLOCK");
+        else
+            qputenv("MEMSCOPE_CLOCK", clock);
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options); // reads MEMSCOPE_CLOCK
+        qunsetenv("MEMSCOPE_CLOCK");
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+
+        auto now = [] {
+            timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+        };
+        std::vector<std::pair<uint64_t, uint64_t>> calls; // [before, after] of each call
+        auto call = [&](auto&& f) {
+            const uint64_t before = now();
+            f();
+            calls.emplace_back(before, now());
+            std::this_thread::sleep_for(2ms); // calls distinguishable by time
+        };
+        DevicePtr p {};
+        call([&] { p = allocator.malloc(0, size_t(30) << 20, StreamId {}).ptr; }); // SegmentAlloc, Alloc
+        call([&] { QCOMPARE(allocator.free(0, p), Status::Ok); }); // FreeRequested, FreeCompleted
+        call([&] { allocator.emptyCache(); }); // SegmentFree
+        QVERIFY(client.receive([&] { return countNonHeartbeat(client.events) >= 5; }));
+        std::vector<wire::EventRecord> events;
+        for (const auto& e : client.events)
+            if (e.type != uint8_t(wire::EventType::Heartbeat))
+                events.push_back(e);
+        QCOMPARE(events.size(), size_t(5));
+        QCOMPARE(events[0].timeNs, events[1].timeNs); // one malloc
+        QCOMPARE(events[2].timeNs, events[3].timeNs); // one free
+        const size_t callOf[] = { 0, 0, 1, 1, 2 };
+        constexpr uint64_t SlackNs = 20000; // the conversion's error is far below this
+        for (size_t i = 0; i < events.size(); ++i) {
+            const auto [before, after] = calls[callOf[i]];
+            QVERIFY2(events[i].timeNs + SlackNs >= before && events[i].timeNs <= after + SlackNs,
+                     qPrintable(QStringLiteral("record %1 at %2 ns, its call ran from %3 to %4")
+                                    .arg(i)
+                                    .arg(events[i].timeNs)
+                                    .arg(before)
+                                    .arg(after)));
+        }
+        QVERIFY(events[2].timeNs > events[1].timeNs);
+        QVERIFY(events[4].timeNs > events[3].timeNs);
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
     void stateAndLateJoin()
     {
         HostBackend backend;

@@ -1,7 +1,8 @@
 // What publishing costs the allocator's hot path: malloc + free of a cached block (three trace records: Alloc,
-// FreeRequested, FreeCompleted; two time stamps) with no observer, and with the real Publisher attached (per-device
-// ring + "memscope-pub" thread draining it to a PUB socket on an ipc endpoint in a temporary folder), for several
-// ring capacities (the default is 16384). Target: publishing adds < 50 ns per pair. The counter `lost` says how
+// FreeRequested, FreeCompleted; two time stamps, one per call) with no observer, with every record getting into the
+// ring (BM_mallocFree_recorded: the cost a job below the drain rate pays), and with the real Publisher attached
+// (per-device ring + "memscope-pub" thread draining it to a PUB socket on an ipc endpoint in a temporary folder), for
+// several ring capacities (the default is 16384). Target: publishing adds < 50 ns per pair. The counter `lost` says how
 // many records the ring dropped: a loop that does nothing but allocate (~25 M records/s) outruns the drain thread,
 // which a real job (< 1 M/s) does not; a dropped record costs less than one that gets in.
 // BM_mallocFree_stacks captures native stacks (MEMSCOPE_STACKS=N, frame-pointer walk + interning) with the loop
@@ -15,6 +16,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -71,6 +73,37 @@ void mallocFree(benchmark::State& state, bool publish, size_t ringCapacity, int 
     publisher.stop();
 }
 
+// The hot path's own cost when every record gets into the ring (what a job below the drain rate pays): no
+// publisher thread; the loop empties the ring itself, outside the timed region, before it can fill.
+void BM_mallocFree_recorded(benchmark::State& state)
+{
+    HostBackend backend;
+    CachingAllocator allocator(backend, AllocatorConfig {});
+    PublisherOptions options;
+    options.ringCapacity = size_t(state.range(0));
+    options.stackDepth = 0;
+    options.startThread = false;
+    Publisher publisher(allocator, options); // never started: onTraceEvent only writes the ring
+    allocator.setTraceObserver(&publisher);
+    std::vector<memscope::wire::EventRecord> sink(options.ringCapacity);
+    allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+    size_t sinceDrain = 0;
+    for (auto _ : state) {
+        const MallocResult r = allocator.malloc(0, 4096, StreamId {});
+        benchmark::DoNotOptimize(r.ptr);
+        allocator.free(0, r.ptr);
+        if (++sinceDrain == options.ringCapacity / 4) { // 3 records per pair: 3/4 of the ring
+            state.PauseTiming();
+            while (publisher.ring().pop(sink.data(), sink.size()) > 0) { }
+            sinceDrain = 0;
+            state.ResumeTiming();
+        }
+    }
+    state.SetItemsProcessed(state.iterations());
+    state.counters["lost"] = double(publisher.lost());
+    allocator.setTraceObserver(nullptr);
+}
+
 void BM_mallocFree_publishOff(benchmark::State& state) { mallocFree(state, false, 2); }
 // Argument: the ring's capacity in records.
 void BM_mallocFree_publishOn(benchmark::State& state) { mallocFree(state, true, size_t(state.range(0))); }
@@ -80,5 +113,6 @@ void BM_mallocFree_stacks(benchmark::State& state) { mallocFree(state, true, siz
 } // namespace
 
 BENCHMARK(BM_mallocFree_publishOff);
+BENCHMARK(BM_mallocFree_recorded)->Arg(1 << 12)->Arg(1 << 14)->Arg(1 << 16);
 BENCHMARK(BM_mallocFree_publishOn)->Arg(1 << 12)->Arg(1 << 14)->Arg(1 << 16)->Arg(1 << 20);
 BENCHMARK(BM_mallocFree_stacks)->Arg(4)->Arg(16)->Arg(64);
