@@ -87,7 +87,7 @@ std::vector<uint8_t> stacksMatchingText(const Snapshot& snapshot, std::string_vi
     return out;
 }
 
-std::vector<uint32_t> filterEntries(const Snapshot& snapshot, int device, const EventFilter& filter)
+std::vector<uint32_t> filterEntries(const Snapshot& snapshot, int device, const EventFilter& filter, size_t begin)
 {
     const std::vector<TraceEntry>& trace = traceOf(snapshot, device);
     std::vector<uint8_t> stackMatches;
@@ -95,7 +95,7 @@ std::vector<uint32_t> filterEntries(const Snapshot& snapshot, int device, const 
     if (byText)
         stackMatches = stacksMatchingText(snapshot, filter.frameText, filter.caseSensitive);
     std::vector<uint32_t> out;
-    for (size_t i = 0; i < trace.size(); ++i) {
+    for (size_t i = begin; i < trace.size(); ++i) {
         const TraceEntry& e = trace[i];
         if (!(filter.actions & EventFilter::bit(e.action)) || e.size < filter.minSize || e.size > filter.maxSize)
             continue;
@@ -241,6 +241,7 @@ struct EventListModel::JobResult {
     std::vector<uint32_t> rows;
     std::shared_ptr<const EventVersions> versions;
     std::vector<int64_t> streams; // only filled with a freshly built `versions`
+    size_t covered = 0; // the trace's length when the job read it
 };
 
 EventListModel::EventListModel(Session* session, QObject* parent)
@@ -252,6 +253,7 @@ EventListModel::EventListModel(Session* session, QObject* parent)
 {
     m_topFrame.assign(m_document->snapshot->stackCount(), -2);
     connect(session, &Session::deviceChanged, this, &EventListModel::onDeviceChanged);
+    connect(session, &Session::grown, this, &EventListModel::onGrown);
     connect(session, &Session::filterChanged, this, &EventListModel::onSessionFilterChanged);
     connect(session, &Session::selectionChanged, this, [this](AllocationId id) {
         if (id == m_selection)
@@ -278,7 +280,7 @@ int EventListModel::rowCount(const QModelIndex& parent) const
 {
     if (parent.isValid() || m_rowsDevice < 0)
         return 0;
-    return m_identity ? int(rowEntries().size()) : int(m_rows.size());
+    return m_identity ? int(m_covered) : int(m_rows.size());
 }
 
 int EventListModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : ColumnCount; }
@@ -295,7 +297,7 @@ int EventListModel::rowOfEntry(int64_t entry) const
     if (entry < 0 || m_rowsDevice < 0)
         return -1;
     if (m_identity)
-        return entry < int64_t(rowEntries().size()) ? int(entry) : -1;
+        return entry < int64_t(m_covered) ? int(entry) : -1;
     auto it = std::lower_bound(m_rows.begin(), m_rows.end(), uint64_t(entry),
                                [](uint32_t r, uint64_t e) { return uint64_t(r) < e; });
     return it != m_rows.end() && *it == entry ? int(it - m_rows.begin()) : -1;
@@ -338,6 +340,7 @@ void EventListModel::onDeviceChanged()
     m_rowsDevice = -1;
     m_identity = true;
     m_rows.clear();
+    m_covered = 0;
     m_versions.reset();
     m_streams.clear();
     endResetModel();
@@ -371,6 +374,7 @@ void EventListModel::startJob()
     std::shared_ptr<const EventVersions> versions = device == m_rowsDevice ? m_versions : nullptr;
     QFuture<std::shared_ptr<JobResult>> future
         = QtConcurrent::run([doc = m_document, device, filter = m_filter, versions, id]() {
+              const auto lock = doc->readLock(); // a live document does not grow meanwhile
               auto r = std::make_shared<JobResult>();
               r->id = id;
               r->device = device;
@@ -389,6 +393,7 @@ void EventListModel::startJob()
                       if (seen[k])
                           r->streams.push_back(s.streams[k]);
               }
+              r->covered = traceOf(s, device).size();
               r->identity = filter.passesEverything();
               if (!r->identity)
                   r->rows = filterEntries(s, device, filter);
@@ -415,6 +420,7 @@ void EventListModel::applyResult(std::shared_ptr<JobResult> r)
     m_rowsDevice = r->device;
     m_identity = r->identity;
     m_rows = std::move(r->rows);
+    m_covered = r->covered;
     if (newDevice) {
         m_versions = std::move(r->versions);
         m_streams = std::move(r->streams);
@@ -423,8 +429,41 @@ void EventListModel::applyResult(std::shared_ptr<JobResult> r)
     }
     endResetModel();
     m_appliedJob = r->id;
+    if (m_document->isLive())
+        m_versions.reset(); // entries of a live document carry their versions (LiveDocument counts them)
+    extendRows(); // a live document may have grown while the job ran
     Q_EMIT busyChanged(false);
     Q_EMIT rowsReady(rowCount());
+}
+
+void EventListModel::onGrown()
+{
+    m_topFrame.resize(m_document->snapshot->stackCount(), -2);
+    if (!isBusy())
+        extendRows(); // else the job's result is extended when it arrives
+}
+
+// Rows for the entries appended since the rows were made: all of them, or those that pass the filter.
+void EventListModel::extendRows()
+{
+    if (m_rowsDevice < 0 || m_rowsDevice != m_session->device())
+        return;
+    const size_t total = rowEntries().size();
+    if (total <= m_covered)
+        return;
+    if (m_identity) {
+        beginInsertRows({}, int(m_covered), int(total) - 1);
+        m_covered = total;
+        endInsertRows();
+        return;
+    }
+    std::vector<uint32_t> more = filterEntries(*m_document->snapshot, m_rowsDevice, m_filter, m_covered);
+    m_covered = total;
+    if (more.empty())
+        return;
+    beginInsertRows({}, int(m_rows.size()), int(m_rows.size() + more.size()) - 1);
+    m_rows.insert(m_rows.end(), more.begin(), more.end());
+    endInsertRows();
 }
 
 QString EventListModel::topFrame(StackId stack) const

@@ -46,7 +46,8 @@ std::vector<uint8_t> stacksMatchingText(const model::Snapshot& snapshot, std::st
 
 // The indices of the entries of deviceTraces[device] that pass `filter`, ascending. Pure; any thread; O(entries +
 // frames + stack frames).
-std::vector<uint32_t> filterEntries(const model::Snapshot& snapshot, int device, const EventFilter& filter);
+std::vector<uint32_t> filterEntries(const model::Snapshot& snapshot, int device, const EventFilter& filter,
+                                    size_t begin = 0);
 
 // Parses a byte count typed by a person: "4096", "512 B", "1.5 MiB", "2M", "3 GB", "64k" (K/M/G/T with or without
 // "i" and "B", all powers of 1024, case-insensitive). nullopt for anything else, negative numbers included.
@@ -148,6 +149,8 @@ private:
     void applyResult(std::shared_ptr<JobResult> result);
     void onSessionFilterChanged();
     void onDeviceChanged();
+    void onGrown();
+    void extendRows();
     const std::vector<model::TraceEntry>& rowEntries() const;
     QString topFrame(model::StackId stack) const;
     QString addressName(int64_t entry) const;
@@ -157,6 +160,7 @@ private:
     EventFilter m_filter; // the latest one asked for (hidden streams included)
     uint64_t m_pendingJob = 0; // id of the latest job started
     uint64_t m_appliedJob = 0; // id of the job whose result is shown
+    size_t m_covered = 0; // entries of the device's trace that the rows account for (a live trace grows)
     // What the rows show: device, versions, and either every entry (m_identity) or m_rows.
     int m_rowsDevice = -1;
     bool m_identity = true;

@@ -30,6 +30,20 @@ Session::Session(std::shared_ptr<const Document> document, QObject* parent)
     const auto devs = devices();
     m_device = devs.empty() ? 0 : devs.front();
     m_cursor = entryCount();
+    m_knownCount = m_cursor;
+}
+
+void Session::documentGrew()
+{
+    const int64_t previous = m_knownCount;
+    const bool following = m_cursor >= previous;
+    m_knownCount = entryCount();
+    m_stateValid = false; // the state at the cursor is the same, but its allocations' lifetimes may have ended since
+    Q_EMIT grown(previous);
+    if (following && m_cursor != m_knownCount) {
+        m_cursor = m_knownCount;
+        Q_EMIT cursorChanged(m_cursor);
+    }
 }
 
 std::vector<int> Session::devices() const
@@ -54,6 +68,7 @@ void Session::setDevice(int device)
     m_stateValid = false;
     m_selection = m_hovered = NoAllocation;
     m_cursor = entryCount();
+    m_knownCount = m_cursor;
     Q_EMIT deviceChanged(device);
     Q_EMIT selectionChanged(m_selection);
     Q_EMIT hoveredChanged(m_hovered);

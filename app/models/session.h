@@ -12,16 +12,27 @@
 
 #include <memory>
 #include <set>
+#include <shared_mutex>
 #include <utility>
 #include <vector>
 
 namespace memscope::app {
 
 // Everything derived once from a loaded file, off the GUI thread: the snapshot and one replay per device.
+// A live job's Document grows instead (models/livedocument.h): on the GUI thread, between events, and never while
+// a reader on another thread holds readLock(). Work on other threads takes readLock() for as long as it reads.
 struct Document {
     QString path; // as opened (a file, or a ":/" resource)
     std::shared_ptr<const model::Snapshot> snapshot;
     std::vector<model::Replay> replays; // index = device; a device without a trace has an empty replay
+    std::shared_ptr<std::shared_mutex> growth; // set on live documents only
+
+    // Holds off growth while held (an empty lock for a file's Document, which never changes).
+    std::shared_lock<std::shared_mutex> readLock() const
+    {
+        return growth ? std::shared_lock<std::shared_mutex>(*growth) : std::shared_lock<std::shared_mutex>();
+    }
+    bool isLive() const { return growth != nullptr; }
 };
 
 // Builds a Document (replays of every device). Pure; any thread.
@@ -66,6 +77,13 @@ public:
     // The first state index whose time is >= timeUs.
     int64_t indexAtTimeUs(int64_t timeUs) const;
 
+    // A live Document grew (LiveDocument::flush): the cursor follows the new end when it was at the old one, and
+    // grown() tells the views to take in the new entries without losing what the user set up.
+    void documentGrew();
+    // Whether the cursor follows the end of a live document (it is at the end); moving it elsewhere pauses
+    // following, moving it back to the end resumes it.
+    bool isFollowing() const { return m_cursor >= entryCount(); }
+
     TimeAxis timeAxis() const { return m_timeAxis; }
     void setTimeAxis(TimeAxis axis);
 
@@ -109,6 +127,8 @@ Q_SIGNALS:
     void hoveredChanged(memscope::model::AllocationId id);
     void filterChanged();
     void timeAxisChanged();
+    // The live Document grew from `previousCount` entries of the current device (emitted before the cursor moves).
+    void grown(int64_t previousCount);
 
 private:
     std::shared_ptr<const Document> m_document;
@@ -120,6 +140,7 @@ private:
     std::set<int64_t> m_hiddenStreams;
     std::set<std::pair<int64_t, int64_t>> m_hiddenPools;
     bool m_frameFilter = true;
+    int64_t m_knownCount = 0; // entryCount() when the views last heard of it
     mutable model::ReplayState m_state;
     mutable bool m_stateValid = false;
 };

@@ -250,7 +250,9 @@ void CallTreeView::startRebuild(Run run)
         applyTree(job, watcher->result());
         watcher->deleteLater();
     });
-    watcher->setFuture(QtConcurrent::run([snapshot, samples = std::move(samples), options]() -> Result {
+    watcher->setFuture(QtConcurrent::run([doc = m_session->documentPtr(), snapshot, samples = std::move(samples),
+                                          options]() -> Result {
+        const auto lock = doc->readLock(); // a live document does not grow meanwhile
         return std::make_shared<const CallTree>(CallTree::build(*snapshot, samples, options));
     }));
 }

@@ -110,6 +110,16 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
         fillFilterMenu();
         Q_EMIT statusChanged();
     });
+    connect(m_session, &Session::grown, this, [this] {
+        // A live job may start using another device.
+        for (int d : m_session->devices())
+            if (m_deviceBox->findData(d) < 0)
+                m_deviceBox->addItem(tr("cuda:%1").arg(d), d);
+        m_deviceBox->setEnabled(m_deviceBox->count() > 1);
+        updateControls();
+        updateDetails();
+        Q_EMIT statusChanged();
+    });
     connect(m_session, &Session::hoveredChanged, this, &DocumentWindow::updateDetails);
     connect(m_session, &Session::selectionChanged, this, &DocumentWindow::updateDetails);
     connect(m_session, &Session::filterChanged, this, &DocumentWindow::updateDetails);

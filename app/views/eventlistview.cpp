@@ -164,6 +164,7 @@ EventListView::EventListView(Session* session, QWidget* parent)
         syncToCursor();
     });
     connect(m_model, &EventListModel::busyChanged, this, &EventListView::updateCountLabel);
+    connect(m_session, &Session::grown, this, &EventListView::updateCountLabel); // after the model appended rows
     connect(m_session, &Session::cursorChanged, this, &EventListView::syncToCursor);
     updateCountLabel();
 }

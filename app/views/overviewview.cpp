@@ -228,6 +228,17 @@ OverviewView::OverviewView(Session* session, QWidget* parent)
     });
     connect(session, &Session::cursorChanged, this, &OverviewView::updateCursorLine);
     connect(session, &Session::deviceChanged, this, &OverviewView::rebuild);
+    connect(session, &Session::grown, this, [this](int64_t previous) {
+        // Keep a zoomed range; a view of everything goes on showing everything.
+        const bool all = m_xMin <= 0 && m_xMax >= axisValueOf(previous);
+        const double xMin = m_xMin, xMax = m_xMax;
+        rebuild();
+        if (!all) {
+            m_xMin = xMin;
+            m_xMax = xMax;
+            refresh();
+        }
+    });
     connect(session, &Session::timeAxisChanged, this, &OverviewView::rebuild);
 
     applyPalette();

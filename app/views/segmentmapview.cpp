@@ -257,6 +257,12 @@ SegmentMapView::SegmentMapView(Session* session, QWidget* parent)
         invalidateFit();
     });
     connect(session, &Session::cursorChanged, this, [this] { invalidateLayout(); });
+    // A live document grew: a new peak of reserved memory changes the scale.
+    connect(session, &Session::grown, this, [this] {
+        if (m_session && m_session->replay().peakReserved().index != m_peakIndex)
+            m_peakDevice = -1;
+        invalidateLayout();
+    });
     connect(session, &Session::filterChanged, this, [this] { invalidateFit(); });
     connect(session, &Session::selectionChanged, this, [this] { update(); });
     connect(session, &Session::hoveredChanged, this, [this] { update(); });
@@ -339,7 +345,8 @@ void SegmentMapView::ensureLayout() const
     if (m_peakDevice != session.device()) {
         // The fit uses the state at the peak of reserved memory, so that the scale stays put while the cursor moves
         // and a segment has the same width at every point of the trace.
-        session.replay().stateAt(session.replay().peakReserved().index, m_peakState);
+        m_peakIndex = session.replay().peakReserved().index;
+        session.replay().stateAt(m_peakIndex, m_peakState);
         m_peakDevice = session.device();
         m_fitValid = false;
     }

@@ -115,6 +115,7 @@ private:
     mutable double m_fitScale = 1;
     mutable model::ReplayState m_peakState; // the state the fit is computed on (peak reserved)
     mutable int m_peakDevice = -1;
+    mutable int64_t m_peakIndex = -1; // the state m_peakState was taken at
     mutable int64_t m_layoutIndex = -1;
     mutable std::vector<QString> m_groupTitles;
     mutable std::vector<QRgb> m_streamColors; // per state segment

@@ -91,6 +91,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
     connect(session, &Session::filterChanged, this, &TimelineView::onFilterChanged);
     connect(session, &Session::timeAxisChanged, this, &TimelineView::onTimeAxisChanged);
     connect(session, &Session::cursorChanged, this, &TimelineView::onCursorChanged);
+    connect(session, &Session::grown, this, &TimelineView::onGrown);
     connect(session, &Session::selectionChanged, this, qOverload<>(&QWidget::update));
     connect(session, &Session::hoveredChanged, this, qOverload<>(&QWidget::update));
 
@@ -128,6 +129,48 @@ void TimelineView::onDeviceChanged()
     onFilterChanged();
     rebuildAxis();
     m_geometry.reset();
+    emitRangeIfChanged();
+    update();
+}
+
+// A live document grew: the items are made again (O(allocations), far below the replay's growth), the view keeps
+// its zoom, and a view showing the end (or everything) slides along with the data.
+void TimelineView::onGrown()
+{
+    if (!m_session)
+        return;
+    const auto [first, last] = visibleRange();
+    const bool wasReset = m_geometry.isReset();
+    const bool atEnd = last >= m_axis.entryCount();
+    const double width = m_geometry.span();
+    const Replay& replay = m_session->replay();
+    m_allocs = TimelineItems::fromAllocations(replay);
+    m_pieces = TimelineItems::fromSegments(replay);
+    auto colorsOf = [](const TimelineItems& items, std::vector<uint32_t>& out) {
+        const size_t from = std::min(out.size(), items.count());
+        out.resize(items.count());
+        for (size_t k = from; k < items.count(); ++k)
+            out[k] = colors::allocation(items.address[k]).rgb();
+    };
+    colorsOf(m_allocs, m_allocColors);
+    colorsOf(m_pieces, m_pieceColors);
+    m_allocPiece.clear();
+    m_allocPieceValid = false;
+    m_annotations = m_session->annotations();
+    m_ooms = m_session->oomIndices();
+    m_hitGeneration = UINT64_MAX;
+    m_plotValid = false;
+    m_overviewKeyDevice = -1;
+    m_allocVisible.clear(); // sized by the item counts: made again by onFilterChanged
+    m_pieceVisible.clear();
+    onFilterChanged();
+    rebuildAxis(); // shows everything
+    if (!wasReset) {
+        if (atEnd)
+            m_geometry.setRange(m_geometry.domainEnd - width, m_geometry.domainEnd);
+        else
+            m_geometry.setRange(m_axis.stateBegin(first), m_axis.stateBegin(last + 1));
+    }
     emitRangeIfChanged();
     update();
 }

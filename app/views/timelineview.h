@@ -113,6 +113,7 @@ private:
     enum class Drag : uint8_t { None, Scrub, Pan, BrushMove, BrushLeft, BrushRight, BrushNew };
 
     void onDeviceChanged();
+    void onGrown();
     void onCursorChanged();
     QString cursorLabel(int64_t cursor) const;
     QRegion cursorRegion(int64_t cursor) const;

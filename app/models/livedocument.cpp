@@ -1,0 +1,162 @@
+// LiveDocument (livedocument.h): appends to a Document in place, on the GUI thread.
+#include "models/livedocument.h"
+
+#include <algorithm>
+#include <mutex>
+
+namespace memscope::app {
+
+using namespace memscope::model;
+
+LiveDocument::LiveDocument(QString path, Snapshot initial, int deviceCount)
+    : m_document(std::make_shared<Document>())
+    , m_snapshot(std::make_shared<Snapshot>(std::move(initial)))
+{
+    Snapshot& s = *m_snapshot;
+    const int devices = std::max({ 1, deviceCount, s.deviceCount() });
+    s.deviceTraces.assign(size_t(devices), {});
+    s.hasDeviceTraces = true;
+    m_interner = std::make_unique<StackInterner>(s);
+    m_extenders.resize(size_t(devices));
+    m_document->path = std::move(path);
+    m_document->growth = std::make_shared<std::shared_mutex>();
+    m_document->replays.resize(size_t(devices));
+    for (int d = 0; d < devices; ++d)
+        m_extenders[size_t(d)].start(m_document->replays[size_t(d)], s, d);
+    if (s.streams.empty())
+        s.streams.push_back(0); // raw stream 0 is number 0 (Snapshot::streams)
+    for (size_t k = 0; k < s.streams.size(); ++k)
+        m_streamSeen.emplace(s.streams[k], int(k));
+    for (const Segment& seg : s.segments)
+        if (m_streamSeen.emplace(seg.stream, int(s.streams.size())).second)
+            s.streams.push_back(seg.stream);
+    m_document->snapshot = m_snapshot;
+}
+
+void LiveDocument::defineStack(uint32_t agentId, std::vector<LiveFrame> frames)
+{
+    if (agentId != 0)
+        m_pendingStacks.emplace_back(agentId, std::move(frames));
+}
+
+void LiveDocument::annotate(int device, std::string name, int64_t beginUs, int64_t endUs)
+{
+    m_pendingAnnotations.push_back({ device, std::move(name), beginUs, endUs });
+}
+
+// Stack definitions and annotations queued since the last flush; the caller holds the growth lock (interning
+// appends to the snapshot's tables, whose vectors may move).
+void LiveDocument::applyDefinitions()
+{
+    Snapshot& s = *m_snapshot;
+    for (auto& [agentId, frames] : m_pendingStacks) {
+        std::vector<FrameId> ids;
+        ids.reserve(frames.size());
+        for (const LiveFrame& f : frames)
+            ids.push_back(m_interner->frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
+        m_stacks[agentId] = m_interner->stack(ids);
+    }
+    m_pendingStacks.clear();
+    for (const PendingAnnotation& p : m_pendingAnnotations) {
+        Annotation a;
+        a.device = p.device;
+        a.name = s.strings.intern(p.name);
+        a.stage = Annotation::Stage::Start;
+        a.stageName = s.strings.intern("START");
+        a.timeUs = p.beginUs;
+        s.annotations.push_back(a);
+        a.stage = Annotation::Stage::End;
+        a.stageName = s.strings.intern("END");
+        a.timeUs = p.endUs;
+        s.annotations.push_back(a);
+        s.hasAnnotationsKey = true;
+    }
+    m_pendingAnnotations.clear();
+}
+
+StackId LiveDocument::stackOf(uint32_t agentId) const
+{
+    if (agentId == 0)
+        return EmptyStack;
+    auto it = m_stacks.find(agentId);
+    return it == m_stacks.end() ? EmptyStack : it->second;
+}
+
+void LiveDocument::append(std::vector<LiveEntry> entries)
+{
+    if (m_queueHead == m_queue.size()) {
+        m_queue = std::move(entries);
+        m_queueHead = 0;
+        return;
+    }
+    m_queue.insert(m_queue.end(), entries.begin(), entries.end());
+}
+
+size_t LiveDocument::flush()
+{
+    if (queued() == 0 && m_pendingStacks.empty() && m_pendingAnnotations.empty())
+        return 0;
+    std::unique_lock lock(*m_document->growth, std::try_to_lock);
+    if (!lock.owns_lock())
+        return 0; // a job is reading: everything waits for the next flush
+    applyDefinitions();
+    Snapshot& s = *m_snapshot;
+    // Address versions: one counter per address for blocks and one for segments, shared by every device, advanced
+    // by free_completed and segment_free / segment_unmap (as wire::Recorder::snapshot and io's builder count them,
+    // after torch/utils/viz/MemoryViz.js annotate_snapshot).
+    auto version = [](std::unordered_map<int64_t, uint32_t>& space, int64_t addr, bool advance) {
+        auto [it, inserted] = space.emplace(addr, 0);
+        const uint32_t v = it->second;
+        if (advance)
+            ++it->second;
+        return v;
+    };
+    const size_t applied = queued();
+    const size_t devices = m_extenders.size();
+    // Entries are appended per device in runs, so that each extender sees its device's entries in order.
+    size_t i = m_queueHead;
+    while (i < m_queue.size()) {
+        const uint8_t device = m_queue[i].device;
+        size_t end = i;
+        m_entryScratch.clear();
+        m_detailScratch.clear();
+        for (; end < m_queue.size() && m_queue[end].device == device; ++end) {
+            const LiveEntry& l = m_queue[end];
+            TraceEntry e;
+            e.action = l.action;
+            e.hasFrames = true;
+            e.addr = l.address;
+            e.size = l.size;
+            e.stream = l.stream;
+            e.timeUs = l.timeUs;
+            e.stack = stackOf(l.stack);
+            switch (l.action) {
+            case Action::FreeCompleted: e.version = version(m_blockVersions, l.address, true); break;
+            case Action::Alloc:
+            case Action::FreeRequested: e.version = version(m_blockVersions, l.address, false); break;
+            case Action::SegmentFree:
+            case Action::SegmentUnmap: e.version = version(m_segmentVersions, l.address, true); break;
+            case Action::SegmentAlloc:
+            case Action::SegmentMap: e.version = version(m_segmentVersions, l.address, false); break;
+            default: break;
+            }
+            if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
+                s.streams.push_back(l.stream);
+            m_entryScratch.push_back(e);
+            m_detailScratch.push_back({ l.blockSize, l.poolId });
+        }
+        if (device < devices) {
+            auto& trace = s.deviceTraces[device];
+            trace.insert(trace.end(), m_entryScratch.begin(), m_entryScratch.end());
+            m_extenders[device].append(m_document->replays[device], m_entryScratch, m_detailScratch);
+        } else {
+            m_dropped += end - i;
+        }
+        i = end;
+    }
+    m_queue.clear();
+    m_queueHead = 0;
+    return applied;
+}
+
+} // namespace memscope::app

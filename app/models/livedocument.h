@@ -1,0 +1,98 @@
+// LiveDocument: the Document of a running job, grown in place as its events arrive, so that a live tab costs the
+// new events plus the live state per refresh instead of a rebuild of everything recorded so far.
+//
+// It starts from the allocator's state when the viewer joined (a Snapshot with segments and blocks and no trace)
+// and appends entries: to the snapshot's device traces (with PyTorch's address versions and stream numbers, as
+// wire::Recorder::snapshot() assigns them) and to each device's Replay through a model::ReplayExtender. Stacks
+// arrive as the agent's definitions and are interned into the snapshot's tables.
+//
+// Threads: a LiveDocument and everything it grows belong to the GUI thread. Views read the Document between
+// events as they read a file's; work that reads it on another thread (a call tree job, an event filter job) holds
+// Document::readLock() while it runs, and flush() never waits for such a reader: it applies nothing and leaves the
+// entries queued for the next flush (the GUI thread never blocks on a job).
+#pragma once
+
+#include "model/replayextender.h"
+#include "models/session.h"
+
+#include <QString>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace memscope::app {
+
+// One frame of a stack definition, as the agent names it.
+struct LiveFrame {
+    std::string name;
+    std::string file;
+    int32_t line = 0;
+};
+
+// One allocator event as a trace entry (what wire::Recorder applied), plus what the agent knows beyond PyTorch's
+// trace fields.
+struct LiveEntry {
+    model::Action action = model::Action::Unknown;
+    uint8_t device = 0;
+    int64_t address = 0;
+    int64_t size = 0; // the trace's size: requested bytes for block actions, segment bytes for segment actions
+    int64_t blockSize = 0; // alloc: the block's bytes; 0 unknown
+    int64_t stream = 0;
+    int64_t timeUs = 0;
+    uint32_t stack = 0; // the agent's stack id (0: none)
+    std::pair<int64_t, int64_t> poolId { 0, 0 };
+};
+
+class LiveDocument {
+public:
+    // `initial`: the state when the viewer joined (its traces are ignored). `deviceCount`: the job's devices (the
+    // agent's Hello); at least those `initial` has. Entries of a device beyond it are dropped and counted.
+    LiveDocument(QString path, model::Snapshot initial, int deviceCount);
+
+    std::shared_ptr<const Document> document() const { return m_document; }
+
+    // A stack definition: later entries naming `agentId` get its frames (innermost first).
+    void defineStack(uint32_t agentId, std::vector<LiveFrame> frames);
+    // A named range (e.g. "memscope: resync after 120 missing records") from `beginUs` to `endUs` on `device`, as
+    // record_function START/END annotations.
+    void annotate(int device, std::string name, int64_t beginUs, int64_t endUs);
+    // Queues entries, in order. Definitions, annotations and entries take effect at the next flush().
+    void append(std::vector<LiveEntry> entries);
+    // Applies what was queued unless a reader holds the document; the number of entries applied (0 when busy).
+    size_t flush();
+    size_t queued() const { return m_queue.size() - m_queueHead; }
+    uint64_t dropped() const { return m_dropped; } // entries of devices beyond deviceCount
+
+    // Whether flush() has anything to apply.
+    bool hasPending() const { return queued() > 0 || !m_pendingStacks.empty() || !m_pendingAnnotations.empty(); }
+
+private:
+    struct PendingAnnotation {
+        int device;
+        std::string name;
+        int64_t beginUs, endUs;
+    };
+    model::StackId stackOf(uint32_t agentId) const;
+    void applyDefinitions();
+
+    std::shared_ptr<Document> m_document;
+    std::shared_ptr<model::Snapshot> m_snapshot; // == m_document->snapshot
+    std::unique_ptr<model::StackInterner> m_interner;
+    std::vector<model::ReplayExtender> m_extenders; // per device
+    std::unordered_map<uint32_t, model::StackId> m_stacks; // agent id -> snapshot id
+    std::unordered_map<int64_t, uint32_t> m_blockVersions, m_segmentVersions;
+    std::unordered_map<int64_t, int> m_streamSeen;
+    std::vector<std::pair<uint32_t, std::vector<LiveFrame>>> m_pendingStacks;
+    std::vector<PendingAnnotation> m_pendingAnnotations;
+    std::vector<LiveEntry> m_queue;
+    size_t m_queueHead = 0;
+    std::vector<model::TraceEntry> m_entryScratch;
+    std::vector<model::EntryDetail> m_detailScratch;
+    uint64_t m_dropped = 0;
+};
+
+} // namespace memscope::app

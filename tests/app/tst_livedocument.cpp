@@ -1,0 +1,281 @@
+// Tests of LiveDocument (app/models/livedocument.h) and of the views taking in a live document's growth: a real
+// snapshot's trace fed in chunks, as a live job's events arrive, must give the same replay as the whole file; the
+// cursor follows the end until moved; the event list appends rows instead of resetting; the timeline keeps its
+// zoom; growth waits for a reader holding the document. Offscreen, GUI thread (filter jobs on the thread pool).
+#include "apptestutil.h"
+#include "models/eventlistmodel.h"
+#include "models/livedocument.h"
+#include "views/documentwindow.h"
+#include "views/eventlistview.h"
+#include "views/timelineview.h"
+
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <thread>
+
+using namespace memscope;
+using namespace memscope::app;
+
+namespace {
+
+std::shared_ptr<const model::Snapshot> load(const std::string& name)
+{
+    io::LoadResult r = io::loadSnapshot(test::snapshotPath(name));
+    if (!r.ok())
+        qWarning("%s", r.error.toString().c_str());
+    return r.snapshot;
+}
+
+// A live source replaying a file: its state at `joinAt` (stacks dropped: they belong to the file's tables) and
+// then its entries as LiveEntries with the file's stacks defined under agent ids (file id + 1).
+struct FileSource {
+    std::shared_ptr<const model::Snapshot> file;
+    model::Replay ref;
+    int device = 0;
+    int64_t joinAt = 0;
+    int64_t next = 0; // next entry (replay index) to send
+
+    model::Snapshot initial() const
+    {
+        const model::ReplayState st = ref.stateAt(joinAt);
+        model::Snapshot s;
+        for (const model::ReplaySegment& rs : st.segments) {
+            model::Segment seg;
+            seg.device = device;
+            seg.address = rs.address;
+            seg.totalSize = rs.totalSize;
+            seg.stream = rs.stream;
+            seg.poolId = rs.poolId;
+            seg.isExpandable = rs.isExpandable;
+            seg.blockBegin = uint32_t(s.blocks.size());
+            for (uint32_t b = rs.blockBegin; b < rs.blockBegin + rs.blockCount; ++b) {
+                model::Block block;
+                block.address = st.blocks[b].address;
+                block.size = st.blocks[b].size;
+                block.requestedSize = st.blocks[b].requestedSize;
+                block.state = st.blocks[b].state;
+                s.blocks.push_back(block);
+            }
+            seg.blockCount = uint32_t(s.blocks.size()) - seg.blockBegin;
+            s.segments.push_back(seg);
+        }
+        return s;
+    }
+
+    void defineStacks(LiveDocument& live) const
+    {
+        for (uint32_t k = 1; k < file->stackCount(); ++k) {
+            std::vector<LiveFrame> frames;
+            for (const model::FrameId* f = file->stackBegin(model::StackId { k }); f != file->stackEnd(model::StackId { k }); ++f) {
+                const model::Frame& fr = file->frame(*f);
+                frames.push_back({ std::string(file->str(fr.name)), std::string(file->str(fr.filename)), int32_t(fr.line) });
+            }
+            live.defineStack(k + 1, std::move(frames));
+        }
+    }
+
+    std::vector<LiveEntry> take(int64_t count)
+    {
+        std::vector<LiveEntry> out;
+        const auto& trace = file->deviceTraces[size_t(device)];
+        for (; count > 0 && next < ref.entryCount(); --count, ++next) {
+            const model::TraceEntry& e = trace[size_t(ref.firstEntry() + next)];
+            LiveEntry l;
+            l.action = e.action;
+            l.device = uint8_t(device);
+            l.address = e.addr;
+            l.size = e.size;
+            l.stream = e.stream;
+            l.timeUs = e.timeUs;
+            l.stack = model::raw(e.stack) == 0 ? 0 : model::raw(e.stack) + 1;
+            if (e.action == model::Action::Alloc && ref.allocationOfEntry(next) != model::NoAllocation)
+                l.blockSize = ref.allocation(ref.allocationOfEntry(next)).size;
+            for (const model::SegmentPiece& p : ref.segmentPieces())
+                if (p.beginIndex == next && p.address >= e.addr && p.address < e.addr + e.size)
+                    l.poolId = p.poolId;
+            out.push_back(l);
+        }
+        return out;
+    }
+};
+
+} // namespace
+
+class TestLiveDocument : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void growsLikeTheFile_data();
+    void growsLikeTheFile();
+    void viewsFollowGrowth();
+    void growthWaitsForReaders();
+};
+
+void TestLiveDocument::growsLikeTheFile_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<double>("joinAt");
+    QTest::newRow("mlp_train from the start") << "mlp_train.pickle" << 0.0;
+    QTest::newRow("transformer_train joined mid-run") << "transformer_train.pickle" << 0.5;
+    QTest::newRow("expandable_segments joined mid-run") << "expandable_segments.pickle" << 0.3;
+    QTest::newRow("multistream from the start") << "multistream.pickle" << 0.0;
+}
+
+void TestLiveDocument::growsLikeTheFile()
+{
+    QFETCH(QString, file);
+    QFETCH(double, joinAt);
+    FileSource src;
+    src.file = load(file.toStdString());
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    src.joinAt = src.next = int64_t(double(src.ref.entryCount()) * joinAt);
+
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    src.defineStacks(live);
+    Session session(live.document());
+    QCOMPARE(session.entryCount(), 0);
+    QSignalSpy grown(&session, &Session::grown);
+    int chunks = 0;
+    while (src.next < src.ref.entryCount()) {
+        live.append(src.take(97));
+        const size_t before = live.queued();
+        QCOMPARE(live.flush(), before);
+        session.documentGrew();
+        ++chunks;
+        QCOMPARE(session.entryCount(), src.next - src.joinAt);
+        QVERIFY(session.isFollowing());
+        QCOMPARE(session.cursor(), session.entryCount());
+    }
+    QCOMPARE(grown.count(), chunks);
+    const model::Replay& r = session.replay();
+    QCOMPARE(r.warnings(), 0u);
+    const int64_t n = r.entryCount();
+    QCOMPARE(n, src.ref.entryCount() - src.joinAt);
+    for (int64_t i = 0; i <= n; ++i) {
+        QCOMPARE(r.series().active[size_t(i)], src.ref.series().active[size_t(src.joinAt + i)]);
+        QCOMPARE(r.series().reserved[size_t(i)], src.ref.series().reserved[size_t(src.joinAt + i)]);
+        QCOMPARE(r.series().largestFree[size_t(i)], src.ref.series().largestFree[size_t(src.joinAt + i)]);
+    }
+    // The trace holds the same entries, with the same stacks (by content) and address versions counted from the
+    // join.
+    const auto& trace = session.entries();
+    QCOMPARE(int64_t(trace.size()), n);
+    const auto& fileTrace = src.file->deviceTraces[0];
+    for (int64_t i = 0; i < n; ++i) {
+        const model::TraceEntry& a = trace[size_t(i)];
+        const model::TraceEntry& b = fileTrace[size_t(src.ref.firstEntry() + src.joinAt + i)];
+        QCOMPARE(a.action, b.action);
+        QCOMPARE(a.addr, b.addr);
+        QCOMPARE(session.snapshot().stackSize(a.stack), src.file->stackSize(b.stack));
+        if (src.file->stackSize(b.stack) > 0) {
+            const auto& fa = session.snapshot().frame(*session.snapshot().stackBegin(a.stack));
+            const auto& fb = src.file->frame(*src.file->stackBegin(b.stack));
+            QCOMPARE(session.snapshot().str(fa.name), src.file->str(fb.name));
+        }
+        if (src.joinAt == 0)
+            QCOMPARE(a.version, b.version); // from the start, versions count as the file's do
+    }
+}
+
+void TestLiveDocument::viewsFollowGrowth()
+{
+    FileSource src;
+    src.file = load("transformer_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    src.defineStacks(live);
+    live.append(src.take(2000));
+    live.flush();
+
+    DocumentWindow window(live.document());
+    window.resize(1400, 900);
+    window.show();
+    Session* session = window.session();
+    session->documentGrew();
+    QCOMPARE(session->entryCount(), 2000);
+    auto* events = qobject_cast<EventListView*>(window.view(DocumentWindow::View::Events));
+    QVERIFY(events);
+    EventListModel* model = events->model();
+    QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QTRY_COMPARE(model->rowCount(), 2000);
+    QSignalSpy resets(model, &QAbstractItemModel::modelReset);
+    QSignalSpy inserts(model, &QAbstractItemModel::rowsInserted);
+
+    // Following: the cursor moves with the end; the event list appends.
+    live.append(src.take(1500));
+    live.flush();
+    session->documentGrew();
+    QCOMPARE(session->cursor(), 3500);
+    QCOMPARE(model->rowCount(), 3500);
+    QCOMPARE(resets.count(), 0);
+    QCOMPARE(inserts.count(), 1);
+
+    // The user moves the cursor back and zooms: both stay while data arrives.
+    session->setCursor(1000);
+    auto* timeline = qobject_cast<TimelineView*>(window.view(DocumentWindow::View::Timeline));
+    QVERIFY(timeline);
+    timeline->zoomToRange(500, 1500);
+    const auto zoomed = timeline->visibleRange();
+    live.append(src.take(1500));
+    live.flush();
+    session->documentGrew();
+    QVERIFY(!session->isFollowing());
+    QCOMPARE(session->cursor(), 1000);
+    QCOMPARE(timeline->visibleRange(), zoomed);
+    QCOMPARE(model->rowCount(), 5000);
+    // One key returns to live.
+    session->setCursor(session->entryCount());
+    QVERIFY(session->isFollowing());
+    live.append(src.take(100));
+    live.flush();
+    session->documentGrew();
+    QCOMPARE(session->cursor(), 5100);
+
+    // A filtered list appends only the matching new entries.
+    EventFilter filter;
+    filter.actions = EventFilter::bit(model::Action::Alloc);
+    model->setFilter(filter);
+    QTRY_VERIFY(!model->isBusy());
+    const int allocRows = model->rowCount();
+    QVERIFY(allocRows > 0 && allocRows < 5100);
+    std::vector<LiveEntry> more = src.take(900);
+    const int newAllocs = int(std::count_if(more.begin(), more.end(),
+                                            [](const LiveEntry& e) { return e.action == model::Action::Alloc; }));
+    live.append(std::move(more));
+    live.flush();
+    session->documentGrew();
+    QCOMPARE(model->rowCount(), allocRows + newAllocs);
+    for (int row = allocRows; row < model->rowCount(); ++row)
+        QCOMPARE(session->entries()[size_t(model->entryOfRow(row))].action, model::Action::Alloc);
+    QVERIFY(test::saveScreenshot(window, QStringLiteral("live-document-grown"), QSize(1400, 900)));
+}
+
+void TestLiveDocument::growthWaitsForReaders()
+{
+    FileSource src;
+    src.file = load("mlp_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    live.append(src.take(100));
+    {
+        // A job on another thread holds the document: flush applies nothing and keeps everything queued.
+        std::shared_ptr<const Document> doc = live.document();
+        auto lock = doc->readLock();
+        size_t appliedMeanwhile = 1;
+        std::thread other([&] { appliedMeanwhile = live.flush(); });
+        other.join();
+        QCOMPARE(appliedMeanwhile, size_t(0));
+        QCOMPARE(live.queued(), size_t(100));
+        QCOMPARE(doc->replays[0].entryCount(), 0);
+    }
+    QCOMPARE(live.flush(), size_t(100));
+    QCOMPARE(live.document()->replays[0].entryCount(), 100);
+    QCOMPARE(live.queued(), size_t(0));
+}
+
+QTEST_MAIN(TestLiveDocument)
+#include "tst_livedocument.moc"
