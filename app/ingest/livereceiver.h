@@ -1,13 +1,15 @@
 // LiveReceiver: attaches to a running job's agent (docs/protocol.md, the Clone pattern) and keeps an immutable
-// model::Snapshot of what it has recorded so far. One QThread, started by start() and owned by this object, owns
-// both ZeroMQ sockets (SUB for events "E" and goodbye "G", DEALER for the state request), decodes every frame and
-// feeds one wire::Recorder; nothing else touches them. About every 250 ms (at once at a goodbye, when the agent
-// goes silent, or on an error) the thread copies the Recorder's snapshot into a shared_ptr<const Snapshot> and
-// hands it, with the counters, to the GUI thread as a queued call, which emits updated(). The LiveReceiver object
-// itself lives on, and is called from, the GUI thread; stop() (and the destructor) ask the thread to end and join
-// it (it polls every 50 ms, so this waits at most about that long).
+// model::Snapshot of what it has recorded so far. One QThread, started by start() and owned by this object, owns a
+// client::AgentClient (common/client: the SUB and DEALER sockets, decoding, automatic resyncs after gaps,
+// reconnection to a restarted job) feeding one wire::Recorder; nothing else touches them. About every 250 ms (at
+// once at a goodbye, a resync or restart, when the agent goes silent, or on an error) the thread copies the
+// Recorder's snapshot into a shared_ptr<const Snapshot> and hands it, with the counters, to the GUI thread as a
+// queued call, which emits updated(). The LiveReceiver object itself lives on, and is called from, the GUI thread;
+// stop() (and the destructor) ask the thread to end and join it (it polls every 50 ms, so this waits at most about
+// that long).
 #pragma once
 
+#include "client/agentclient.h"
 #include "model/snapshot.h"
 #include "wire/recorder.h"
 
@@ -30,6 +32,7 @@ enum class LiveState : uint8_t {
     Exited, // the job said goodbye: the recording is complete
     Failed, // no agent answered, or it speaks an incompatible protocol; `message` says why
     Stopped, // stop() was called
+    Reconnecting, // (setReconnect(true)) the job said goodbye: waiting for its next run; what was recorded stays
 };
 
 // One hand-over from the receiver thread: immutable once emitted.
@@ -37,9 +40,11 @@ struct LiveUpdate {
     LiveState state = LiveState::Connecting;
     std::shared_ptr<const model::Snapshot> snapshot; // null until the state reply arrived
     uint64_t snapshotSerial = 0; // +1 per new snapshot copy; 0: none yet
-    wire::RecorderStats stats;
+    wire::RecorderStats stats; // stats.resyncs, stats.restarts: fresh states applied after gaps and restarts
+    client::ClientStats clientStats; // state requests, malformed frames skipped, ...
     uint64_t lastSequence = 0;
-    uint32_t pid = 0; // the job's, from its Hello
+    uint32_t pid = 0; // the job's, from its Hello (the current run's after a restart)
+    uint32_t previousPid = 0; // the run before the last restart; 0: none
     QString host;
     QString message; // an error or warning for people, naming the endpoint; empty when none
 };
@@ -61,8 +66,19 @@ public:
     const LiveUpdate& latest() const { return m_latest; }
     // Seconds without a state reply before giving up (default 5, as `memscope-cli record`).
     void setAnswerTimeout(double seconds) { m_answerTimeout = seconds; }
+    // CURVE (common/client/curvekeys.h): the agent's public key file and our secret key file; both empty (the
+    // default): no CURVE. Before start().
+    void setCurveKeys(const QString& serverPublicKeyFile, const QString& secretKeyFile)
+    {
+        m_curveServerKey = serverPublicKeyFile;
+        m_curveSecretKey = secretKeyFile;
+    }
+    // After a goodbye, wait for the job's next run at the same endpoint (Reconnecting) instead of ending (Exited);
+    // its state then continues the recording (stats.restarts, an annotation in the trace). Off by default. Before
+    // start().
+    void setReconnect(bool on) { m_reconnect = on; }
 
-    static QString stateName(LiveState state); // "connecting", "live", "silent", "the job exited", ...
+    static QString stateName(LiveState state); // "connecting", "live", "silent", "the job exited", "reconnecting…"
 
 Q_SIGNALS:
     // On the GUI thread, at most about every 250 ms while events flow, and once when the recording ends.
@@ -76,6 +92,8 @@ private:
 
     QString m_endpoint;
     double m_answerTimeout = 5;
+    QString m_curveServerKey, m_curveSecretKey;
+    bool m_reconnect = false;
     QThread* m_thread = nullptr;
     std::atomic<bool> m_stop { false };
     LiveUpdate m_latest;

@@ -70,6 +70,50 @@ Recorder::Segment* Recorder::segmentAt(uint8_t d, uint64_t address, uint64_t siz
     return &it->second;
 }
 
+std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
+{
+    std::vector<Device> devices;
+    auto deviceOf = [&](uint8_t d) -> Device& {
+        if (d >= devices.size())
+            devices.resize(size_t(d) + 1);
+        return devices[d];
+    };
+    auto misfit = [&] {
+        ++m_stats.inconsistent;
+        ++m_stats.unsynced;
+    };
+    for (const SegmentRecord& r : state.segments) {
+        Segment s;
+        s.size = r.size;
+        s.stream = r.stream;
+        s.poolFirst = r.poolFirst;
+        s.poolSecond = r.poolSecond;
+        s.isExpandable = r.isExpandable != 0;
+        s.isSmall = r.isSmall != 0;
+        if (isFree(deviceOf(r.device), r.address, r.size))
+            deviceOf(r.device).emplace(r.address, std::move(s));
+        else
+            misfit();
+    }
+    for (const BlockRecord& r : state.blocks) {
+        if (r.state == 0)
+            continue; // inactive blocks are the gaps between active ones; snapshot() derives them
+        Device& dev = deviceOf(r.device);
+        auto it = dev.upper_bound(r.address);
+        Segment* seg = nullptr;
+        if (it != dev.begin()) {
+            --it;
+            if (r.address < it->first + it->second.size && r.size <= it->first + it->second.size - r.address)
+                seg = &it->second;
+        }
+        if (seg && isFree(seg->blocks, r.address, r.size))
+            seg->blocks.emplace(r.address, Block { r.size, r.requestedSize, r.state, stackKey(r.stackId) });
+        else
+            misfit();
+    }
+    return devices;
+}
+
 bool Recorder::setState(const DecodedState& state)
 {
     if (started())
@@ -79,32 +123,134 @@ bool Recorder::setState(const DecodedState& state)
     ++m_states;
     m_hello = state.hello;
     m_lastSequence = state.header.lastSequence;
-    m_devices.clear();
     m_entries.clear();
-    for (const SegmentRecord& r : state.segments) {
-        Segment s;
-        s.size = r.size;
-        s.stream = r.stream;
-        s.poolFirst = r.poolFirst;
-        s.poolSecond = r.poolSecond;
-        s.isExpandable = r.isExpandable != 0;
-        s.isSmall = r.isSmall != 0;
-        if (isFree(device(r.device), r.address, r.size))
-            device(r.device).emplace(r.address, std::move(s));
-        else
-            ++m_stats.inconsistent;
-    }
-    for (const BlockRecord& r : state.blocks) {
-        if (r.state == 0)
-            continue; // inactive blocks are the gaps between active ones; snapshot() derives them
-        Segment* seg = segmentAt(r.device, r.address, r.size);
-        if (seg && isFree(seg->blocks, r.address, r.size))
-            seg->blocks.emplace(r.address, Block { r.size, r.requestedSize, r.state, r.stackId });
-        else
-            ++m_stats.inconsistent;
-    }
+    m_devices = loadState(state);
     drain();
     return true;
+}
+
+void Recorder::addLost(uint64_t records)
+{
+    if (records == 0)
+        return;
+    m_stats.lost += records;
+    ++m_stats.unsynced;
+}
+
+void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
+{
+    if (!m_hasState) {
+        setState(fresh);
+        return;
+    }
+    const bool restart = reason.kind == ResyncReason::Kind::Restart;
+    const uint32_t previousPid = m_hello.pid;
+    const uint64_t startUs = m_lastTimeNs / 1000;
+    const uint64_t timeUs = std::max(reason.timeNs == 0 ? m_lastTimeNs : reason.timeNs, m_lastTimeNs) / 1000;
+    const size_t entriesBefore = m_entries.size();
+    if (restart)
+        ++m_epoch; // the new job's stack ids are its own (stackKey)
+    std::vector<Device> target = loadState(fresh);
+
+    auto emit = [&](model::Action action, size_t d, uint64_t addr, uint64_t size, uint64_t stream, uint64_t stack) {
+        m_entries.push_back(Entry { action, uint8_t(d), addr, size, stream, timeUs, stack });
+    };
+    auto sameSegment = [](const Segment& a, const Segment& b) {
+        return a.size == b.size && a.isExpandable == b.isExpandable && a.stream == b.stream
+            && a.poolFirst == b.poolFirst && a.poolSecond == b.poolSecond;
+    };
+    auto sameBlock = [](const Block& a, const Block& b) {
+        return a.size == b.size && a.requestedSize == b.requestedSize && a.stack == b.stack;
+    };
+    const Device none;
+    const size_t devices = std::max(m_devices.size(), target.size());
+    for (size_t d = 0; d < devices; ++d) {
+        const Device& from = d < m_devices.size() ? m_devices[d] : none;
+        const Device& to = d < target.size() ? target[d] : none;
+        // Removals first, so that whatever replaces a block or segment finds its range free. A block that is
+        // still allocated gets a free_requested before its free_completed, as PyTorch records every free (and a
+        // Replay warns about a free_completed whose alloc has no free_requested).
+        for (const auto& [address, seg] : from) {
+            auto kept = to.find(address);
+            const bool segmentKept = kept != to.end() && sameSegment(seg, kept->second);
+            for (const auto& [addr, block] : seg.blocks) {
+                if (segmentKept) {
+                    auto now = kept->second.blocks.find(addr);
+                    if (now != kept->second.blocks.end() && sameBlock(block, now->second)) {
+                        if (block.state == now->second.state)
+                            continue;
+                        if (block.state == 1 && now->second.state == 2) {
+                            emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
+                            continue;
+                        }
+                    }
+                }
+                if (block.state == 1)
+                    emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
+                emit(model::Action::FreeCompleted, d, addr, block.requestedSize, seg.stream, block.stack);
+            }
+            if (!segmentKept)
+                emit(seg.isExpandable ? model::Action::SegmentUnmap : model::Action::SegmentFree, d, address, seg.size,
+                     seg.stream, seg.stack);
+        }
+        // Then what is new: segments, then their blocks.
+        for (const auto& [address, seg] : to) {
+            auto was = from.find(address);
+            if (was == from.end() || !sameSegment(was->second, seg))
+                emit(seg.isExpandable ? model::Action::SegmentMap : model::Action::SegmentAlloc, d, address, seg.size,
+                     seg.stream, seg.stack);
+        }
+        for (const auto& [address, seg] : to) {
+            auto was = from.find(address);
+            const bool segmentKept = was != from.end() && sameSegment(was->second, seg);
+            for (const auto& [addr, block] : seg.blocks) {
+                if (segmentKept) {
+                    auto before = was->second.blocks.find(addr);
+                    if (before != was->second.blocks.end() && sameBlock(before->second, block)
+                        && (before->second.state == block.state || (before->second.state == 1 && block.state == 2)))
+                        continue; // kept (its free_requested, if any, is above)
+                }
+                emit(model::Action::Alloc, d, addr, block.requestedSize, seg.stream, block.stack);
+                if (block.state == 2)
+                    emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
+            }
+        }
+    }
+
+    // Segments keep their own stack key; carry over those of segments that stayed (the state reply has none).
+    for (size_t d = 0; d < target.size() && d < m_devices.size(); ++d)
+        for (auto& [address, seg] : target[d]) {
+            auto was = m_devices[d].find(address);
+            if (was != m_devices[d].end() && sameSegment(was->second, seg))
+                seg.stack = was->second.stack;
+        }
+
+    const std::string name = restart
+        ? "memscope: job restarted (pid " + std::to_string(fresh.hello.pid) + ", was " + std::to_string(previousPid)
+            + ")"
+        : "memscope: resync after " + std::to_string(reason.missing + reason.lost) + " missing records";
+    const size_t annotated = std::max<size_t>({ size_t(1), fresh.hello.deviceCount, m_hello.deviceCount, devices });
+    for (size_t d = 0; d < annotated; ++d) {
+        m_notes.push_back(Note { model::Annotation::Stage::Start, int32_t(d), std::min(startUs, timeUs), name });
+        m_notes.push_back(Note { model::Annotation::Stage::End, int32_t(d), timeUs, name });
+    }
+
+    m_devices = std::move(target);
+    m_hello = fresh.hello;
+    m_lastSequence = fresh.header.lastSequence;
+    m_lastTimeNs = std::max(m_lastTimeNs, timeUs * 1000);
+    m_awaitingFresh = false;
+    m_started = true;
+    m_stats.gaps += reason.gaps;
+    m_stats.missing += reason.missing;
+    m_stats.lost += reason.lost;
+    m_stats.synthetic += m_entries.size() - entriesBefore;
+    ++m_stats.resyncs;
+    if (restart)
+        ++m_stats.restarts;
+    m_stats.unsynced = 0;
+    // Buffered records the fresh state contains are dropped by apply() (stale); the rest follow it.
+    drain();
 }
 
 void Recorder::addEvents(std::span<const EventRecord> events)
@@ -137,7 +283,7 @@ void Recorder::addStackDef(const DecodedStackDef& def)
     for (const DecodedFrame& f : def.frames)
         frames.push_back(StackFrame { std::string(f.name.empty() ? std::string_view("??") : f.name),
                                       std::string(f.file.empty() ? std::string_view("??") : f.file), f.line });
-    m_stacks[def.header.stackId] = std::move(frames);
+    m_stacks[stackKey(def.header.stackId)] = std::move(frames);
 }
 
 void Recorder::setGoodbye(const Goodbye& goodbye)
@@ -145,6 +291,7 @@ void Recorder::setGoodbye(const Goodbye& goodbye)
     m_stats.agentLost = goodbye.lost;
     if (m_hasState && goodbye.lastSequence > m_lastSequence) {
         ++m_stats.gaps;
+        ++m_stats.unsynced;
         m_stats.missing += goodbye.lastSequence - m_lastSequence;
     }
 }
@@ -157,10 +304,14 @@ void Recorder::apply(const EventRecord& e)
     }
     if (e.sequence > m_lastSequence + 1) {
         ++m_stats.gaps;
+        ++m_stats.unsynced;
         m_stats.missing += e.sequence - m_lastSequence - 1;
     }
+    if (e.lost > 0)
+        ++m_stats.unsynced;
     m_stats.lost += e.lost;
     m_lastSequence = e.sequence;
+    m_lastTimeNs = std::max(m_lastTimeNs, e.timeNs);
     m_started = true;
     if (e.type == uint8_t(EventType::Heartbeat) || e.type >= uint8_t(EventType::Count)) {
         ++m_stats.heartbeats;
@@ -169,11 +320,12 @@ void Recorder::apply(const EventRecord& e)
     uint64_t traceSize = e.size;
     if (!applyToState(e, traceSize)) {
         ++m_stats.inconsistent;
+        ++m_stats.unsynced;
         return;
     }
     ++m_stats.applied;
-    m_entries.push_back(
-        Entry { actionOf(EventType(e.type)), e.device, e.address, traceSize, e.stream, e.timeNs / 1000, e.stackId });
+    m_entries.push_back(Entry { actionOf(EventType(e.type)), e.device, e.address, traceSize, e.stream, e.timeNs / 1000,
+                                stackKey(e.stackId) });
 }
 
 // Applies one event to the state; false (state unchanged) when it does not fit. `traceSize` is set to what
@@ -187,7 +339,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         Segment* seg = segmentAt(d, e.address, e.size);
         if (!seg || !isFree(seg->blocks, e.address, e.size))
             return false;
-        seg->blocks.emplace(e.address, Block { e.size, e.requestedSize, 1, e.stackId });
+        seg->blocks.emplace(e.address, Block { e.size, e.requestedSize, 1, stackKey(e.stackId) });
         traceSize = e.requestedSize;
         return true;
     }
@@ -223,7 +375,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         s.poolSecond = e.poolSecond;
         s.isExpandable = EventType(e.type) == EventType::SegmentMap;
         s.isSmall = !s.isExpandable && e.size == SmallSegmentSize;
-        s.stackId = e.stackId;
+        s.stack = stackKey(e.stackId);
         traceSize = e.size;
         if (!s.isExpandable) {
             dev.emplace(e.address, std::move(s));
@@ -306,15 +458,15 @@ model::Snapshot Recorder::snapshot() const
     const model::StringId small = s.strings.intern("small");
     const model::StringId noContext = s.strings.intern("N/A");
     model::StackInterner interner(s);
-    std::map<uint32_t, model::StackId> stackIds; // wire id -> the snapshot's
-    auto stackOf = [&](uint32_t wireId) {
-        if (wireId == 0)
+    std::map<uint64_t, model::StackId> stackIds; // stackKey() -> the snapshot's
+    auto stackOf = [&](uint64_t key) {
+        if (key == 0)
             return model::EmptyStack;
-        auto known = stackIds.find(wireId);
+        auto known = stackIds.find(key);
         if (known != stackIds.end())
             return known->second;
         model::StackId id = model::EmptyStack;
-        auto def = m_stacks.find(wireId);
+        auto def = m_stacks.find(key);
         if (def != m_stacks.end()) {
             std::vector<model::FrameId> frames;
             frames.reserve(def->second.size());
@@ -322,7 +474,7 @@ model::Snapshot Recorder::snapshot() const
                 frames.push_back(interner.frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
             id = interner.stack(frames);
         }
-        stackIds.emplace(wireId, id);
+        stackIds.emplace(key, id);
         return id;
     };
 
@@ -337,7 +489,7 @@ model::Snapshot Recorder::snapshot() const
             out.poolId = { seg.poolFirst, seg.poolSecond };
             out.isExpandable = seg.isExpandable;
             out.hasFrames = true;
-            out.stack = stackOf(seg.stackId);
+            out.stack = stackOf(seg.stack);
             out.blockBegin = uint32_t(s.blocks.size());
             auto inactive = [&](uint64_t from, uint64_t to) {
                 model::Block b;
@@ -356,7 +508,7 @@ model::Snapshot Recorder::snapshot() const
                 b.size = model::ByteCount(blk.size);
                 b.requestedSize = model::ByteCount(blk.requestedSize);
                 b.state = blk.state == 2 ? model::BlockState::ActivePendingFree : model::BlockState::ActiveAllocated;
-                b.stack = stackOf(blk.stackId);
+                b.stack = stackOf(blk.stack);
                 b.hasFrames = b.hasRequestedSize = b.hasAddress = true;
                 s.blocks.push_back(b);
                 // Sums in unsigned arithmetic: a corrupt requested size must not overflow a signed sum.
@@ -386,8 +538,21 @@ model::Snapshot Recorder::snapshot() const
         t.stream = int64_t(e.stream);
         t.timeUs = int64_t(e.timeUs);
         t.compileContext = noContext;
-        t.stack = stackOf(e.stackId);
+        t.stack = stackOf(e.stack);
         s.deviceTraces[e.device].push_back(t);
+    }
+    if (!m_notes.empty()) {
+        const model::StringId start = s.strings.intern("START");
+        const model::StringId end = s.strings.intern("END");
+        for (const Note& n : m_notes) {
+            model::Annotation a;
+            a.stage = n.stage;
+            a.stageName = n.stage == model::Annotation::Stage::Start ? start : end;
+            a.name = s.strings.intern(n.name);
+            a.device = n.device;
+            a.timeUs = int64_t(n.timeUs);
+            s.annotations.push_back(a);
+        }
     }
     s.hasDeviceTraces = true;
     s.hasAnnotationsKey = true;

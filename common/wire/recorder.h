@@ -4,9 +4,12 @@
 // Events may arrive before the state: they are buffered, and once the state is set only those with a sequence
 // above StateHeader::lastSequence are applied. A sequence jump (a gap) or a record's `lost` count means the
 // recording missed allocator changes: both are counted and resyncNeeded() turns true; the Recorder goes on
-// applying what it has, skipping (and counting) events that do not fit its state. The snapshot's final segments
-// and blocks are always the state with the applied events on top, and its device_traces are exactly those events,
-// so a Replay of it ends where the Recorder ends. Single-threaded: one thread owns a Recorder. No ZeroMQ.
+// applying what it has, skipping (and counting) events that do not fit its state. resync() repairs that with a
+// fresh state from the agent (or the state of a restarted job): synthetic trace entries turn the Recorder's state
+// into the fresh one, and an annotation pair marks where data is missing. The snapshot's final segments and blocks
+// are always the state with the applied events on top, and its device_traces are exactly those events (plus the
+// synthetic ones), so a Replay of it ends where the Recorder ends. Single-threaded: one thread owns a Recorder.
+// No ZeroMQ (client::AgentClient in common/client is the ZeroMQ side).
 #pragma once
 
 #include "model/snapshot.h"
@@ -30,7 +33,30 @@ struct RecorderStats {
     uint64_t lost = 0; // Σ EventRecord::lost: records the agent dropped (its ring was full)
     uint64_t inconsistent = 0; // events that did not fit the state (free of an unknown block, ...); skipped
     uint64_t agentLost = 0; // Goodbye::lost, when a goodbye arrived
-    bool resyncNeeded() const { return gaps > 0 || lost > 0 || inconsistent > 0; }
+    uint64_t resyncs = 0; // resync() calls: fresh states applied after events (job restarts included)
+    uint64_t restarts = 0; // of which a restarted job (ResyncReason::Kind::Restart)
+    uint64_t synthetic = 0; // trace entries resync() added (not in `applied`)
+    // Gaps, losses and misfits since the last state or resync(): while > 0 the Recorder's state may differ from
+    // the agent's.
+    uint64_t unsynced = 0;
+    bool resyncNeeded() const { return unsynced > 0; }
+};
+
+// Why resync() is called, and what the caller (client::AgentClient) saw missing: it goes into the stats and the
+// annotation's name.
+struct ResyncReason {
+    enum class Kind : uint8_t {
+        Gap, // records were not received (a sequence jump) or the agent dropped some (`lost`): same job
+        Restart, // the job restarted (another pid, or its sequence went back): a new allocator from scratch
+    };
+    Kind kind = Kind::Gap;
+    uint64_t gaps = 0; // sequence jumps seen before the fresh state
+    uint64_t missing = 0; // records those jumps skipped
+    uint64_t lost = 0; // Σ EventRecord::lost of the records the fresh state covers
+    // CLOCK_REALTIME ns no earlier than the fresh state was taken (the first record after it, or when its reply
+    // arrived); 0: the time of the last applied record. The synthetic entries get it (never earlier than the
+    // last entry, so the trace stays in time order).
+    uint64_t timeNs = 0;
 };
 
 class Recorder {
@@ -54,6 +80,21 @@ public:
     size_t stackCount() const { return m_stacks.size(); }
     // The agent said goodbye: records its totals (a lastSequence beyond ours counts as missing at the end).
     void setGoodbye(const Goodbye& goodbye);
+    // Records the agent dropped that no applied record and no resync() carried (client::AgentClient's count of
+    // those it heard of but did not hand over): counted in stats().lost; the state may differ from the agent's.
+    void addLost(uint64_t records);
+    // Brings the Recorder to `fresh` (a state reply taken after the events applied so far, or a restarted job's
+    // first state) after events were applied. Appends synthetic entries that turn the current state into `fresh`,
+    // all at the reason's time, in an order a Replay can undo: per device, free_requested (blocks still
+    // allocated) and free_completed for blocks that vanished or changed, segment_free / segment_unmap for
+    // segments that vanished or changed, then segment_alloc / segment_map for new segments, alloc (and
+    // free_requested for pending-free ones) for new blocks. A block whose only change is allocated -> pending free
+    // gets a free_requested. Adds an external annotation pair per device (START at the last applied record's
+    // time, END at the resync's) named "memscope: resync after N missing records" or "memscope: job restarted
+    // (pid P)", so a timeline shows where data is missing. Buffered events at or below fresh's lastSequence are
+    // dropped; later ones are applied. Before any state this is setState(). After a Restart, stack ids name the
+    // new job's definitions (those sent from now on); entries before it keep the old job's frames.
+    void resync(const DecodedState& fresh, const ResyncReason& reason);
 
     const RecorderStats& stats() const { return m_stats; }
     uint64_t lastSequence() const { return m_lastSequence; }
@@ -61,7 +102,8 @@ public:
     size_t bufferedEvents() const { return m_buffer.size(); }
 
     // The snapshot: final segments (by device, then address) with blocks tiling each of them (active blocks and
-    // inactive gaps), device_traces with the applied events, no annotations, empty allocator_settings. Entries,
+    // inactive gaps), device_traces with the applied events, external_annotations only for resyncs (so a
+    // recording without one is exactly what it was before resync() existed), empty allocator_settings. Entries,
     // blocks and segments whose stack was defined carry its frames ({name, filename, line}, innermost first, as
     // PyTorch's C++ frames; "??" and 0 where the agent could not tell); the others have empty frames.
     model::Snapshot snapshot() const;
@@ -71,7 +113,7 @@ private:
         uint64_t size = 0;
         uint64_t requestedSize = 0;
         uint8_t state = 1; // BlockRecord::state: 1 active_allocated, 2 active_pending_free
-        uint32_t stackId = 0;
+        uint64_t stack = 0; // stackKey()
     };
     struct Segment {
         uint64_t size = 0;
@@ -80,7 +122,7 @@ private:
         int32_t poolSecond = 0;
         bool isExpandable = false;
         bool isSmall = false;
-        uint32_t stackId = 0;
+        uint64_t stack = 0; // stackKey()
         std::map<uint64_t, Block> blocks; // active blocks by address; the gaps between them are inactive
     };
     using Device = std::map<uint64_t, Segment>; // by address
@@ -88,13 +130,22 @@ private:
         model::Action action;
         uint8_t device;
         uint64_t addr, size, stream, timeUs;
-        uint32_t stackId;
+        uint64_t stack; // stackKey()
+    };
+    struct Note {
+        model::Annotation::Stage stage;
+        int32_t device;
+        uint64_t timeUs;
+        std::string name;
     };
     struct StackFrame {
         std::string name, file;
         int32_t line = 0;
     };
 
+    // A wire stack id made unique across job restarts: the restart count in the high half (0 stays "none").
+    uint64_t stackKey(uint32_t wireId) const { return wireId == 0 ? 0 : (uint64_t(m_epoch) << 32) | wireId; }
+    std::vector<Device> loadState(const DecodedState& state);
     void drain();
     void apply(const EventRecord& e);
     bool applyToState(const EventRecord& e, uint64_t& traceSize);
@@ -110,7 +161,10 @@ private:
     std::vector<EventRecord> m_buffer;
     std::vector<Device> m_devices;
     std::vector<Entry> m_entries;
-    std::map<uint32_t, std::vector<StackFrame>> m_stacks; // by wire stack id
+    std::vector<Note> m_notes; // external annotations (resyncs)
+    uint32_t m_epoch = 0; // job restarts seen
+    uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)
+    std::map<uint64_t, std::vector<StackFrame>> m_stacks; // by stackKey()
     RecorderStats m_stats;
 };
 

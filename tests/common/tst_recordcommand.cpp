@@ -4,6 +4,7 @@
 // command line and an unwritable file.
 #include "io/snapshotio.h"
 #include "model/replay.h"
+#include "client/agentclient.h"
 #include "recordcommand.h"
 #include "wire/decoder.h"
 
@@ -67,7 +68,7 @@ private:
         pub.set(zmq::sockopt::linger, 0);
         router.set(zmq::sockopt::linger, 0);
         pub.bind(m_endpoint);
-        router.bind(stateEndpointFor(m_endpoint));
+        router.bind(client::stateEndpointFor(m_endpoint));
         m_bound = true;
 
         uint64_t sequence = 100;
@@ -164,7 +165,7 @@ private Q_SLOTS:
     {
         QFETCH(QString, endpoint);
         QFETCH(QString, state);
-        QCOMPARE(QString::fromStdString(stateEndpointFor(endpoint.toStdString())), state);
+        QCOMPARE(QString::fromStdString(client::stateEndpointFor(endpoint.toStdString())), state);
     }
 
     void record_data()

@@ -7,6 +7,7 @@
 #include "allocatorreplay.h"
 #include "democommand.h"
 #include "diffcommand.h"
+#include "keygencommand.h"
 #include "recordcommand.h"
 #include "io/snapshotio.h"
 #include "model/replay.h"
@@ -42,9 +43,14 @@ commands of memscope:
                        what changed from A to B (B - A): totals per device, pool and stream, segments only
                        in one, live allocations by call stack; @INDEX: the state after INDEX trace entries
                        (default: the end); exit status 3 when growth exceeds --fail-if-growth (docs/diff-json.md)
-  record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S]
+  record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S] [--follow]
+       [--curve-server-key FILE --curve-key FILE]
                        join a running job's memscope agent (its MEMSCOPE_ENDPOINT) and record its allocator
-                       events until the job exits, a limit or Ctrl-C, as a snapshot (pickle, or JSON for *.json)
+                       events until the job exits, a limit or Ctrl-C, as a snapshot (pickle, or JSON for *.json);
+                       after a gap it resynchronises by itself (marked in the trace); --follow records on across
+                       restarts of the job; CURVE: the agent's public key file and our secret key file
+  keygen NAME [--force]
+                       a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub; prints the public key
   demo [--endpoint E] [--events N] [--rate N] [--leak] [--delay MS]
                        a training-like workload through memscope's allocator (host backend), published like a
                        real job; prints its endpoint first, ends with a goodbye
@@ -194,6 +200,8 @@ int main(int argc, char** argv)
         return runRecord(args);
     if (command == "demo")
         return runDemo(args);
+    if (command == "keygen")
+        return runKeygen(args);
 
     if (command == "compare") {
         if (args.size() != 2)

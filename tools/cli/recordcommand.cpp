@@ -1,17 +1,12 @@
-// The `record` command (recordcommand.h): the ZeroMQ client of the Clone pattern (ZeroMQ Guide, chapter 5). One
-// SUB socket on the agent's PUB endpoint (topics "E", "G" and "S") is connected first, so no event published after the
-// state is taken can be missed, then one DEALER asks the ROUTER for the state; events that arrive meanwhile are
-// buffered by the wire::Recorder, which applies only those newer than the state. Single-threaded: this thread
-// owns both sockets.
+// The `record` command (recordcommand.h): a client::AgentClient (common/client: the Clone pattern of the ZeroMQ
+// Guide, chapter 5, with resyncs and reconnection) feeding a wire::Recorder, then the snapshot written out.
+// Single-threaded: this thread owns the client and its sockets.
 #include "recordcommand.h"
 
+#include "client/agentclient.h"
 #include "io/snapshotio.h"
-#include "wire/decoder.h"
 #include "wire/recorder.h"
 
-#include <zmq.hpp>
-
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -24,10 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long the agent may stay silent (no event, no heartbeat) before it counts as gone: the agent sends a
-// heartbeat at least once a second (docs/protocol.md).
-constexpr std::chrono::milliseconds SilenceLimit { 2000 };
-
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void onSigint(int) { g_interrupted = 1; }
 
@@ -37,37 +28,71 @@ struct Options {
     double duration = 0; // seconds; 0: no limit
     uint64_t events = 0; // 0: no limit
     double timeout = 5; // seconds to wait for the agent's state reply
+    bool follow = false; // keep recording across job restarts
+    std::string curveServerKey, curveKey;
 };
 
 bool parseNumber(const std::string& text, double& out)
 {
-    char* end = nullptr;
-    out = std::strtod(text.c_str(), &end);
-    return !text.empty() && end && *end == '\0' && out > 0 && out < 1e9;
+char* end = nullptr;
+out = std::strtod(text.c_str(), &end);
+return !text.empty() && end && *end == '\0' && out > 0 && out < 1e9;
 }
 
-std::span<const uint8_t> bytesOf(const zmq::message_t& m) { return { m.data<uint8_t>(), m.size() }; }
+// The Recorder plus what `record` needs to know to stop: a goodbye, silence, a fatal error.
+class RecordListener : public client::RecordingListener {
+public:
+    RecordListener(std::FILE* err, uint64_t eventLimit)
+        : m_err(err)
+        , m_eventLimit(eventLimit)
+    {
+    }
+    void onEvents(std::span<const wire::EventRecord> events) override
+    {
+        if (m_eventLimit == 0) {
+            recorder().addEvents(events);
+            return;
+        }
+        // One record at a time, so that the recording stops at exactly --events entries.
+        for (const wire::EventRecord& e : events) {
+            if (recorder().stats().applied >= m_eventLimit)
+                break;
+            recorder().addEvents({ &e, 1 });
+        }
+    }
+    void onState(const wire::DecodedState& state, const client::StateChange& change) override
+    {
+        client::RecordingListener::onState(state, change);
+        if (change.kind == client::StateKind::Restarted)
+            std::fprintf(m_err, "memscope-cli: %s: the job restarted (pid %u, was %u); recording on\n",
+                         m_endpoint.c_str(), state.hello.pid, change.previousPid);
+    }
+    void onGoodbye(const wire::Goodbye& goodbye) override
+    {
+        client::RecordingListener::onGoodbye(goodbye);
+        goodbyes = true;
+    }
+    void onSilence(std::chrono::milliseconds) override { silent = true; }
+    void onError(const client::ClientError& e) override
+    {
+        if (e.fatal)
+            fatal = e.message;
+        else if (e.kind == client::ErrorKind::NoAnswer)
+            noAnswer = e.message;
+        else
+            std::fprintf(m_err, "memscope-cli: warning: %s\n", e.message.c_str());
+    }
+
+    std::string m_endpoint;
+    bool goodbyes = false, silent = false;
+    std::string fatal, noAnswer;
+
+private:
+    std::FILE* m_err;
+    uint64_t m_eventLimit;
+};
 
 } // namespace
-
-std::string stateEndpointFor(const std::string& endpoint)
-{
-    constexpr std::string_view Ipc = "ipc://", Tcp = "tcp://";
-    if (endpoint.starts_with(Ipc) && endpoint.size() > Ipc.size())
-        return endpoint + "-state";
-    if (endpoint.starts_with(Tcp)) {
-        const size_t colon = endpoint.rfind(':');
-        if (colon == std::string::npos || colon < Tcp.size() || colon + 1 >= endpoint.size())
-            return {};
-        const std::string port = endpoint.substr(colon + 1);
-        char* end = nullptr;
-        const long value = std::strtol(port.c_str(), &end, 10);
-        if (*end != '\0' || value <= 0 || value >= 65535)
-            return {};
-        return endpoint.substr(0, colon + 1) + std::to_string(value + 1);
-    }
-    return {};
-}
 
 int runRecord(const std::vector<std::string>& args) { return runRecord(args, stdout, stderr); }
 
@@ -76,7 +101,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     auto usage = [&](const std::string& message) {
         std::fprintf(err,
                      "memscope-cli: %s\nusage: memscope-cli record ENDPOINT -o FILE [--duration S] [--events N] "
-                     "[--timeout S]\n",
+                     "[--timeout S] [--follow] [--curve-server-key FILE --curve-key FILE]\n",
                      message.c_str());
         return 2;
     };
@@ -99,6 +124,14 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         } else if (a == "--timeout") {
             if (!value(v) || !parseNumber(v, o.timeout))
                 return usage("--timeout needs a positive number of seconds");
+        } else if (a == "--follow") {
+            o.follow = true;
+        } else if (a == "--curve-server-key") {
+            if (!value(o.curveServerKey) || o.curveServerKey.empty())
+                return usage("--curve-server-key needs a FILE (the agent's public key)");
+        } else if (a == "--curve-key") {
+            if (!value(o.curveKey) || o.curveKey.empty())
+                return usage("--curve-key needs a FILE (our secret key, from memscope-cli keygen)");
         } else if (a == "--events") {
             double n = 0;
             if (!value(v) || !parseNumber(v, n) || n != double(uint64_t(n)))
@@ -116,171 +149,97 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         return usage("'record' needs an ENDPOINT (the job's MEMSCOPE_ENDPOINT, e.g. ipc:///tmp/memscope)");
     if (o.output.empty())
         return usage("'record' needs -o FILE");
-    const std::string stateEndpoint = stateEndpointFor(o.endpoint);
-    if (stateEndpoint.empty())
+    if (client::stateEndpointFor(o.endpoint).empty())
         return usage("'" + o.endpoint + "' is not an ipc:// or tcp://HOST:PORT endpoint");
+    if (o.curveServerKey.empty() != o.curveKey.empty())
+        return usage("--curve-server-key and --curve-key go together");
 
-    wire::Recorder recorder;
-    const char* stopReason = "";
-    bool silent = false, goodbye = false;
-    uint64_t badFrames = 0;
-    try {
-        zmq::context_t context(1);
-        zmq::socket_t sub(context, zmq::socket_type::sub);
-        sub.set(zmq::sockopt::linger, 0);
-        sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
-        sub.set(zmq::sockopt::subscribe, wire::GoodbyeTopic);
-        sub.set(zmq::sockopt::subscribe, wire::StacksTopic); // stack definitions (MEMSCOPE_STACKS=N in the job)
-        sub.connect(o.endpoint);
-        zmq::socket_t dealer(context, zmq::socket_type::dealer);
-        dealer.set(zmq::sockopt::linger, 0);
-        dealer.connect(stateEndpoint);
-        auto requestState = [&] {
-            const std::vector<uint8_t> request = wire::encodeRequest(wire::RequestType::State);
-            (void)dealer.send(zmq::buffer(request), zmq::send_flags::dontwait);
-        };
-        requestState();
-        bool freshRequested = false;
-
-        g_interrupted = 0;
-        struct sigaction action {}, previous {};
-        action.sa_handler = onSigint;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGINT, &action, &previous);
-        struct Restore {
-            struct sigaction* previous;
-            ~Restore() { ::sigaction(SIGINT, previous, nullptr); }
-        } restore { &previous };
-
-        const Clock::time_point start = Clock::now();
-        Clock::time_point lastHeard = start;
-        bool heardAnything = false;
-        const auto answerTimeout = std::chrono::duration<double>(o.timeout);
-        const auto durationLimit = std::chrono::duration<double>(o.duration);
-        for (;;) {
-            if (g_interrupted) {
-                stopReason = "interrupted";
-                break;
-            }
-            const Clock::time_point now = Clock::now();
-            if (o.duration > 0 && now - start >= durationLimit) {
-                stopReason = "duration reached";
-                break;
-            }
-            if (!recorder.hasState() && now - start >= answerTimeout) {
-                if (!heardAnything)
-                    std::fprintf(err, "memscope-cli: %s: no memscope agent answered (is the job running?)\n",
-                                 o.endpoint.c_str());
-                else
-                    std::fprintf(err, "memscope-cli: %s: the agent publishes events but did not answer the state "
-                                      "request on %s\n",
-                                 o.endpoint.c_str(), stateEndpoint.c_str());
-                return 1;
-            }
-            if (recorder.hasState() && now - lastHeard >= SilenceLimit) {
-                silent = true;
-                stopReason = "the agent went silent";
-                break;
-            }
-
-            zmq::pollitem_t items[] = { { sub.handle(), 0, ZMQ_POLLIN, 0 }, { dealer.handle(), 0, ZMQ_POLLIN, 0 } };
-            zmq::poll(items, 2, std::chrono::milliseconds(50));
-
-            if (items[1].revents & ZMQ_POLLIN) {
-                // The ROUTER's reply: the state in the last frame (an empty delimiter frame may precede it).
-                zmq::message_t frame;
-                while (dealer.recv(frame, zmq::recv_flags::dontwait) && frame.more()) { }
-                const wire::DecodedState state = wire::decodeState(bytesOf(frame));
-                if (!state.ok()) {
-                    std::fprintf(err, "memscope-cli: %s\n", state.error.toString(stateEndpoint).c_str());
-                    return 1;
-                }
-                heardAnything = true;
-                lastHeard = Clock::now();
-                recorder.setState(state);
-                freshRequested = false;
-            }
-            while (items[0].revents & ZMQ_POLLIN) {
-                zmq::message_t topic, body;
-                if (!sub.recv(topic, zmq::recv_flags::dontwait))
-                    break;
-                const bool hasBody = topic.more() && sub.recv(body, zmq::recv_flags::dontwait);
-                while (body.more()) { // drop unexpected extra frames of one message
-                    zmq::message_t extra;
-                    if (!sub.recv(extra, zmq::recv_flags::dontwait))
-                        break;
-                    body = std::move(extra);
-                }
-                heardAnything = true;
-                lastHeard = Clock::now();
-                const std::string_view name(topic.data<char>(), topic.size());
-                if (hasBody && name == wire::EventsTopic) {
-                    const wire::DecodedBatch batch = wire::decodeBatch(bytesOf(body));
-                    if (!batch.ok()) {
-                        if (batch.error.code == wire::DecodeErrorCode::TooNew
-                            || batch.error.code == wire::DecodeErrorCode::BadMagic) {
-                            std::fprintf(err, "memscope-cli: %s\n", batch.error.toString(o.endpoint).c_str());
-                            return 1;
-                        }
-                        if (badFrames++ == 0)
-                            std::fprintf(err, "memscope-cli: warning: %s (skipped)\n",
-                                         batch.error.toString(o.endpoint).c_str());
-                        continue;
-                    }
-                    recorder.addEvents(batch.events);
-                } else if (hasBody && name == wire::StacksTopic) {
-                    const wire::DecodedStackDef def = wire::decodeStackDef(bytesOf(body));
-                    if (def.ok())
-                        recorder.addStackDef(def);
-                    else if (badFrames++ == 0)
-                        std::fprintf(err, "memscope-cli: warning: %s (skipped)\n",
-                                     def.error.toString(o.endpoint).c_str());
-                } else if (hasBody && name == wire::GoodbyeTopic) {
-                    const wire::DecodedGoodbye bye = wire::decodeGoodbye(bytesOf(body));
-                    if (bye.ok())
-                        recorder.setGoodbye(bye.goodbye);
-                    goodbye = true;
-                    break;
-                } else if (badFrames++ == 0) {
-                    std::fprintf(err, "memscope-cli: warning: %s: unexpected message on topic '%.*s' (skipped)\n",
-                                 o.endpoint.c_str(), int(std::min<size_t>(name.size(), 16)), name.data());
-                }
-                if (o.events > 0 && recorder.stats().applied >= o.events)
-                    break;
-            }
-            if (goodbye) {
-                if (!recorder.hasState()) {
-                    std::fprintf(err, "memscope-cli: %s: the job exited before answering the state request\n",
-                                 o.endpoint.c_str());
-                    return 1;
-                }
-                stopReason = "the job said goodbye";
-                break;
-            }
-            if (o.events > 0 && recorder.stats().applied >= o.events) {
-                stopReason = "event limit reached";
-                break;
-            }
-            if (recorder.needsFreshState() && !freshRequested) {
-                requestState(); // the subscription started late: ask for a state that includes what we missed
-                freshRequested = true;
-            }
-        }
-        if (!recorder.hasState()) {
-            std::fprintf(err, "memscope-cli: %s: interrupted before the agent answered\n", o.endpoint.c_str());
-            return 1;
-        }
-    } catch (const zmq::error_t& e) {
-        std::fprintf(err, "memscope-cli: %s: %s\n", o.endpoint.c_str(), e.what());
+    client::ClientOptions options;
+    options.endpoint = o.endpoint;
+    options.answerTimeout = std::chrono::milliseconds(int64_t(o.timeout * 1000));
+    options.curveServerKeyFile = o.curveServerKey;
+    options.curveSecretKeyFile = o.curveKey;
+    RecordListener listener(err, o.events);
+    listener.m_endpoint = o.endpoint;
+    const wire::Recorder& recorder = listener.recorder();
+    client::AgentClient agent(options, listener);
+    if (!agent.start()) {
+        std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
         return 1;
     }
+
+    g_interrupted = 0;
+    struct sigaction action {}, previous {};
+    action.sa_handler = onSigint;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &previous);
+    struct Restore {
+        struct sigaction* previous;
+        ~Restore() { ::sigaction(SIGINT, previous, nullptr); }
+    } restore { &previous };
+
+    const char* stopReason = "";
+    bool silent = false;
+    const Clock::time_point start = Clock::now();
+    const auto durationLimit = std::chrono::duration<double>(o.duration);
+    for (;;) {
+        if (g_interrupted) {
+            stopReason = "interrupted";
+            break;
+        }
+        if (o.duration > 0 && Clock::now() - start >= durationLimit) {
+            stopReason = "duration reached";
+            break;
+        }
+        agent.poll(std::chrono::milliseconds(50));
+        if (!listener.fatal.empty()) {
+            std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
+            return 1;
+        }
+        if (!agent.hasState() && !listener.noAnswer.empty()) {
+            std::fprintf(err, "memscope-cli: %s\n", listener.noAnswer.c_str());
+            return 1;
+        }
+        if (agent.link() == client::Link::Gone && !agent.hasState()) {
+            std::fprintf(err, "memscope-cli: %s: the job exited before answering the state request\n",
+                         o.endpoint.c_str());
+            return 1;
+        }
+        if (o.events > 0 && recorder.stats().applied >= o.events) {
+            stopReason = "event limit reached";
+            break;
+        }
+        if (o.follow)
+            continue; // a goodbye or silence waits for the job's next run
+        if (listener.goodbyes) {
+            stopReason = "the job said goodbye";
+            break;
+        }
+        if (listener.silent && agent.link() == client::Link::Silent) {
+            silent = true;
+            stopReason = "the agent went silent";
+            break;
+        }
+    }
+    if (!agent.hasState()) {
+        std::fprintf(err, "memscope-cli: %s: interrupted before the agent answered\n", o.endpoint.c_str());
+        return 1;
+    }
+    agent.flush(); // records held for a fresh state that did not come: the Recorder applies what fits
 
     if (silent)
         std::fprintf(err,
                      "memscope-cli: warning: %s: the agent went silent (no goodbye, nothing for %lld s); keeping "
                      "what was received\n",
-                     o.endpoint.c_str(), static_cast<long long>(SilenceLimit.count() / 1000));
+                     o.endpoint.c_str(), static_cast<long long>(options.silenceLimit.count() / 1000));
     const wire::RecorderStats& st = recorder.stats();
+    if (st.resyncs > st.restarts)
+        std::fprintf(err,
+                     "memscope-cli: warning: %s: the recording missed allocator events and resynchronised %llu "
+                     "times (%llu records not received, %llu lost by the agent); the trace marks each gap with a "
+                     "\"memscope: resync\" annotation\n",
+                     o.endpoint.c_str(), static_cast<unsigned long long>(st.resyncs - st.restarts),
+                     static_cast<unsigned long long>(st.missing), static_cast<unsigned long long>(st.lost));
     if (st.resyncNeeded())
         std::fprintf(err,
                      "memscope-cli: warning: %s: the recording missed allocator events (%llu lost by the agent, %llu "
@@ -296,11 +255,12 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     const wire::Hello& hello = recorder.hello();
     std::fprintf(out,
                  "%s: %llu events from pid %u on %s (%s), %zu segments; lost %llu, gaps %llu (%llu missing), "
-                 "inconsistent %llu%s; wrote %s\n",
+                 "inconsistent %llu, resyncs %llu (%llu restarts)%s; wrote %s\n",
                  o.endpoint.c_str(), static_cast<unsigned long long>(st.applied), hello.pid, hello.host, stopReason,
                  snapshot.segments.size(), static_cast<unsigned long long>(st.lost),
                  static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.missing),
-                 static_cast<unsigned long long>(st.inconsistent), st.resyncNeeded() ? ", resync needed" : "",
+                 static_cast<unsigned long long>(st.inconsistent), static_cast<unsigned long long>(st.resyncs),
+                 static_cast<unsigned long long>(st.restarts), st.resyncNeeded() ? ", resync needed" : "",
                  o.output.c_str());
     std::fflush(out);
     return 0;
