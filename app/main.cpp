@@ -4,6 +4,7 @@
 // error on stderr when loading or writing fails, 2 for a bad command line. `memscope --diff A B` opens a diff tab of
 // two files, `memscope --ranks FILE...` a rank group; with --screenshot, --view then names a diff view (diff-summary,
 // diff-tree, diff-flame, diff-segments, diff-timeline) or `ranks`. Runs on the GUI thread.
+#include "ingest/demojob.h"
 #include "ingest/resources.h"
 #include "views/diffwindow.h"
 #include "views/livewindow.h"
@@ -16,6 +17,7 @@
 #include <QIcon>
 #include <QTimer>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -210,6 +212,15 @@ int main(int argc, char** argv)
                                                  QStringLiteral("With --attach and --screenshot: record at most this "
                                                                 "long (default 5) unless the job exits first."),
                                                  QStringLiteral("seconds"), QStringLiteral("5"));
+    const QCommandLineOption demoOption(QStringLiteral("demo"),
+                                        QStringLiteral("Start a demo job (memscope-cli demo: a training-like workload "
+                                                       "on memscope's allocator, no GPU needed) and attach to it."));
+    const QCommandLineOption demoRateOption(QStringLiteral("demo-rate"),
+                                            QStringLiteral("With --demo: allocator events per second (default "
+                                                           "20000)."),
+                                            QStringLiteral("events"), QStringLiteral("20000"));
+    parser.addOption(demoOption);
+    parser.addOption(demoRateOption);
     parser.addOption(attachOption);
     parser.addOption(attachSecondsOption);
     parser.addOption(diffOption);
@@ -223,9 +234,44 @@ int main(int argc, char** argv)
                                  QStringLiteral("[FILE...]"));
     parser.process(app);
 
-    if (parser.isSet(attachOption)) {
+    // --demo: start the demo job, then attach to it as --attach does.
+    memscope::app::DemoJob demo;
+    QString demoEndpoint;
+    if (parser.isSet(demoOption)) {
+        bool ok = false;
+        const qulonglong rate = parser.value(demoRateOption).toULongLong(&ok);
+        if (!ok || rate == 0 || rate > 100000000) {
+            printError(QStringLiteral("--demo-rate needs a number of events per second (1 to 100000000), not '%1'")
+                           .arg(parser.value(demoRateOption)));
+            return 2;
+        }
+        QString failure;
+        QEventLoop wait;
+        QObject::connect(&demo, &memscope::app::DemoJob::ready, &wait, &QEventLoop::quit);
+        QObject::connect(&demo, &memscope::app::DemoJob::failed, &wait, [&](const QString& message) {
+            failure = message;
+            wait.quit();
+        });
+        QTimer::singleShot(10000, &wait, [&] {
+            failure = QStringLiteral("memscope-cli demo: no endpoint within 10 s");
+            wait.quit();
+        });
+        // Long enough to watch (rate × 3 hours at most); the job leaks a little per step so that the timeline climbs.
+        demo.start({ QStringLiteral("--rate"), QString::number(rate), QStringLiteral("--events"),
+                     QString::number(std::min<qulonglong>(rate * 10800, 2000000000ull)), QStringLiteral("--delay"),
+                     QStringLiteral("300"), QStringLiteral("--leak") });
+        if (demo.endpoint().isEmpty() && failure.isEmpty())
+            wait.exec();
+        if (demo.endpoint().isEmpty()) {
+            printError(failure);
+            return 1;
+        }
+        demoEndpoint = demo.endpoint();
+    }
+
+    if (parser.isSet(attachOption) || !demoEndpoint.isEmpty()) {
         memscope::app::MainWindow window;
-        const QString endpoint = parser.value(attachOption);
+        const QString endpoint = demoEndpoint.isEmpty() ? parser.value(attachOption) : demoEndpoint;
         if (parser.isSet(screenshot)) {
             bool ok = false;
             const double seconds = parser.value(attachSecondsOption).toDouble(&ok);
