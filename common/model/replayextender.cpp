@@ -42,6 +42,39 @@ namespace {
 
 } // namespace
 
+Snapshot snapshotOfState(const ReplayState& state, int device)
+{
+    Snapshot s;
+    for (const ReplaySegment& rs : state.segments) {
+        Segment seg;
+        seg.device = device;
+        seg.address = rs.address;
+        seg.totalSize = rs.totalSize;
+        seg.allocatedSize = rs.allocatedSize;
+        seg.activeSize = rs.activeSize;
+        seg.requestedSize = rs.requestedSize;
+        seg.stream = rs.stream;
+        seg.poolId = rs.poolId;
+        seg.isExpandable = rs.isExpandable;
+        seg.stack = rs.stack;
+        seg.blockBegin = uint32_t(s.blocks.size());
+        for (uint32_t b = rs.blockBegin; b < rs.blockBegin + rs.blockCount; ++b) {
+            const ReplayBlock& rb = state.blocks[b];
+            Block block;
+            block.address = rb.address;
+            block.size = rb.size;
+            block.requestedSize = rb.requestedSize;
+            block.state = rb.state;
+            block.stack = rb.stack;
+            block.version = rb.version;
+            s.blocks.push_back(block);
+        }
+        seg.blockCount = uint32_t(s.blocks.size()) - seg.blockBegin;
+        s.segments.push_back(seg);
+    }
+    return s;
+}
+
 void ReplayExtender::start(Replay& r, const Snapshot& initial, int device)
 {
     r = Replay {};

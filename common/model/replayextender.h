@@ -41,6 +41,10 @@ struct EntryDetail {
     std::pair<int64_t, int64_t> poolId { 0, 0 }; // segment_alloc / segment_map: the segment's pool
 };
 
+// The allocator state at one index as a snapshot with segments and blocks (inactive gaps included) and no trace:
+// what a viewer that joins at that moment is given. Stack ids stay those of the replay's snapshot.
+Snapshot snapshotOfState(const ReplayState& state, int device);
+
 class ReplayExtender {
 public:
     explicit ReplayExtender(const ReplayOptions& options = {})

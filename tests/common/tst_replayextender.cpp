@@ -34,38 +34,6 @@ std::shared_ptr<const model::Snapshot> load(const std::string& name)
     return slot;
 }
 
-// A snapshot holding only `state` (segments and blocks, inactive gaps included) of one device: what a viewer gets
-// from the agent when it joins at that moment. Stacks refer to the original snapshot's tables.
-model::Snapshot snapshotOfState(const model::ReplayState& state, int device)
-{
-    model::Snapshot s;
-    for (const model::ReplaySegment& rs : state.segments) {
-        model::Segment seg;
-        seg.device = device;
-        seg.address = rs.address;
-        seg.totalSize = rs.totalSize;
-        seg.stream = rs.stream;
-        seg.poolId = rs.poolId;
-        seg.isExpandable = rs.isExpandable;
-        seg.stack = rs.stack;
-        seg.blockBegin = uint32_t(s.blocks.size());
-        for (uint32_t b = rs.blockBegin; b < rs.blockBegin + rs.blockCount; ++b) {
-            const model::ReplayBlock& rb = state.blocks[b];
-            model::Block block;
-            block.address = rb.address;
-            block.size = rb.size;
-            block.requestedSize = rb.requestedSize;
-            block.state = rb.state;
-            block.stack = rb.stack;
-            block.version = rb.version;
-            s.blocks.push_back(block);
-        }
-        seg.blockCount = uint32_t(s.blocks.size()) - seg.blockBegin;
-        s.segments.push_back(seg);
-    }
-    return s;
-}
-
 struct FlatSegment {
     DeviceAddr address;
     ByteCount total, allocated, active, requested;
@@ -159,7 +127,7 @@ void TestReplayExtender::matchesBuild()
             }
         }
 
-        const model::Snapshot initial = snapshotOfState(ref.stateAt(k), device);
+        const model::Snapshot initial = model::snapshotOfState(ref.stateAt(k), device);
         model::Replay grown;
         model::ReplayExtender extender({ 64, 2 });
         extender.start(grown, initial, device);
