@@ -1,0 +1,796 @@
+// Tests of client::AgentClient (common/client) and its wire::Recorder (resync) against fake agents driven on the
+// test's own thread: a PUB and a ROUTER speaking protocol.h (docs/protocol.md) over a small allocator model, which
+// can skip sequence numbers (records not received), drop records as a full ring does (lost > 0), say goodbye, die,
+// be replaced by another run of the job at the same endpoint, send broken frames, and be a CURVE server with a ZAP
+// handler (ZeroMQ RFC 26, RFC 27). The client and the fake agent are polled in turn, so each test is one thread.
+#include "client/agentclient.h"
+#include "client/curvekeys.h"
+#include "io/snapshotio.h"
+#include "model/replay.h"
+#include "wire/decoder.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <zmq.hpp>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <sys/stat.h>
+
+using namespace memscope;
+using namespace memscope::wire;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr uint64_t MiB = 1 << 20;
+constexpr uint64_t A = 0x7f0000000000, B = 0x7f0100000000, C = 0x7f0200000000;
+
+// How a fake agent's event reaches the viewer.
+enum class Send {
+    Yes, // published
+    Skip, // numbered but never published: the viewer sees a sequence jump
+    Lost, // dropped before numbering, as a full ring does: the next record says lost = 1 more
+};
+
+struct CurveServer {
+    std::string secretKey; // Z85
+    std::set<std::string> clients; // authorised public keys, Z85
+};
+
+// One run of a job: binds PUB at `endpoint` and ROUTER at its state endpoint, keeps an allocator state, and
+// publishes each change as the agent does (one sequence, heartbeats included).
+class FakeAgent {
+public:
+    FakeAgent(std::string endpoint, uint32_t pid, const CurveServer* curve = nullptr)
+        : m_endpoint(std::move(endpoint))
+        , m_pid(pid)
+    {
+        if (curve) {
+            m_curve = *curve;
+            // The ZAP handler (RFC 27) must be bound before a CURVE server socket handshakes.
+            m_zap = zmq::socket_t(m_context, zmq::socket_type::rep);
+            m_zap.bind("inproc://zeromq.zap.01");
+        }
+        m_pub = socket(zmq::socket_type::pub);
+        m_router = socket(zmq::socket_type::router);
+        m_pub.bind(m_endpoint);
+        m_router.bind(client::stateEndpointFor(m_endpoint));
+    }
+
+    // The job dies: its sockets close (the ipc files go), nothing is said.
+    void close()
+    {
+        m_pub.close();
+        m_router.close();
+    }
+
+    void segmentAlloc(uint64_t address, uint64_t size, Send send = Send::Yes)
+    {
+        SegmentRecord s {};
+        s.address = address;
+        s.size = size;
+        s.isSmall = size == 2 * MiB;
+        m_segments[address] = s;
+        publish(EventType::SegmentAlloc, address, size, 0, send);
+    }
+    void segmentFree(uint64_t address, Send send = Send::Yes)
+    {
+        const uint64_t size = m_segments.at(address).size;
+        m_segments.erase(address);
+        publish(EventType::SegmentFree, address, size, 0, send);
+    }
+    void alloc(uint64_t address, uint64_t size, uint64_t requested, Send send = Send::Yes)
+    {
+        BlockRecord b {};
+        b.address = address;
+        b.size = size;
+        b.requestedSize = requested;
+        b.state = 1;
+        m_blocks[address] = b;
+        publish(EventType::Alloc, address, size, requested, send);
+    }
+    void freeRequested(uint64_t address, Send send = Send::Yes)
+    {
+        m_blocks.at(address).state = 2;
+        publish(EventType::FreeRequested, address, m_blocks.at(address).size, 0, send);
+    }
+    void freeCompleted(uint64_t address, Send send = Send::Yes)
+    {
+        const uint64_t size = m_blocks.at(address).size;
+        m_blocks.erase(address);
+        publish(EventType::FreeCompleted, address, size, 0, send);
+    }
+    void free(uint64_t address, Send send = Send::Yes)
+    {
+        freeRequested(address, send);
+        freeCompleted(address, send);
+    }
+    void heartbeat(Send send = Send::Yes) { publish(EventType::Heartbeat, 0, 0, 0, send); }
+    void goodbye()
+    {
+        m_pub.send(zmq::buffer(std::string_view(GoodbyeTopic)), zmq::send_flags::sndmore);
+        m_pub.send(zmq::buffer(encodeGoodbye(m_sequence, m_lostTotal)));
+    }
+    void sendRaw(std::string_view topic, const std::vector<uint8_t>& frame)
+    {
+        m_pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+        m_pub.send(zmq::buffer(frame));
+    }
+    void setStateVersion(uint16_t version) { m_stateVersion = version; }
+
+    // Answers state requests and ZAP requests that arrived.
+    void pump()
+    {
+        zmq::message_t identity, request;
+        while (m_router.handle() && m_router.recv(identity, zmq::recv_flags::dontwait)) {
+            while (identity.more() && m_router.recv(request, zmq::recv_flags::dontwait) && request.more()) { }
+            if (!decodeRequest({ request.data<uint8_t>(), request.size() }).ok())
+                continue;
+            ++m_requests;
+            std::vector<SegmentRecord> segments;
+            for (const auto& [address, s] : m_segments)
+                segments.push_back(s);
+            std::vector<BlockRecord> blocks;
+            for (const auto& [address, b] : m_blocks)
+                blocks.push_back(b);
+            std::vector<uint8_t> state = encodeState(makeHello(m_pid, 1, "fakehost", "test"), m_sequence, segments, blocks);
+            std::memcpy(state.data() + 4, &m_stateVersion, 2); // Hello.version
+            m_router.send(identity, zmq::send_flags::sndmore);
+            m_router.send(zmq::buffer(state));
+        }
+        if (m_zap)
+            answerZap();
+    }
+
+    uint64_t sequence() const { return m_sequence; }
+    int requests() const { return m_requests; }
+    const std::string& endpoint() const { return m_endpoint; }
+
+    // The state as lines, to compare with a recording's final state.
+    QStringList describe() const
+    {
+        QStringList lines;
+        for (const auto& [address, s] : m_segments) {
+            lines << QStringLiteral("segment %1 size %2").arg(address, 0, 16).arg(s.size);
+            for (auto it = m_blocks.lower_bound(address); it != m_blocks.end() && it->first < address + s.size; ++it)
+                lines << QStringLiteral("  block %1 size %2 requested %3 state %4")
+                             .arg(it->first, 0, 16)
+                             .arg(it->second.size)
+                             .arg(it->second.requestedSize)
+                             .arg(it->second.state);
+        }
+        return lines;
+    }
+
+private:
+    zmq::socket_t socket(zmq::socket_type type)
+    {
+        zmq::socket_t s(m_context, type);
+        s.set(zmq::sockopt::linger, 0);
+        if (!m_curve.secretKey.empty()) {
+            s.set(zmq::sockopt::curve_server, true);
+            s.set(zmq::sockopt::curve_secretkey, m_curve.secretKey);
+            s.set(zmq::sockopt::zap_domain, "memscope");
+        }
+        return s;
+    }
+
+    void publish(EventType type, uint64_t address, uint64_t size, uint64_t requested, Send send)
+    {
+        m_timeNs += 1000;
+        if (send == Send::Lost) {
+            ++m_pendingLost;
+            ++m_lostTotal;
+            return;
+        }
+        EventRecord e {};
+        e.sequence = ++m_sequence;
+        e.timeNs = m_timeNs;
+        e.address = address;
+        e.size = size;
+        e.requestedSize = requested;
+        e.type = uint8_t(type);
+        e.lost = m_pendingLost;
+        m_pendingLost = 0;
+        if (send == Send::Skip)
+            return;
+        sendRaw(EventsTopic, encodeBatch(std::vector { e }));
+    }
+
+    // RFC 27: request = version, request id, domain, address, routing id, mechanism, credentials (the client's
+    // 32-byte public key for CURVE); reply = version, request id, status code, status text, user id, metadata.
+    void answerZap()
+    {
+        std::vector<zmq::message_t> frames;
+        for (;;) {
+            zmq::message_t frame;
+            if (!m_zap.recv(frame, zmq::recv_flags::dontwait))
+                return;
+            const bool more = frame.more();
+            frames.push_back(std::move(frame));
+            if (!more)
+                break;
+        }
+        bool allowed = false;
+        if (frames.size() >= 7 && frames[6].size() == 32) {
+            char z85[41] = {};
+            zmq_z85_encode(z85, frames[6].data<uint8_t>(), 32);
+            allowed = m_curve.clients.count(z85) > 0;
+        }
+        const std::string requestId = frames.size() > 1 ? frames[1].to_string() : std::string();
+        const std::vector<std::string> reply { "1.0", requestId, allowed ? "200" : "400",
+                                               allowed ? "OK" : "not an authorised client", "", "" };
+        for (size_t i = 0; i < reply.size(); ++i)
+            m_zap.send(zmq::buffer(reply[i]), i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+
+    std::string m_endpoint;
+    uint32_t m_pid;
+    CurveServer m_curve;
+    zmq::context_t m_context { 1 };
+    zmq::socket_t m_zap, m_pub, m_router;
+    std::map<uint64_t, SegmentRecord> m_segments;
+    std::map<uint64_t, BlockRecord> m_blocks;
+    uint64_t m_sequence = 0, m_timeNs = 5'000'000'000, m_lostTotal = 0;
+    uint32_t m_pendingLost = 0;
+    uint16_t m_stateVersion = ProtocolVersion;
+    int m_requests = 0;
+};
+
+// What the client reported, besides the recording.
+class Probe : public client::RecordingListener {
+public:
+    void onState(const DecodedState& state, const client::StateChange& change) override
+    {
+        client::RecordingListener::onState(state, change);
+        kinds.push_back(change.kind);
+    }
+    void onSilence(std::chrono::milliseconds) override { ++silences; }
+    void onLink(client::Link link) override { links.push_back(link); }
+    void onError(const client::ClientError& e) override { errors.push_back(e); }
+
+    std::vector<client::StateKind> kinds;
+    std::vector<client::Link> links;
+    std::vector<client::ClientError> errors;
+    int silences = 0;
+};
+
+// Polls the client and pumps the agents until `done` or `timeout`.
+bool pumpUntil(client::AgentClient& c, const std::vector<FakeAgent*>& agents, const std::function<bool()>& done,
+               std::chrono::milliseconds timeout = 5000ms)
+{
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= end)
+            return false;
+        for (FakeAgent* a : agents)
+            a->pump();
+        c.poll(5ms);
+    }
+    return true;
+}
+
+client::ClientOptions fastOptions(const std::string& endpoint)
+{
+    client::ClientOptions o;
+    o.endpoint = endpoint;
+    o.answerTimeout = 3000ms;
+    o.silenceLimit = 400ms;
+    o.resyncInterval = 20ms;
+    o.retryInterval = 300ms;
+    return o;
+}
+
+// Starts the client and waits until it has a state and its subscription carries records (heartbeats published
+// until one arrives: the ones before the subscription took effect are lost, which the client must survive).
+bool join(client::AgentClient& c, Probe& probe, FakeAgent& agent)
+{
+    if (!c.start())
+        return false;
+    if (!pumpUntil(c, { &agent }, [&] { return c.hasState(); }))
+        return false;
+    for (int i = 0; i < 100; ++i) {
+        agent.heartbeat();
+        if (pumpUntil(c, { &agent },
+                      [&] { return probe.recorder().lastSequence() == agent.sequence() && c.link() == client::Link::Live; },
+                      50ms))
+            return true;
+    }
+    return false;
+}
+
+// A recording's final state in FakeAgent::describe()'s form.
+QStringList describe(const model::Snapshot& s)
+{
+    QStringList lines;
+    for (const model::Segment& seg : s.segments) {
+        lines << QStringLiteral("segment %1 size %2").arg(uint64_t(seg.address), 0, 16).arg(seg.totalSize);
+        const model::Block* blocks = s.segmentBlocks(seg);
+        for (uint32_t i = 0; i < seg.blockCount; ++i)
+            if (blocks[i].state != model::BlockState::Inactive)
+                lines << QStringLiteral("  block %1 size %2 requested %3 state %4")
+                             .arg(uint64_t(blocks[i].address), 0, 16)
+                             .arg(blocks[i].size)
+                             .arg(blocks[i].requestedSize)
+                             .arg(blocks[i].state == model::BlockState::ActivePendingFree ? 2 : 1);
+    }
+    return lines;
+}
+
+// The snapshot written as a pickle and read back (what a user opens), then replayed: no warning, and the replay's
+// end is the snapshot's final state. Returns the snapshot read back.
+std::shared_ptr<const model::Snapshot> checkReplays(const model::Snapshot& s)
+{
+    const std::string pickle = io::encodePickle(s);
+    const io::LoadResult r
+        = io::loadSnapshotFromMemory({ reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size() }, "recorded");
+    if (!r.ok()) {
+        qWarning("%s", r.error.toString().c_str());
+        return nullptr;
+    }
+    const model::Replay replay = model::Replay::build(*r.snapshot, 0);
+    if (replay.warnings() != 0) {
+        qWarning("replay warnings: %llu", static_cast<unsigned long long>(replay.warnings()));
+        return nullptr;
+    }
+    const model::ReplayState end = replay.stateAt(replay.entryCount());
+    QStringList replayed;
+    for (const model::ReplaySegment& seg : end.segments) {
+        replayed << QStringLiteral("segment %1 size %2").arg(uint64_t(seg.address), 0, 16).arg(seg.totalSize);
+        for (uint32_t i = seg.blockBegin; i < seg.blockBegin + seg.blockCount; ++i)
+            if (end.blocks[i].state != model::BlockState::Inactive)
+                replayed << QStringLiteral("  block %1 size %2 requested %3 state %4")
+                                .arg(uint64_t(end.blocks[i].address), 0, 16)
+                                .arg(end.blocks[i].size)
+                                .arg(end.blocks[i].requestedSize)
+                                .arg(end.blocks[i].state == model::BlockState::ActivePendingFree ? 2 : 1);
+    }
+    if (replayed != describe(*r.snapshot)) {
+        qWarning("replayed: %s\nsnapshot: %s", qPrintable(replayed.join(u'\n')),
+                 qPrintable(describe(*r.snapshot).join(u'\n')));
+        return nullptr;
+    }
+    return r.snapshot;
+}
+
+QStringList annotationNames(const model::Snapshot& s, model::Annotation::Stage stage)
+{
+    QStringList names;
+    for (const model::Annotation& a : s.annotations)
+        if (a.stage == stage)
+            names << QString::fromUtf8(s.str(a.name).data(), qsizetype(s.str(a.name).size()));
+    return names;
+}
+
+// A job's state before the viewer joins: two segments, an allocated block, a pending-free block, a small-pool block.
+void setUp(FakeAgent& agent)
+{
+    agent.segmentAlloc(A, 20 * MiB);
+    agent.alloc(A, MiB, MiB - 100);
+    agent.alloc(A + MiB, 2 * MiB, 2 * MiB);
+    agent.freeRequested(A + MiB);
+    agent.segmentAlloc(B, 2 * MiB);
+    agent.alloc(B, 512, 500);
+}
+
+// Everything a gap can hide: a freed block, a pending free completed, a whole segment gone, a new segment with a
+// block, an address reused with another size, an allocated block turned pending free.
+int changeUnseen(FakeAgent& agent, Send send)
+{
+    agent.free(A, send);
+    agent.freeCompleted(A + MiB, send);
+    agent.free(B, send);
+    agent.segmentFree(B, send);
+    agent.segmentAlloc(C, 20 * MiB, send);
+    agent.alloc(C, 3 * MiB, 3 * MiB - 7, send);
+    agent.alloc(A, 512, 512, send);
+    agent.freeRequested(A + 4 * MiB, send);
+    return 10;
+}
+
+std::string ipcEndpoint(const QTemporaryDir& dir, const char* name)
+{
+    return "ipc://" + dir.path().toStdString() + "/" + name;
+}
+
+} // namespace
+
+Q_DECLARE_METATYPE(Send)
+
+class TestClient : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void stateEndpoint_data()
+    {
+        QTest::addColumn<QString>("endpoint");
+        QTest::addColumn<QString>("state");
+        QTest::newRow("ipc path") << QStringLiteral("ipc:///tmp/x") << QStringLiteral("ipc:///tmp/x-state");
+        QTest::newRow("tcp port") << QStringLiteral("tcp://127.0.0.1:5555") << QStringLiteral("tcp://127.0.0.1:5556");
+        QTest::newRow("tcp without port") << QStringLiteral("tcp://127.0.0.1") << QString();
+        QTest::newRow("tcp bad port") << QStringLiteral("tcp://host:http") << QString();
+        QTest::newRow("other transport") << QStringLiteral("inproc://x") << QString();
+    }
+    void stateEndpoint()
+    {
+        QFETCH(QString, endpoint);
+        QFETCH(QString, state);
+        QCOMPARE(QString::fromStdString(client::stateEndpointFor(endpoint.toStdString())), state);
+    }
+
+    // A gap (records not received, or dropped by the agent) makes the client fetch a fresh state by itself; the
+    // Recorder's resync turns its state into it: the final state is the agent's exactly, the trace replays
+    // without a warning, and an annotation pair names what was missing.
+    void resyncAfterGap_data()
+    {
+        QTest::addColumn<Send>("send");
+        QTest::newRow("sequence jump (records not received)") << Send::Skip;
+        QTest::newRow("records the agent dropped (lost > 0)") << Send::Lost;
+    }
+    void resyncAfterGap()
+    {
+        QFETCH(Send, send);
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "gap"), 100);
+        setUp(agent);
+        Probe probe;
+        client::AgentClient c(fastOptions(agent.endpoint()), probe);
+        QVERIFY(join(c, probe, agent));
+        agent.alloc(A + 4 * MiB, MiB, MiB);
+        const int missed = changeUnseen(agent, send);
+        agent.alloc(A + 8 * MiB, MiB, 1000);
+        agent.heartbeat();
+        QVERIFY(pumpUntil(c, { &agent }, [&] {
+            return probe.recorder().lastSequence() == agent.sequence() && c.link() == client::Link::Live;
+        }));
+        QCOMPARE(c.stats().resyncs, 1ULL);
+        QCOMPARE(probe.kinds.back(), client::StateKind::Resync);
+        const RecorderStats& st = probe.recorder().stats();
+        QCOMPARE(st.resyncs, 1ULL);
+        QCOMPARE(st.inconsistent, 0ULL);
+        QVERIFY(!st.resyncNeeded());
+        QCOMPARE(st.missing + st.lost, uint64_t(missed));
+        const model::Snapshot s = probe.recorder().snapshot();
+        QCOMPARE(describe(s), agent.describe());
+        QVERIFY(checkReplays(s));
+        const QString name = QStringLiteral("memscope: resync after %1 missing records").arg(missed);
+        QCOMPARE(annotationNames(s, model::Annotation::Stage::Start), QStringList { name });
+        QCOMPARE(annotationNames(s, model::Annotation::Stage::End), QStringList { name });
+        QVERIFY(probe.errors.empty());
+
+        // What follows the fresh state applies on it.
+        agent.free(A + 8 * MiB);
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.recorder().lastSequence() == agent.sequence(); }));
+        const model::Snapshot after = probe.recorder().snapshot();
+        QCOMPARE(after.deviceTraces[0].back().action, model::Action::FreeCompleted);
+        QCOMPARE(after.deviceTraces[0].back().addr, int64_t(A + 8 * MiB));
+        QCOMPARE(describe(after), agent.describe());
+        QVERIFY(checkReplays(after));
+        QCOMPARE(probe.recorder().stats().inconsistent, 0ULL);
+    }
+
+    // Gaps over and over while records keep coming (a flood the viewer cannot keep up with): each wait ends in a
+    // fresh state, at most one request is out at a time, and the end is still exact and consistent.
+    void resyncUnderFlood()
+    {
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "flood"), 100);
+        agent.segmentAlloc(A, 64 * MiB);
+        Probe probe;
+        client::AgentClient c(fastOptions(agent.endpoint()), probe);
+        QVERIFY(join(c, probe, agent));
+        int missed = 0;
+        for (int round = 0; round < 40; ++round) {
+            const uint64_t at = A + uint64_t(round % 16) * 2 * MiB;
+            const Send send = round % 3 == 0 ? Send::Lost : Send::Skip;
+            agent.alloc(at, MiB, 1000 + uint64_t(round));
+            agent.free(at, send);
+            agent.alloc(at, 2 * MiB, 2000 + uint64_t(round), send);
+            missed += 3;
+            agent.free(at);
+            agent.alloc(at + MiB / 2, 512, 512);
+            agent.free(at + MiB / 2);
+            c.poll(1ms);
+            agent.pump();
+        }
+        agent.heartbeat();
+        QVERIFY(pumpUntil(c, { &agent }, [&] {
+            return probe.recorder().lastSequence() == agent.sequence() && c.link() == client::Link::Live;
+        }));
+        const RecorderStats& st = probe.recorder().stats();
+        QVERIFY(st.resyncs >= 1);
+        QCOMPARE(st.inconsistent, 0ULL);
+        QVERIFY(st.missing + st.lost <= uint64_t(missed));
+        QVERIFY(c.stats().stateRequests <= c.stats().states + 1 + c.stats().resyncs);
+        const model::Snapshot s = probe.recorder().snapshot();
+        QCOMPARE(describe(s), agent.describe());
+        QVERIFY(checkReplays(s));
+        QCOMPARE(uint64_t(annotationNames(s, model::Annotation::Stage::End).size()), st.resyncs);
+    }
+
+    // The job goes away (a goodbye, or killed: silence) and another run of it binds the same endpoint: the client
+    // keeps the recording, reconnects by itself and continues from the new run's state, flagged as a restart.
+    void restart_data()
+    {
+        QTest::addColumn<int>("ending"); // 0 goodbye, 1 killed then silence, 2 killed and replaced at once
+        QTest::newRow("goodbye, then a new run") << 0;
+        QTest::newRow("killed, silence, then a new run") << 1;
+        QTest::newRow("killed and replaced before the silence") << 2;
+    }
+    void restart()
+    {
+        QFETCH(int, ending);
+        QTemporaryDir dir;
+        const std::string endpoint = ipcEndpoint(dir, "job");
+        auto first = std::make_unique<FakeAgent>(endpoint, 100);
+        setUp(*first);
+        Probe probe;
+        client::AgentClient c(fastOptions(endpoint), probe);
+        QVERIFY(join(c, probe, *first));
+        for (int i = 0; i < 8; ++i) // the first run goes well past the records the second will send
+            first->heartbeat();
+        first->alloc(A + 4 * MiB, MiB, MiB);
+        QVERIFY(pumpUntil(c, { first.get() }, [&] { return probe.recorder().lastSequence() == first->sequence(); }));
+        if (ending == 0) {
+            first->goodbye();
+            QVERIFY(pumpUntil(c, { first.get() }, [&] { return c.link() == client::Link::Gone; }));
+        }
+        first->close();
+        first.reset();
+        if (ending == 1)
+            QVERIFY(pumpUntil(c, {}, [&] { return probe.silences == 1 && c.link() == client::Link::Silent; }));
+
+        FakeAgent second(endpoint, 200);
+        second.segmentAlloc(C, 20 * MiB);
+        second.alloc(C + MiB, MiB, 777);
+        bool restarted = false;
+        for (int i = 0; i < 100 && !restarted; ++i) {
+            second.heartbeat();
+            restarted = pumpUntil(c, { &second }, [&] { return c.stats().restarts == 1; }, 50ms);
+        }
+        QVERIFY(restarted);
+        second.alloc(C + 4 * MiB, 2 * MiB, 2 * MiB);
+        second.heartbeat();
+        QVERIFY(pumpUntil(c, { &second }, [&] {
+            return probe.recorder().lastSequence() == second.sequence() && c.link() == client::Link::Live;
+        }));
+        QCOMPARE(probe.kinds.back(), client::StateKind::Restarted);
+        QCOMPARE(c.pid(), 200U);
+        const RecorderStats& st = probe.recorder().stats();
+        QCOMPARE(st.restarts, 1ULL);
+        QCOMPARE(st.inconsistent, 0ULL);
+        QCOMPARE(probe.recorder().hello().pid, 200U);
+        const model::Snapshot s = probe.recorder().snapshot();
+        QCOMPARE(describe(s), second.describe());
+        QVERIFY(checkReplays(s));
+        QCOMPARE(annotationNames(s, model::Annotation::Stage::Start),
+                 QStringList { QStringLiteral("memscope: job restarted (pid 200, was 100)") });
+        QVERIFY(probe.errors.empty());
+    }
+
+    // Nothing heard for silenceLimit: reported once; the same job speaking again continues without a resync.
+    void silence()
+    {
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "quiet"), 100);
+        setUp(agent);
+        Probe probe;
+        client::AgentClient c(fastOptions(agent.endpoint()), probe);
+        QVERIFY(join(c, probe, agent));
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.silences == 1; }));
+        QCOMPARE(c.link(), client::Link::Silent);
+        QTest::qWait(100);
+        c.poll(10ms);
+        QCOMPARE(probe.silences, 1); // once per silence
+        agent.alloc(A + 4 * MiB, MiB, MiB);
+        agent.heartbeat();
+        QVERIFY(pumpUntil(c, { &agent }, [&] {
+            return probe.recorder().lastSequence() == agent.sequence() && c.link() == client::Link::Live;
+        }));
+        QCOMPARE(c.stats().resyncs, 0ULL);
+        QCOMPARE(probe.recorder().stats().resyncs, 0ULL);
+        QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
+    }
+
+    // Broken frames: one clear line each, naming the endpoint and the reason; incompatible ones stop the client.
+    void badFrames_data()
+    {
+        QTest::addColumn<QString>("kind");
+        QTest::addColumn<bool>("fatal");
+        QTest::addColumn<QString>("where"); // appended to the endpoint
+        QTest::addColumn<QString>("reason");
+        QTest::newRow("batch of protocol version 2")
+            << QStringLiteral("version") << true << QString() << QStringLiteral("protocol version 2 is newer than 1");
+        QTest::newRow("batch with a wrong magic") << QStringLiteral("magic") << true << QString()
+                                                  << QStringLiteral("not a memscope event batch: magic 0xabababab");
+        QTest::newRow("state of protocol version 2") << QStringLiteral("state") << true << QStringLiteral("-state")
+                                                     << QStringLiteral("protocol version 2 is newer than 1");
+        QTest::newRow("truncated batch, three times")
+            << QStringLiteral("truncated") << false << QString() << QStringLiteral("(skipped)");
+        QTest::newRow("garbage stack definition")
+            << QStringLiteral("stack") << false << QString() << QStringLiteral("(skipped)");
+        // (SUB filters by prefix: "EX" gets through the subscription to "E".)
+        QTest::newRow("unknown topic") << QStringLiteral("topic") << false << QString()
+                                       << QStringLiteral("unexpected message on topic 'EX' (skipped)");
+    }
+    void badFrames()
+    {
+        QFETCH(QString, kind);
+        QFETCH(bool, fatal);
+        QFETCH(QString, where);
+        QFETCH(QString, reason);
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "bad"), 100);
+        setUp(agent);
+        Probe probe;
+        client::AgentClient c(fastOptions(agent.endpoint()), probe);
+        if (kind == QLatin1String("state")) {
+            agent.setStateVersion(2);
+            QVERIFY(c.start());
+        } else {
+            QVERIFY(join(c, probe, agent));
+            EventRecord e {};
+            e.sequence = agent.sequence() + 1;
+            e.type = uint8_t(EventType::Heartbeat);
+            std::vector<uint8_t> frame = encodeBatch(std::vector { e });
+            std::string_view topic = EventsTopic;
+            if (kind == QLatin1String("version"))
+                frame[4] = 2; // BatchHeader.version
+            else if (kind == QLatin1String("magic"))
+                std::memset(frame.data(), 0xab, frame.size());
+            else if (kind == QLatin1String("truncated"))
+                frame.resize(frame.size() - 10);
+            else if (kind == QLatin1String("stack"))
+                topic = StacksTopic, frame.assign(30, 0x11);
+            else if (kind == QLatin1String("topic"))
+                topic = "EX";
+            for (int i = 0; i < 3; ++i)
+                agent.sendRaw(topic, frame);
+        }
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return !probe.errors.empty(); }));
+        pumpUntil(c, { &agent }, [] { return false; }, 200ms); // the other two frames, if not yet
+        QCOMPARE(probe.errors.size(), size_t(1));
+        const client::ClientError& e = probe.errors.front();
+        QCOMPARE(e.fatal, fatal);
+        QCOMPARE(c.failed(), fatal);
+        const QString message = QString::fromStdString(e.message);
+        QVERIFY2(message.startsWith(QString::fromStdString(agent.endpoint()) + where + QLatin1String(": ")),
+                 qPrintable(message));
+        QVERIFY2(message.contains(reason), qPrintable(message));
+        QVERIFY2(!message.contains(u'\n'), qPrintable(message));
+        if (!fatal) { // the recording goes on
+            agent.heartbeat();
+            QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.recorder().lastSequence() == agent.sequence(); }));
+        }
+    }
+
+    void nobodyAnswers()
+    {
+        QTemporaryDir dir;
+        Probe probe;
+        client::ClientOptions o = fastOptions(ipcEndpoint(dir, "nobody"));
+        o.answerTimeout = 300ms;
+        client::AgentClient c(o, probe);
+        QVERIFY(c.start());
+        QVERIFY(pumpUntil(c, {}, [&] { return !probe.errors.empty(); }));
+        QCOMPARE(probe.errors.front().kind, client::ErrorKind::NoAnswer);
+        QCOMPARE(QString::fromStdString(probe.errors.front().message),
+                 QString::fromStdString(o.endpoint + ": no memscope agent answered (is the job running?)"));
+    }
+
+    // CURVE: the agent is a CURVE server whose ZAP handler admits listed client keys.
+    void curve_data()
+    {
+        QTest::addColumn<QString>("setup");
+        QTest::addColumn<bool>("joins");
+        QTest::addColumn<QString>("message"); // a part of the one error line
+        QTest::newRow("authorised key") << QStringLiteral("ok") << true << QString();
+        QTest::newRow("wrong server key") << QStringLiteral("wrong-server") << false
+                                          << QStringLiteral("no memscope agent answered");
+        QTest::newRow("client key not authorised")
+            << QStringLiteral("unauthorised") << false << QStringLiteral("refused our CURVE key (status 400)");
+        QTest::newRow("group-readable secret key")
+            << QStringLiteral("readable") << false
+            << QStringLiteral("client.key: the secret key file is readable by group or others (mode 0640)");
+        QTest::newRow("no key in the file")
+            << QStringLiteral("empty") << false << QStringLiteral("client.key: no key in the file");
+        QTest::newRow("only one of the two files")
+            << QStringLiteral("half") << false << QStringLiteral("CURVE needs both");
+    }
+    void curve()
+    {
+        QFETCH(QString, setup);
+        QFETCH(bool, joins);
+        QFETCH(QString, message);
+        if (!client::curveAvailable())
+            QSKIP("libzmq without CURVE");
+        QTemporaryDir dir;
+        const std::string folder = dir.path().toStdString();
+        const client::KeyPair server = client::generateKeyPair(), other = client::generateKeyPair(),
+                              me = client::generateKeyPair();
+        QVERIFY(server.ok() && me.ok());
+        QCOMPARE(client::writeKeyPair(folder + "/server", server, false), std::string());
+        QCOMPARE(client::writeKeyPair(folder + "/other", other, false), std::string());
+        QCOMPARE(client::writeKeyPair(folder + "/client", me, false), std::string());
+        CurveServer curve { server.secretKey, { me.publicKey } };
+        if (setup == QLatin1String("unauthorised"))
+            curve.clients = { other.publicKey };
+        const std::string secretFile = folder + "/client.key";
+        if (setup == QLatin1String("readable"))
+            QCOMPARE(::chmod(secretFile.c_str(), 0640), 0);
+        if (setup == QLatin1String("empty")) {
+            QFile f(QString::fromStdString(secretFile));
+            QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+            f.write("# nothing but a comment\n\n");
+        }
+
+        FakeAgent agent(ipcEndpoint(dir, "secure"), 100, &curve);
+        setUp(agent);
+        Probe probe;
+        client::ClientOptions o = fastOptions(agent.endpoint());
+        o.answerTimeout = 1000ms;
+        o.curveServerKeyFile = folder + (setup == QLatin1String("wrong-server") ? "/other.pub" : "/server.pub");
+        o.curveSecretKeyFile = setup == QLatin1String("half") ? std::string() : secretFile;
+        client::AgentClient c(o, probe);
+        const bool started = c.start();
+        if (joins) {
+            QVERIFY(started);
+            QVERIFY(c.curve());
+            QVERIFY(pumpUntil(c, { &agent }, [&] { return c.hasState(); }));
+            QVERIFY(join(c, probe, agent));
+            QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
+            QVERIFY(probe.errors.empty());
+            return;
+        }
+        if (started)
+            QVERIFY(pumpUntil(c, { &agent }, [&] { return !probe.errors.empty(); }));
+        QCOMPARE(probe.errors.size(), size_t(1));
+        const QString text = QString::fromStdString(probe.errors.front().message);
+        QVERIFY2(text.contains(message), qPrintable(text));
+        QVERIFY(!c.hasState());
+        QCOMPARE(agent.requests(), 0); // nothing got through to the agent
+    }
+
+    void keyFiles()
+    {
+        QTemporaryDir dir;
+        const std::string name = dir.path().toStdString() + "/k";
+        const client::KeyPair keys = client::generateKeyPair();
+        QVERIFY(keys.ok());
+        QCOMPARE(client::publicKeyOf(keys.secretKey), keys.publicKey);
+        QCOMPARE(client::writeKeyPair(name, keys, false), std::string());
+        struct stat st {};
+        QCOMPARE(::stat((name + ".key").c_str(), &st), 0);
+        QCOMPARE(st.st_mode & 0777, 0600U);
+        QCOMPARE(::stat((name + ".pub").c_str(), &st), 0);
+        QCOMPARE(st.st_mode & 0777, 0644U);
+        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, keys.secretKey);
+        QCOMPARE(client::readKeyFile(name + ".pub", client::KeyKind::Public).key, keys.publicKey);
+        // Never over an existing pair without force; with it, both are replaced.
+        const client::KeyPair again = client::generateKeyPair();
+        QCOMPARE(client::writeKeyPair(name, again, false), name + ".key: exists already (use --force to replace it)");
+        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, keys.secretKey);
+        QCOMPARE(client::writeKeyPair(name, again, true), std::string());
+        QCOMPARE(client::readKeyFile(name + ".pub", client::KeyKind::Public).key, again.publicKey);
+        QCOMPARE(::stat((name + ".key").c_str(), &st), 0);
+        QCOMPARE(st.st_mode & 0777, 0600U);
+        // A public key file may be read by anyone; the wrong length is named.
+        QFile bad(QString::fromStdString(name + ".bad"));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write("# comment\n\nshort\n");
+        bad.close();
+        const client::KeyResult r = client::readKeyFile(name + ".bad", client::KeyKind::Public);
+        QCOMPARE(r.error,
+                 name + ".bad: not a CURVE key (expected 40 Z85 characters on the first line that is not empty or a "
+                        "comment, got 5 characters)");
+    }
+};
+
+QTEST_GUILESS_MAIN(TestClient)
+#include "tst_client.moc"
