@@ -80,13 +80,8 @@ namespace {
             *error = a.error;
             return false;
         }
-        PublisherOptions options;
+        PublisherOptions options; // ring size and compression from the environment (publisher.h)
         options.endpoint = endpoint;
-        if (const char* records = std::getenv("MEMSCOPE_RING_RECORDS")) {
-            const unsigned long long n = std::strtoull(records, nullptr, 10);
-            if (n >= 2 && n <= (1ull << 26))
-                options.ringCapacity = size_t(n);
-        }
         if (Publisher* old = a.publisher.load())
             old->stop(200);
         auto* p = new Publisher(*a.allocator, options);
@@ -205,8 +200,7 @@ void* memscope_malloc(size_t size, int device, void* stream) noexcept
             std::string written, why;
             if (dump.onOom && !dumpSnapshot(*a, dump.path, &written, &why))
                 std::fprintf(stderr, "memscope: snapshot dump at OOM failed: %s\n", why.c_str());
-        }
-        else
+        } else
             setError("memscope_malloc(" + std::to_string(size) + ", device " + std::to_string(device)
                      + "): " + std::string(statusName(r.status)));
     } catch (const std::exception& e) {

@@ -65,10 +65,7 @@ namespace {
         }
     };
 
-    template <typename Fn> Fn next(const char* name)
-    {
-        return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-    }
+    template <typename Fn> Fn next(const char* name) { return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name)); }
 
     // Open addressing, linear probing, tombstones; preallocated once.
     class SizeTable {
@@ -146,11 +143,6 @@ namespace {
             PublisherOptions po;
             if (const char* endpoint = std::getenv("MEMSCOPE_ENDPOINT"))
                 po.endpoint = endpoint;
-            if (const char* records = std::getenv("MEMSCOPE_RING_RECORDS")) {
-                const unsigned long long n = std::strtoull(records, nullptr, 10);
-                if (n >= 2 && n <= (1ull << 26))
-                    po.ringCapacity = size_t(n);
-            }
             auto* p = new Publisher(*t->allocator, po);
             std::string why;
             if (!p->start(&why)) {

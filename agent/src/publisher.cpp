@@ -2,6 +2,7 @@
 // the ring; the "memscope-pub" thread does every socket call, every allocation and every syscall.
 #include "publisher.h"
 
+#include <lz4.h>
 #include <zmq.h>
 
 #include <cxxabi.h>
@@ -37,7 +38,46 @@ namespace memscope::agent {
 namespace {
 
     constexpr size_t MaxBatchRecords = 4096; // ~288 KiB per message at most
-    constexpr int LingerMs = 150; // what close may wait to flush the Goodbye (stop() waits at most 200 ms anyway)
+    constexpr int LingerMs = 150; // what close may wait to flush the Goodbye unless stop() allows more
+
+    int64_t steadyNs()
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    }
+
+    // MEMSCOPE_RING_RECORDS, checked; a bad value is named on stderr and the default used.
+    size_t ringRecordsFromEnvironment()
+    {
+        const char* text = std::getenv("MEMSCOPE_RING_RECORDS");
+        if (!text)
+            return Publisher::DefaultRingRecords;
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long n = std::strtoull(text, &end, 10);
+        if (errno == 0 && end != text && *end == '\0' && *text != '-' && n >= 2 && n <= Publisher::MaxRingRecords)
+            return size_t(n);
+        std::fprintf(stderr, "memscope: MEMSCOPE_RING_RECORDS=%s is not a number of records from 2 to %zu; using %zu\n",
+                     text, Publisher::MaxRingRecords, Publisher::DefaultRingRecords);
+        return Publisher::DefaultRingRecords;
+    }
+
+    // MEMSCOPE_COMPRESS, checked; unset or bad: LZ4 on tcp:// endpoints only (the bytes cross a network there; on
+    // ipc the copy is cheaper than the compression).
+    bool compressionFromEnvironment(const std::string& endpoint)
+    {
+        const bool tcp = endpoint.rfind("tcp://", 0) == 0;
+        const char* text = std::getenv("MEMSCOPE_COMPRESS");
+        if (!text || !*text)
+            return tcp;
+        if (std::strcmp(text, "lz4") == 0)
+            return true;
+        if (std::strcmp(text, "none") == 0 || std::strcmp(text, "0") == 0)
+            return false;
+        std::fprintf(stderr, "memscope: MEMSCOPE_COMPRESS=%s is neither lz4 nor none; %s\n", text,
+                     tcp ? "compressing (tcp endpoint)" : "not compressing");
+        return tcp;
+    }
 
     uint64_t realtimeNs() noexcept
     {
@@ -156,6 +196,8 @@ Publisher::Publisher(CachingAllocator& allocator, PublisherOptions options)
     , m_options(std::move(options))
     , m_useTsc(useTsc())
 {
+    if (m_options.ringCapacity == 0)
+        m_options.ringCapacity = ringRecordsFromEnvironment();
     m_channels.reserve(size_t(std::max(allocator.deviceCount(), 1)));
     for (int d = 0; d < std::max(allocator.deviceCount(), 1); ++d)
         m_channels.push_back(std::make_unique<Channel>(m_options.ringCapacity));
@@ -217,17 +259,15 @@ void Publisher::anchor() noexcept
         clockPair(m_anchorTsc, m_anchorNs);
 }
 
-void Publisher::convertTimes(wire::EventRecord* records, size_t count) const noexcept
+uint64_t Publisher::realtimeOf(uint64_t time) const noexcept
 {
     if (!m_useTsc)
-        return;
+        return time;
     // Relative to a (ticks, CLOCK_REALTIME) pair taken at this drain (anchor()): a record is at most a drain
     // interval plus the ring's backlog older than it, so the rate's error (ppm after the first seconds) moves it
     // by nanoseconds, and a step of CLOCK_REALTIME (settimeofday, NTP) shows in every record after the next drain.
-    for (size_t i = 0; i < count; ++i) {
-        const int64_t delta = int64_t(records[i].timeNs - m_anchorTsc);
-        records[i].timeNs = m_anchorNs + uint64_t(int64_t(double(delta) * m_nsPerTick));
-    }
+    const int64_t delta = int64_t(time - m_anchorTsc);
+    return m_anchorNs + uint64_t(int64_t(double(delta) * m_nsPerTick));
 }
 
 Publisher::~Publisher()
@@ -332,6 +372,17 @@ bool Publisher::start(std::string* error)
     m_router = zmq_socket(m_context, ZMQ_ROUTER);
     if (!m_pub || !m_router)
         return fail(std::string("zmq_socket: ") + zmq_strerror(zmq_errno()));
+    switch (m_options.compression) {
+    case Compression::FromEnvironment:
+        m_compress = compressionFromEnvironment(m_endpoint);
+        break;
+    case Compression::None:
+        m_compress = false;
+        break;
+    case Compression::Lz4:
+        m_compress = true;
+        break;
+    }
     const int linger = LingerMs;
     const int sndhwm = 10000; // messages (batches); beyond that a slow viewer loses batches and resynchronises
     zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
@@ -418,32 +469,29 @@ uint32_t Publisher::onTraceEventWithStack(const TraceEvent& event)
 
 void Publisher::sendHeartbeat()
 {
-    wire::EventRecord* records = m_batch.data() + 1;
-    records[0] = wire::EventRecord {};
-    records[0].sequence = ++m_sequence;
-    records[0].timeNs = realtimeNs();
-    records[0].type = static_cast<uint8_t>(wire::EventType::Heartbeat);
-    sendBatch(records, 1);
+    wire::EventRecord heartbeat {};
+    heartbeat.sequence = ++m_sequence;
+    heartbeat.timeNs = realtimeNs();
+    heartbeat.type = static_cast<uint8_t>(wire::EventType::Heartbeat);
+    sendFrame(&heartbeat, 1);
 }
 
 bool Publisher::drain(const uint64_t* upTo)
 {
-    wire::EventRecord* records = m_batch.data() + 1;
     bool any = false;
     for (size_t d = 0; d < m_channels.size(); ++d) {
         EventRing& ring = m_channels[d]->ring;
+        const uint64_t limit = upTo ? upTo[d] : UINT64_MAX;
         // At most one ring's worth per call, so that a producer faster than the socket cannot keep this thread
         // from the other devices, the state requests and the stop flag.
         for (size_t round = 0; round <= ring.capacity() / MaxBatchRecords; ++round) {
-            const size_t n = ring.pop(records, MaxBatchRecords, upTo ? upTo[d] : UINT64_MAX);
+            const size_t n = std::min(ring.available(limit), MaxBatchRecords);
             if (n == 0)
                 break;
-            for (size_t i = 0; i < n; ++i)
-                records[i].sequence = ++m_sequence; // the agent's one sequence
-            sendNewStacks(d); // every stack these records name, before them
+            sendNewStacks(d); // every stack these records name (interned before they entered the ring), before them
             anchor();
-            convertTimes(records, n);
-            sendBatch(records, n);
+            if (!sendBatch(ring, n, limit))
+                break; // no memory for a message: the records wait in the ring
             any = true;
         }
     }
@@ -522,19 +570,69 @@ void Publisher::sendStack(const StackTable::Stack& stack)
     zmq_send(m_pub, m_stackMessage.data(), m_stackMessage.size(), 0);
 }
 
-void Publisher::sendBatch(wire::EventRecord* records, size_t count)
+bool Publisher::sendBatch(EventRing& ring, size_t count, uint64_t upTo)
 {
+    // One pass over the records: copied out of the ring, renumbered into the agent's one sequence, time stamps
+    // converted. Uncompressed, they are copied straight into the ZeroMQ message that goes out (no other copy of
+    // the batch is made on this side); compressed, into m_batch, from which LZ4 writes the message.
+    const uint64_t firstSequence = m_sequence + 1;
+    const size_t rawBytes = count * sizeof(wire::EventRecord);
+    auto renumber = [this](wire::EventRecord& r) noexcept {
+        r.sequence = ++m_sequence;
+        r.timeNs = realtimeOf(r.timeNs);
+    };
     wire::BatchHeader header {};
     header.magic = wire::Magic;
     header.version = wire::ProtocolVersion;
     header.flags = uint16_t(wire::BatchFlags::None);
     header.count = uint32_t(count);
-    header.firstSequence = records[0].sequence;
-    // The header sits just before the records in the same buffer (see run()): one frame, no copy.
-    char* frame = reinterpret_cast<char*>(records) - sizeof header;
-    std::memcpy(frame, &header, sizeof header);
+    header.firstSequence = firstSequence;
+    zmq_msg_t message;
+    if (!m_compress) {
+        if (zmq_msg_init_size(&message, sizeof header + rawBytes) != 0)
+            return false;
+        auto* frame = static_cast<char*>(zmq_msg_data(&message));
+        std::memcpy(frame, &header, sizeof header);
+        ring.pop(reinterpret_cast<wire::EventRecord*>(frame + sizeof header), count, upTo, renumber);
+    } else {
+        ring.pop(m_batch.data(), count, upTo, renumber);
+        m_rawBytes += rawBytes;
+        const int packed = LZ4_compress_fast_extState(m_lz4State.data(), reinterpret_cast<const char*>(m_batch.data()),
+                                                      m_packed.data(), int(rawBytes), int(m_packed.size()), 1);
+        const bool compressed = packed > 0 && size_t(packed) < rawBytes;
+        const size_t payload = compressed ? size_t(packed) : rawBytes; // incompressible: sent as it is
+        if (zmq_msg_init_size(&message, sizeof header + payload) != 0)
+            return false; // out of memory: these records are gone, a viewer sees the gap in the sequence
+        header.flags = uint16_t(compressed ? wire::BatchFlags::Compressed : wire::BatchFlags::None);
+        auto* frame = static_cast<char*>(zmq_msg_data(&message));
+        std::memcpy(frame, &header, sizeof header);
+        std::memcpy(frame + sizeof header, compressed ? m_packed.data() : reinterpret_cast<const char*>(m_batch.data()),
+                    payload);
+        m_sentBytes += payload;
+    }
     zmq_send(m_pub, wire::EventsTopic, 1, ZMQ_SNDMORE);
-    zmq_send(m_pub, frame, sizeof header + count * sizeof(wire::EventRecord), 0);
+    if (zmq_msg_send(&message, m_pub, 0) < 0)
+        zmq_msg_close(&message);
+    m_lastPublished.store(m_sequence, std::memory_order_release);
+    return true;
+}
+
+void Publisher::sendFrame(const wire::EventRecord* records, size_t count)
+{
+    wire::BatchHeader header {};
+    header.magic = wire::Magic;
+    header.version = wire::ProtocolVersion;
+    header.count = uint32_t(count);
+    header.firstSequence = records[0].sequence;
+    zmq_msg_t message;
+    if (zmq_msg_init_size(&message, sizeof header + count * sizeof(wire::EventRecord)) != 0)
+        return;
+    auto* frame = static_cast<char*>(zmq_msg_data(&message));
+    std::memcpy(frame, &header, sizeof header);
+    std::memcpy(frame + sizeof header, records, count * sizeof(wire::EventRecord));
+    zmq_send(m_pub, wire::EventsTopic, 1, ZMQ_SNDMORE);
+    if (zmq_msg_send(&message, m_pub, 0) < 0)
+        zmq_msg_close(&message);
     m_lastPublished.store(records[count - 1].sequence, std::memory_order_release);
 }
 
@@ -635,9 +733,11 @@ void Publisher::answerRequests()
 void Publisher::run()
 {
     pthread_setname_np(pthread_self(), "memscope-pub");
-    // Header room before the records so that a batch goes out as one frame without a copy.
-    static_assert(sizeof(wire::BatchHeader) <= sizeof(wire::EventRecord));
-    m_batch.assign(MaxBatchRecords + 1, wire::EventRecord {});
+    if (m_compress) {
+        m_batch.assign(MaxBatchRecords, wire::EventRecord {});
+        m_packed.resize(size_t(LZ4_compressBound(int(MaxBatchRecords * sizeof(wire::EventRecord)))));
+        m_lz4State.resize(size_t(LZ4_sizeofState()));
+    }
     // A first tick rate over >= 10 ms (refined at every heartbeat check) before any record leaves.
     if (m_useTsc) {
         const uint64_t since = realtimeNs() - m_clockBaseNs;
@@ -674,9 +774,14 @@ void Publisher::run()
         zmq_send(m_pub, wire::GoodbyeTopic, 1, ZMQ_SNDMORE);
         zmq_send(m_pub, &goodbye, sizeof goodbye, 0);
     }
+    // Whatever stop() still waits for (less a margin to finish) may go to flushing what is queued for a slow
+    // viewer; at least LingerMs for the Goodbye.
+    const int64_t left = m_stopDeadlineNs.load() - steadyNs();
+    const int linger = std::max<int>(LingerMs, int(std::min<int64_t>(left / 1000000 - 20, 60000)));
+    zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(m_pub);
     zmq_close(m_router);
-    zmq_ctx_term(m_context); // waits up to LingerMs for the Goodbye to leave
+    zmq_ctx_term(m_context); // waits up to `linger` for the batches and the Goodbye to leave
     {
         std::lock_guard lock(m_doneMutex);
         m_done = true;
@@ -691,6 +796,7 @@ void Publisher::stop(unsigned maxWaitMs)
     m_enabled.store(false, std::memory_order_relaxed); // nothing more goes into the ring
     if (!m_running.exchange(false))
         return;
+    m_stopDeadlineNs.store(steadyNs() + int64_t(maxWaitMs) * 1000000);
     m_stopRequested.store(true, std::memory_order_release);
     std::unique_lock lock(m_doneMutex);
     const bool done = m_doneCv.wait_for(lock, std::chrono::milliseconds(maxWaitMs), [this] { return m_done; });

@@ -33,10 +33,18 @@
 
 namespace memscope::agent {
 
+// How batches travel (docs/protocol.md, "Compressed batches").
+enum class Compression : uint8_t {
+    FromEnvironment, // MEMSCOPE_COMPRESS=lz4|none; unset: LZ4 on tcp:// endpoints, none on any other
+    None,
+    Lz4,
+};
+
 struct PublisherOptions {
     std::string endpoint; // empty: defaultEndpoint()
-    // Records per device (72 B each): 1.1 MiB stays in cache, and holds ~80 ms of a 200k events/s burst.
-    size_t ringCapacity = size_t(1) << 14;
+    // Records per device (72 B each); 0: MEMSCOPE_RING_RECORDS, else DefaultRingRecords.
+    size_t ringCapacity = 0;
+    Compression compression = Compression::FromEnvironment;
     unsigned drainIntervalMs = 2;
     unsigned heartbeatIntervalMs = 500;
     bool startThread = true; // false: the ring fills but nobody drains it (tests of overflow)
@@ -49,6 +57,11 @@ struct PublisherOptions {
 
 class Publisher final : public TraceObserver {
 public:
+    // 2^17 records (9 MiB, calloc'ed: committed as records reach the pages): ~65 ms of a 2 M events/s burst, the
+    // time the publisher thread may go unscheduled on a busy machine before the ring overflows.
+    static constexpr size_t DefaultRingRecords = size_t(1) << 17;
+    static constexpr size_t MaxRingRecords = size_t(1) << 26;
+
     // Does not start anything; `allocator` must outlive the publisher (the state replies read it).
     Publisher(CachingAllocator& allocator, PublisherOptions options);
     ~Publisher() override; // stop()s, and waits for the thread however long it takes
@@ -74,6 +87,11 @@ public:
     uint64_t recorded() const;
     uint64_t lastPublished() const { return m_lastPublished.load(std::memory_order_acquire); }
     unsigned stackDepth() const { return m_stackDepth; }
+    bool compressing() const { return m_compress; } // after start()
+    // Compressing: record bytes taken from the rings and bytes of LZ4 payload sent, so far. Publisher thread
+    // writes; read them after stop().
+    uint64_t rawBytes() const { return m_rawBytes; }
+    uint64_t sentBytes() const { return m_sentBytes; }
     // Stacks not interned (tables full) so far, all devices. Any thread.
     uint64_t stacksDropped() const;
     // Device `device`'s ring (tests).
@@ -90,8 +108,10 @@ public:
 
 private:
     void run(); // the thread
-    // Publisher thread: sends `count` records that start at `records` (with room for a BatchHeader before them).
-    void sendBatch(wire::EventRecord* records, size_t count);
+    // Publisher thread: takes `count` records (none above `upTo`) from `ring`, numbers them and sends them as one
+    // batch (compressed when m_compress). False when there was no memory for the message.
+    bool sendBatch(EventRing& ring, size_t count, uint64_t upTo);
+    void sendFrame(const wire::EventRecord* records, size_t count); // publisher thread: a batch as it is
     // Publisher thread: drains every ring (ring d only up to upTo[d] when given) into batches; true if any.
     bool drain(const uint64_t* upTo = nullptr);
     void answerRequests();
@@ -103,7 +123,7 @@ private:
     uint64_t eventTime() const noexcept; // TSC ticks, or CLOCK_REALTIME ns without a usable TSC
     void calibrate() noexcept; // publisher thread: the tick rate over the run so far
     void anchor() noexcept; // publisher thread: a fresh (ticks, realtime) pair for the records about to go out
-    void convertTimes(wire::EventRecord* records, size_t count) const noexcept; // ticks -> realtime ns
+    uint64_t realtimeOf(uint64_t time) const noexcept; // publisher thread: a record's stamp -> CLOCK_REALTIME ns
 
     CachingAllocator& m_allocator;
     PublisherOptions m_options;
@@ -124,13 +144,19 @@ private:
     // Allocator thread, under the device lock: the caller's stack, interned in c's table (kept out of line: the
     // frame buffer would otherwise make every record's call set up half a KiB of stack).
     [[gnu::noinline]] uint32_t internStack(Channel& c) noexcept;
-    std::vector<wire::EventRecord> m_batch; // publisher thread: BatchHeader room + records
+    std::vector<wire::EventRecord> m_batch; // publisher thread: a batch to compress
+    std::vector<char> m_packed; // publisher thread: LZ4's output, LZ4_compressBound(a whole batch)
+    std::vector<char> m_lz4State; // publisher thread: LZ4_sizeofState() bytes, so that LZ4 allocates nothing
+    bool m_compress = false; // LZ4 batches (options.compression, resolved in start())
+    uint64_t m_rawBytes = 0; // publisher thread, compressing: record bytes before and after compression
+    uint64_t m_sentBytes = 0;
     uint64_t m_sequence = 0; // publisher thread: the last sequence given
     std::string m_endpoint;
     std::string m_stateEndpoint;
     std::atomic<bool> m_enabled { true }; // false after fork in the child
     std::atomic<bool> m_running { false };
     std::atomic<bool> m_stopRequested { false };
+    std::atomic<int64_t> m_stopDeadlineNs { 0 }; // steady_clock: when stop() stops waiting for the thread
     std::atomic<uint64_t> m_lastPublished { 0 };
     std::atomic<bool> m_forked { false };
     std::mutex m_doneMutex;

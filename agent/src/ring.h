@@ -18,7 +18,8 @@ namespace memscope::agent {
 
 class EventRing {
 public:
-    // `capacity` is rounded up to a power of two (at least 2). Allocates the whole ring now.
+    // `capacity` is rounded up to a power of two (at least 2). Reserves the whole ring now (std::bad_alloc if it
+    // cannot); its pages are committed as records first reach them.
     explicit EventRing(size_t capacity);
     EventRing(const EventRing&) = delete;
     EventRing& operator=(const EventRing&) = delete;
@@ -51,7 +52,31 @@ public:
 
     // Consumer side, one thread only: copies up to `max` records, oldest first, into `out`, but none whose
     // sequence is above `upTo`; returns how many.
-    size_t pop(wire::EventRecord* out, size_t max, uint64_t upTo = UINT64_MAX) noexcept;
+    size_t pop(wire::EventRecord* out, size_t max, uint64_t upTo = UINT64_MAX) noexcept
+    {
+        return pop(out, max, upTo, [](wire::EventRecord&) noexcept {});
+    }
+    // The same, and `each` edits each copied record (in `out`) in the same pass: the publisher renumbers and
+    // converts records while they are in the cache. `each` must not throw.
+    template <typename Each> size_t pop(wire::EventRecord* out, size_t max, uint64_t upTo, Each&& each) noexcept
+    {
+        const uint64_t tail = m_tail.load(std::memory_order_relaxed);
+        const uint64_t head = readable(upTo, tail);
+        const size_t n = size_t(head - tail < max ? head - tail : max);
+        for (size_t i = 0; i < n; ++i) {
+            out[i] = m_slots[(tail + i) & m_mask];
+            each(out[i]);
+        }
+        m_tail.store(tail + n, std::memory_order_release); // the slots are free for the producer again
+        return n;
+    }
+    // Consumer side: records ready to pop (none above `upTo`). What the stacks they name were interned before
+    // them is visible to the caller after this (the acquire of the producer's release).
+    size_t available(uint64_t upTo = UINT64_MAX) const noexcept
+    {
+        const uint64_t tail = m_tail.load(std::memory_order_relaxed);
+        return size_t(readable(upTo, tail) - tail);
+    }
 
     // Records written so far (the sequence of the last one). Read while the producer's lock is held, it says
     // exactly which records the allocator's state already reflects.
@@ -60,8 +85,20 @@ public:
     uint64_t lostTotal() const noexcept { return m_lostTotal.load(std::memory_order_relaxed); }
 
 private:
+    uint64_t readable(uint64_t upTo, uint64_t tail) const noexcept
+    {
+        const uint64_t head = m_head.load(std::memory_order_acquire);
+        const uint64_t limit = upTo > tail ? upTo : tail;
+        return head < limit ? head : limit;
+    }
+    struct FreeSlots {
+        void operator()(wire::EventRecord* p) const noexcept;
+    };
+
     uint64_t m_mask;
-    std::unique_ptr<wire::EventRecord[]> m_slots;
+    // calloc'ed: a large ring is zero pages until records reach them, so the rings of devices a job never uses
+    // (or a ring sized for bursts the job never has) cost address space, not memory.
+    std::unique_ptr<wire::EventRecord[], FreeSlots> m_slots;
     // Producer's cache line.
     alignas(64) std::atomic<uint64_t> m_head { 0 }; // records written
     uint64_t m_cachedTail = 0; // the consumer's position when the producer last looked

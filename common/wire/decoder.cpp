@@ -2,6 +2,8 @@
 // the frame; counts are checked in 64-bit arithmetic, so no count can overflow a size or cause an allocation.
 #include "wire/decoder.h"
 
+#include <lz4.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -10,87 +12,91 @@ namespace memscope::wire {
 
 namespace {
 
-DecodeError fail(DecodeErrorCode code, std::string message, uint64_t offset)
-{
-    return DecodeError { code, std::move(message), offset };
-}
-
-template <class T>
-T readAt(std::span<const uint8_t> frame, size_t offset)
-{
-    T value;
-    std::memcpy(&value, frame.data() + offset, sizeof(T));
-    return value;
-}
-
-// The magic and version every header starts with (Hello, BatchHeader, Goodbye, Request), at offset 0 and 4.
-DecodeError checkMagicAndVersion(uint32_t magic, uint16_t version, std::string_view what)
-{
-    if (magic != Magic) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "not a memscope %.*s: magic 0x%08x, expected 0x%08x", int(what.size()),
-                      what.data(), magic, Magic);
-        return fail(DecodeErrorCode::BadMagic, buf, 0);
+    DecodeError fail(DecodeErrorCode code, std::string message, uint64_t offset)
+    {
+        return DecodeError { code, std::move(message), offset };
     }
-    if (version > ProtocolVersion)
-        return fail(DecodeErrorCode::TooNew,
-                    "protocol version " + std::to_string(version) + " is newer than "
-                        + std::to_string(ProtocolVersion) + " (update memscope to read this agent)",
-                    4);
-    if (version == 0)
-        return fail(DecodeErrorCode::TooOld, "protocol version 0 is not a valid version", 4);
-    return {};
-}
 
-DecodeError truncated(std::string_view what, size_t need, size_t have)
-{
-    return fail(DecodeErrorCode::Truncated,
-                "truncated " + std::string(what) + ": " + std::to_string(have) + " bytes, " + std::to_string(need)
-                    + " needed",
-                have);
-}
+    template <class T> T readAt(std::span<const uint8_t> frame, size_t offset)
+    {
+        T value;
+        std::memcpy(&value, frame.data() + offset, sizeof(T));
+        return value;
+    }
 
-bool hasNul(const char* text, size_t size) { return std::memchr(text, 0, size) != nullptr; }
+    // The magic and version every header starts with (Hello, BatchHeader, Goodbye, Request), at offset 0 and 4.
+    DecodeError checkMagicAndVersion(uint32_t magic, uint16_t version, std::string_view what)
+    {
+        if (magic != Magic) {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "not a memscope %.*s: magic 0x%08x, expected 0x%08x", int(what.size()),
+                          what.data(), magic, Magic);
+            return fail(DecodeErrorCode::BadMagic, buf, 0);
+        }
+        if (version > ProtocolVersion)
+            return fail(DecodeErrorCode::TooNew,
+                        "protocol version " + std::to_string(version) + " is newer than "
+                            + std::to_string(ProtocolVersion) + " (update memscope to read this agent)",
+                        4);
+        if (version == 0)
+            return fail(DecodeErrorCode::TooOld, "protocol version 0 is not a valid version", 4);
+        return {};
+    }
 
-template <size_t N>
-void copyText(char (&out)[N], std::string_view text)
-{
-    const size_t n = std::min(text.size(), N - 1);
-    std::memcpy(out, text.data(), n);
-    std::memset(out + n, 0, N - n);
-}
+    DecodeError truncated(std::string_view what, size_t need, size_t have)
+    {
+        return fail(DecodeErrorCode::Truncated,
+                    "truncated " + std::string(what) + ": " + std::to_string(have) + " bytes, " + std::to_string(need)
+                        + " needed",
+                    have);
+    }
 
-template <class T>
-void append(std::vector<uint8_t>& out, const T& value)
-{
-    const size_t at = out.size();
-    out.resize(at + sizeof(T));
-    std::memcpy(out.data() + at, &value, sizeof(T));
-}
+    bool hasNul(const char* text, size_t size) { return std::memchr(text, 0, size) != nullptr; }
 
-template <class T>
-void appendAll(std::vector<uint8_t>& out, std::span<const T> values)
-{
-    if (values.empty())
-        return;
-    const size_t at = out.size();
-    out.resize(at + values.size_bytes());
-    std::memcpy(out.data() + at, values.data(), values.size_bytes());
-}
+    template <size_t N> void copyText(char (&out)[N], std::string_view text)
+    {
+        const size_t n = std::min(text.size(), N - 1);
+        std::memcpy(out, text.data(), n);
+        std::memset(out + n, 0, N - n);
+    }
+
+    template <class T> void append(std::vector<uint8_t>& out, const T& value)
+    {
+        const size_t at = out.size();
+        out.resize(at + sizeof(T));
+        std::memcpy(out.data() + at, &value, sizeof(T));
+    }
+
+    template <class T> void appendAll(std::vector<uint8_t>& out, std::span<const T> values)
+    {
+        if (values.empty())
+            return;
+        const size_t at = out.size();
+        out.resize(at + values.size_bytes());
+        std::memcpy(out.data() + at, values.data(), values.size_bytes());
+    }
 
 } // namespace
 
 std::string_view decodeErrorCodeName(DecodeErrorCode code)
 {
     switch (code) {
-    case DecodeErrorCode::None: return "none";
-    case DecodeErrorCode::Truncated: return "truncated";
-    case DecodeErrorCode::BadMagic: return "bad magic";
-    case DecodeErrorCode::TooNew: return "too new";
-    case DecodeErrorCode::TooOld: return "too old";
-    case DecodeErrorCode::Corrupt: return "corrupt";
-    case DecodeErrorCode::Unsupported: return "unsupported";
-    case DecodeErrorCode::Count: break;
+    case DecodeErrorCode::None:
+        return "none";
+    case DecodeErrorCode::Truncated:
+        return "truncated";
+    case DecodeErrorCode::BadMagic:
+        return "bad magic";
+    case DecodeErrorCode::TooNew:
+        return "too new";
+    case DecodeErrorCode::TooOld:
+        return "too old";
+    case DecodeErrorCode::Corrupt:
+        return "corrupt";
+    case DecodeErrorCode::Unsupported:
+        return "unsupported";
+    case DecodeErrorCode::Count:
+        break;
     }
     return "unknown";
 }
@@ -100,14 +106,71 @@ std::string DecodeError::toString(std::string_view name) const
     return std::string(name) + ": " + message + " (at byte " + std::to_string(offset) + ")";
 }
 
+DecodedBatch& DecodedBatch::operator=(const DecodedBatch& other)
+{
+    if (this == &other)
+        return *this;
+    header = other.header;
+    error = other.error;
+    decompressed = other.decompressed;
+    events = other.decompressed.empty() ? other.events : std::span<const EventRecord>(decompressed);
+    return *this;
+}
+
+DecodedBatch& DecodedBatch::operator=(DecodedBatch&& other) noexcept
+{
+    if (this == &other)
+        return *this;
+    const bool owned = !other.decompressed.empty();
+    header = other.header;
+    error = std::move(other.error);
+    decompressed = std::move(other.decompressed);
+    events = owned ? std::span<const EventRecord>(decompressed) : other.events;
+    other.events = {};
+    return *this;
+}
+
+namespace {
+
+    // Every record's type and device; `offsetOf(i)` is where record i's bytes start in the frame (for a compressed
+    // batch: where its payload starts, and `what` says the records were decompressed).
+    DecodeError checkRecords(std::span<const EventRecord> records, uint64_t recordsAt, bool compressed)
+    {
+        const char* what = compressed ? "decompressed event record " : "event record ";
+        for (size_t i = 0; i < records.size(); ++i) {
+            EventRecord r;
+            std::memcpy(&r, reinterpret_cast<const uint8_t*>(records.data()) + i * sizeof(EventRecord), sizeof r);
+            const uint64_t at = compressed ? recordsAt : recordsAt + uint64_t(i) * sizeof(EventRecord);
+            if (r.type >= uint8_t(EventType::Count))
+                return fail(DecodeErrorCode::Corrupt,
+                            what + std::to_string(i) + " has unknown type " + std::to_string(r.type),
+                            compressed ? at : at + offsetof(EventRecord, type));
+            if (r.device > MaxDevice)
+                return fail(DecodeErrorCode::Corrupt,
+                            what + std::to_string(i) + " names device " + std::to_string(r.device) + " (at most "
+                                + std::to_string(MaxDevice) + ")",
+                            compressed ? at : at + offsetof(EventRecord, device));
+        }
+        return {};
+    }
+
+    std::string hex16(uint16_t value)
+    {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "%04x", value);
+        return buf;
+    }
+
+} // namespace
+
 DecodedBatch decodeBatch(std::span<const uint8_t> frame)
 {
     DecodedBatch out;
     if (frame.size() < sizeof(BatchHeader)) {
         // Report a wrong magic before a short length when there are enough bytes to tell.
         if (frame.size() >= 6) {
-            if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4),
-                                                     "event batch")) {
+            if (DecodeError e
+                = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4), "event batch")) {
                 out.error = std::move(e);
                 return out;
             }
@@ -120,18 +183,67 @@ DecodedBatch decodeBatch(std::span<const uint8_t> frame)
         out.error = std::move(e);
         return out;
     }
+    const uint64_t payload = frame.size() - sizeof(BatchHeader);
+    const uint64_t expected = uint64_t(out.header.count) * sizeof(EventRecord);
+    if (out.header.flags == uint16_t(BatchFlags::Compressed)) {
+        // The LZ4 block format (lz4's doc/lz4_Block_format.md): every 255 output bytes of a literal run or a match
+        // cost at least one input byte, so a block can never decompress to more than 255 times its size. A count
+        // beyond that, or beyond the cap, is refused before the buffer is allocated.
+        if (out.header.count > MaxCompressedBatchRecords) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "compressed event batch announces " + std::to_string(out.header.count)
+                                 + " records (at most " + std::to_string(MaxCompressedBatchRecords) + ")",
+                             offsetof(BatchHeader, count));
+            return out;
+        }
+        if (expected > payload * 255) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "compressed event batch announces " + std::to_string(out.header.count) + " records ("
+                                 + std::to_string(expected) + " bytes) but its " + std::to_string(payload)
+                                 + " bytes of LZ4 data cannot hold that many",
+                             offsetof(BatchHeader, count));
+            return out;
+        }
+        if (payload > uint64_t(LZ4_compressBound(int(expected)))) {
+            out.error = fail(DecodeErrorCode::Corrupt,
+                             "compressed event batch carries " + std::to_string(payload)
+                                 + " bytes of LZ4 data, more than " + std::to_string(out.header.count) + " records ("
+                                 + std::to_string(expected) + " bytes) can compress to",
+                             sizeof(BatchHeader));
+            return out;
+        }
+        out.decompressed.resize(out.header.count);
+        const int produced = out.header.count == 0 && payload == 0
+            ? 0
+            : LZ4_decompress_safe(reinterpret_cast<const char*>(frame.data() + sizeof(BatchHeader)),
+                                  reinterpret_cast<char*>(out.decompressed.data()), int(payload), int(expected));
+        if (produced < 0 || uint64_t(produced) != expected) {
+            out.decompressed.clear();
+            out.error
+                = fail(DecodeErrorCode::Corrupt,
+                       produced < 0 ? "compressed event batch: the LZ4 data is corrupt (or decompresses to more than "
+                               + std::to_string(out.header.count) + " records, " + std::to_string(expected) + " bytes)"
+                                    : "compressed event batch decompresses to " + std::to_string(produced)
+                               + " bytes, but announces " + std::to_string(out.header.count) + " records ("
+                               + std::to_string(expected) + " bytes)",
+                       sizeof(BatchHeader));
+            return out;
+        }
+        if (DecodeError e = checkRecords(out.decompressed, sizeof(BatchHeader), true)) {
+            out.decompressed.clear();
+            out.error = std::move(e);
+            return out;
+        }
+        out.events = out.decompressed;
+        return out;
+    }
     if (out.header.flags != uint16_t(BatchFlags::None)) {
         out.error = fail(DecodeErrorCode::Unsupported,
-                         "unsupported batch flags 0x" + [&] {
-                             char buf[8];
-                             std::snprintf(buf, sizeof buf, "%04x", out.header.flags);
-                             return std::string(buf);
-                         }() + " (protocol version 1 has no compression)",
+                         "unsupported batch flags 0x" + hex16(out.header.flags)
+                             + " (this viewer knows 0x0001, LZ4 compression, only)",
                          offsetof(BatchHeader, flags));
         return out;
     }
-    const uint64_t payload = frame.size() - sizeof(BatchHeader);
-    const uint64_t expected = uint64_t(out.header.count) * sizeof(EventRecord);
     if (expected != payload) {
         const bool shorter = expected > payload;
         out.error = fail(shorter ? DecodeErrorCode::Truncated : DecodeErrorCode::Corrupt,
@@ -141,22 +253,9 @@ DecodedBatch decodeBatch(std::span<const uint8_t> frame)
         return out;
     }
     const auto* records = reinterpret_cast<const EventRecord*>(frame.data() + sizeof(BatchHeader));
-    for (uint32_t i = 0; i < out.header.count; ++i) {
-        const EventRecord r = readAt<EventRecord>(frame, sizeof(BatchHeader) + size_t(i) * sizeof(EventRecord));
-        const uint64_t at = sizeof(BatchHeader) + uint64_t(i) * sizeof(EventRecord);
-        if (r.type >= uint8_t(EventType::Count)) {
-            out.error = fail(DecodeErrorCode::Corrupt,
-                             "event record " + std::to_string(i) + " has unknown type " + std::to_string(r.type),
-                             at + offsetof(EventRecord, type));
-            return out;
-        }
-        if (r.device > MaxDevice) {
-            out.error = fail(DecodeErrorCode::Corrupt,
-                             "event record " + std::to_string(i) + " names device " + std::to_string(r.device)
-                                 + " (at most " + std::to_string(MaxDevice) + ")",
-                             at + offsetof(EventRecord, device));
-            return out;
-        }
+    if (DecodeError e = checkRecords({ records, out.header.count }, sizeof(BatchHeader), false)) {
+        out.error = std::move(e);
+        return out;
     }
     out.events = { records, out.header.count };
     return out;
@@ -167,8 +266,8 @@ DecodedState decodeState(std::span<const uint8_t> frame)
     DecodedState out;
     constexpr size_t Fixed = sizeof(Hello) + sizeof(StateHeader);
     if (frame.size() >= 6) {
-        if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4),
-                                                 "state reply")) {
+        if (DecodeError e
+            = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4), "state reply")) {
             out.error = std::move(e);
             return out;
         }
@@ -180,8 +279,8 @@ DecodedState decodeState(std::span<const uint8_t> frame)
     out.hello = readAt<Hello>(frame, 0);
     out.header = readAt<StateHeader>(frame, sizeof(Hello));
     if (!hasNul(out.hello.host, sizeof out.hello.host)) {
-        out.error = fail(DecodeErrorCode::Corrupt, "the host name in the hello is not NUL-terminated",
-                         offsetof(Hello, host));
+        out.error
+            = fail(DecodeErrorCode::Corrupt, "the host name in the hello is not NUL-terminated", offsetof(Hello, host));
         return out;
     }
     if (!hasNul(out.hello.agentVersion, sizeof out.hello.agentVersion)) {
@@ -388,6 +487,16 @@ std::vector<uint8_t> encodeBatch(std::span<const EventRecord> events, uint16_t f
     h.count = static_cast<uint32_t>(events.size());
     h.firstSequence = events.empty() ? 0 : events.front().sequence;
     std::vector<uint8_t> out;
+    if (flags & uint16_t(BatchFlags::Compressed)) {
+        const int bound = LZ4_compressBound(int(events.size_bytes()));
+        out.resize(sizeof h + size_t(bound));
+        const int packed
+            = LZ4_compress_default(reinterpret_cast<const char*>(events.data()),
+                                   reinterpret_cast<char*>(out.data() + sizeof h), int(events.size_bytes()), bound);
+        out.resize(sizeof h + size_t(packed > 0 ? packed : 0));
+        std::memcpy(out.data(), &h, sizeof h);
+        return out;
+    }
     out.reserve(sizeof h + events.size_bytes());
     append(out, h);
     appendAll(out, events);

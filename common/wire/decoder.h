@@ -44,12 +44,21 @@ struct DecodeError {
 std::string_view decodeErrorCodeName(DecodeErrorCode code);
 
 // Views into the decoded frame: valid as long as the frame's bytes are. The records are packed (alignment 1), so
-// they may be read in place at any address.
+// they may be read in place at any address. A compressed batch's records live in `decompressed` instead, which the
+// batch owns: `events` then stays valid as long as the batch (moved or copied batches keep theirs valid too).
 struct DecodedBatch {
     BatchHeader header {};
     std::span<const EventRecord> events;
     DecodeError error;
+    std::vector<EventRecord> decompressed; // the records of a compressed batch; empty otherwise
     bool ok() const { return !error; }
+    bool compressed() const { return header.flags == uint16_t(BatchFlags::Compressed); }
+
+    DecodedBatch() = default;
+    DecodedBatch(const DecodedBatch& other) { *this = other; }
+    DecodedBatch(DecodedBatch&& other) noexcept { *this = std::move(other); }
+    DecodedBatch& operator=(const DecodedBatch& other);
+    DecodedBatch& operator=(DecodedBatch&& other) noexcept;
 };
 
 struct DecodedState {
@@ -88,8 +97,10 @@ struct DecodedStackDef {
     bool ok() const { return !error; }
 };
 
-// The second frame of an EventsTopic message: BatchHeader, then exactly `count` EventRecords. Checks magic,
-// version, flags (none are supported in version 1), the length, and every record's type and device.
+// The second frame of an EventsTopic message: BatchHeader, then exactly `count` EventRecords, or with
+// BatchFlags::Compressed one LZ4 block that decompresses to exactly that. Checks magic, version, flags, the length,
+// and every record's type and device. A compressed batch may announce at most MaxCompressedBatchRecords, and no
+// more than its LZ4 block can possibly hold (LZ4 expands at most 255-fold), before anything is allocated.
 DecodedBatch decodeBatch(std::span<const uint8_t> frame);
 // The reply to a State request: Hello, StateHeader, segmentCount SegmentRecords, blockCount BlockRecords, and
 // nothing after them. Checks the strings' NULs, devices, and block states.
@@ -105,6 +116,7 @@ DecodedStackDef decodeStackDef(std::span<const uint8_t> frame);
 
 // Encoders: the exact frames the agent sends, for tests, fuzz seeds and fake publishers. Headers' magic, version
 // and counts are filled in; other header fields are taken from the arguments.
+// With BatchFlags::Compressed in `flags` the records are LZ4-compressed (as the agent does).
 std::vector<uint8_t> encodeBatch(std::span<const EventRecord> events, uint16_t flags = 0);
 std::vector<uint8_t> encodeState(const Hello& hello, uint64_t lastSequence, std::span<const SegmentRecord> segments,
                                  std::span<const BlockRecord> blocks);

@@ -59,13 +59,18 @@ struct EventRecord {
 #pragma pack(pop)
 static_assert(sizeof(EventRecord) == 72);
 
+// Compressed: the BatchHeader is unchanged (count = records), and what follows it is one LZ4 block (the LZ4 block
+// format, not the frame format: lz4's doc/lz4_Block_format.md) that decompresses to exactly count * 72 bytes of
+// EventRecords. Version-1 viewers that predate it reject it with "unsupported batch flags" (docs/protocol.md).
 enum class BatchFlags : uint16_t { None = 0, Compressed = 1 };
+// The most records a compressed batch may announce (72 MiB decompressed); the agent sends at most 4096.
+constexpr uint32_t MaxCompressedBatchRecords = uint32_t(1) << 20;
 
 #pragma pack(push, 1)
 struct BatchHeader {
     uint32_t magic; // Magic
     uint16_t version; // ProtocolVersion
-    uint16_t flags; // BatchFlags (no compression in version 1)
+    uint16_t flags; // BatchFlags
     uint32_t count; // EventRecords that follow
     uint32_t reserved;
     uint64_t firstSequence; // sequence of the first record (the rest follow without gaps inside a batch)

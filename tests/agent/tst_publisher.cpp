@@ -10,6 +10,7 @@
 #include "memscope/agent.h"
 #include "publisher.h"
 #include "ring.h"
+#include "wire/decoder.h"
 #include "wire/protocol.h"
 
 #include <QTemporaryDir>
@@ -274,18 +275,19 @@ public:
                 }
                 continue;
             }
-            wire::BatchHeader h;
-            if (topic.to_string_view() != wire::EventsTopic || body.size() < sizeof h)
+            if (topic.to_string_view() != wire::EventsTopic)
                 continue;
-            std::memcpy(&h, body.data(), sizeof h);
-            if (h.magic != wire::Magic || body.size() != sizeof h + h.count * sizeof(wire::EventRecord))
+            const wire::DecodedBatch batch
+                = wire::decodeBatch({ static_cast<const uint8_t*>(body.data()), body.size() });
+            if (!batch.ok()) {
+                ++badBatches;
                 continue;
+            }
             ++batches;
-            const char* p = static_cast<const char*>(body.data()) + sizeof h;
-            for (uint32_t i = 0; i < h.count; ++i) {
-                wire::EventRecord e;
-                std::memcpy(&e, p + i * sizeof e, sizeof e);
-                if (e.sequence != h.firstSequence + i)
+            compressedBatches += batch.compressed();
+            for (uint32_t i = 0; i < batch.events.size(); ++i) {
+                const wire::EventRecord e = batch.events[i];
+                if (e.sequence != batch.header.firstSequence + i)
                     batchGaps++;
                 events.push_back(e);
             }
@@ -302,6 +304,8 @@ public:
     std::map<uint32_t, StackDef> stackDefs;
     std::optional<wire::Goodbye> goodbye;
     int batches = 0;
+    int compressedBatches = 0;
+    int badBatches = 0; // frames on topic E that do not decode
     int batchGaps = 0;
 
 private:
@@ -543,6 +547,85 @@ private Q_SLOTS:
         QVERIFY(events[4].timeNs > events[3].timeNs);
         publisher.stop();
         allocator.setTraceObserver(nullptr);
+    }
+
+    // MEMSCOPE_COMPRESS=lz4 (or Compression::Lz4): every batch goes out LZ4-compressed, decodes to the same
+    // consecutive records, and takes fewer bytes. Which endpoints compress by default.
+    void compressedBatches()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        options.ringCapacity = size_t(1) << 16;
+        options.compression = Compression::Lz4;
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        QVERIFY(publisher.compressing());
+        allocator.setTraceObserver(&publisher);
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+        constexpr int Pairs = 5000;
+        for (int i = 0; i < Pairs; ++i) {
+            const MallocResult r = allocator.malloc(0, size_t(512 + (i % 7) * 4096), StreamId { uintptr_t(i % 3) });
+            QCOMPARE(allocator.free(0, r.ptr), Status::Ok);
+        }
+        QVERIFY(client.receive([&] { return countNonHeartbeat(client.events) >= size_t(Pairs * 3 + 1); }));
+        publisher.stop();
+        QVERIFY(client.receive([&] { return client.goodbye.has_value(); }));
+        QCOMPARE(client.badBatches, 0);
+        QCOMPARE(client.batchGaps, 0);
+        QVERIFY(client.compressedBatches > 0);
+        for (size_t i = 0; i < client.events.size(); ++i)
+            QCOMPARE(client.events[i].sequence, uint64_t(i + 1));
+        QCOMPARE(client.events[1].type, uint8_t(wire::EventType::Alloc));
+        QCOMPARE(client.events[1].requestedSize, uint64_t(512));
+        QVERIFY(publisher.rawBytes() >= uint64_t(Pairs * 3) * sizeof(wire::EventRecord));
+        QVERIFY2(publisher.sentBytes() * 2 < publisher.rawBytes(),
+                 qPrintable(QStringLiteral("%1 -> %2 bytes").arg(publisher.rawBytes()).arg(publisher.sentBytes())));
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void compressionByDefault_data()
+    {
+        QTest::addColumn<QByteArray>("setting");
+        QTest::addColumn<bool>("tcp");
+        QTest::addColumn<bool>("compressing");
+        QTest::newRow("ipc, unset") << QByteArray() << false << false;
+        QTest::newRow("loopback tcp, unset") << QByteArray() << true << true;
+        QTest::newRow("ipc, lz4") << QByteArray("lz4") << false << true;
+        QTest::newRow("loopback tcp, none") << QByteArray("none") << true << false;
+        QTest::newRow("ipc, misspelt (warned, default)") << QByteArray("lz5") << false << false;
+        QTest::newRow("tcp, misspelt (warned, default)") << QByteArray("yes") << true << true;
+    }
+    void compressionByDefault()
+    {
+        QFETCH(QByteArray, setting);
+        QFETCH(bool, tcp);
+        QFETCH(bool, compressing);
+        if (setting.isEmpty())
+            qunsetenv("MEMSCOPE_COMPRESS");
+        else
+            qputenv("MEMSCOPE_COMPRESS", setting);
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = tcp ? "tcp://127.0.0.1:0" : nextEndpoint();
+        options.startThread = false;
+        if (tcp) { // a free port pair
+            for (int port = 47000 + (getpid() % 1000) * 2; port < 60000; port += 2) {
+                options.endpoint = "tcp://127.0.0.1:" + std::to_string(port);
+                Publisher probe(allocator, options);
+                if (probe.start())
+                    break;
+            }
+        }
+        Publisher publisher(allocator, options);
+        std::string error;
+        const bool started = publisher.start(&error);
+        qunsetenv("MEMSCOPE_COMPRESS");
+        QVERIFY2(started, error.c_str());
+        QCOMPARE(publisher.compressing(), compressing);
     }
 
     void stateAndLateJoin()

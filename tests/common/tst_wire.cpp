@@ -3,15 +3,16 @@
 // snapshot that reads back from its own pickle and replays to the same final state with no warnings).
 #include "io/snapshotio.h"
 #include "model/replay.h"
+#include "testutil.h"
 #include "wire/decoder.h"
 #include "wire/recorder.h"
-#include "testutil.h"
 
 #include <QDir>
 #include <QFile>
 #include <QTest>
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 using namespace memscope;
@@ -25,7 +26,7 @@ constexpr uint64_t MiB = 1 << 20;
 constexpr uint64_t A = 0x7f0000000000, B = 0x7f0010000000, C = 0x7f0020000000;
 
 EventRecord makeEvent(uint64_t sequence, EventType type, uint64_t address, uint64_t size, uint64_t requested = 0,
-                  uint64_t stream = 0)
+                      uint64_t stream = 0)
 {
     EventRecord e {};
     e.sequence = sequence;
@@ -38,10 +39,20 @@ EventRecord makeEvent(uint64_t sequence, EventType type, uint64_t address, uint6
     return e;
 }
 
-std::vector<uint8_t> validBatch() { return encodeBatch(std::vector { makeEvent(1, EventType::Alloc, A, 512, 100), makeEvent(2, EventType::FreeCompleted, A, 512) }); }
+std::vector<uint8_t> validCompressedBatch()
+{
+    return encodeBatch(
+        std::vector { makeEvent(1, EventType::Alloc, A, 512, 100), makeEvent(2, EventType::FreeCompleted, A, 512) },
+        uint16_t(BatchFlags::Compressed));
+}
 
-template <class T>
-void poke(std::vector<uint8_t>& bytes, size_t offset, T value)
+std::vector<uint8_t> validBatch()
+{
+    return encodeBatch(
+        std::vector { makeEvent(1, EventType::Alloc, A, 512, 100), makeEvent(2, EventType::FreeCompleted, A, 512) });
+}
+
+template <class T> void poke(std::vector<uint8_t>& bytes, size_t offset, T value)
 {
     std::memcpy(bytes.data() + offset, &value, sizeof(T));
 }
@@ -75,8 +86,8 @@ std::vector<uint8_t> validState()
 std::vector<uint8_t> validStackDef()
 {
     const std::vector<DecodedFrame> frames { { 0x401000, "inner(int)", "/usr/lib/libx.so", 0 },
-                                              { 0x402000, "??", "??", 0 },
-                                              { 0x403000, "main", "/bin/job", 12 } };
+                                             { 0x402000, "??", "??", 0 },
+                                             { 0x403000, "main", "/bin/job", 12 } };
     return encodeStackDef(7, frames);
 }
 
@@ -98,13 +109,13 @@ private Q_SLOTS:
                                      << QStringLiteral("truncated event batch header: 0 bytes, 24 needed") << 0ULL;
         std::vector<uint8_t> b = validBatch();
         b.resize(10);
-        QTest::newRow("truncated header") << b << int(DecodeErrorCode::Truncated)
-                                          << QStringLiteral("truncated event batch header") << 10ULL;
+        QTest::newRow("truncated header")
+            << b << int(DecodeErrorCode::Truncated) << QStringLiteral("truncated event batch header") << 10ULL;
         b = validBatch();
         b.pop_back();
-        QTest::newRow("truncated record") << b << int(DecodeErrorCode::Truncated)
-                                          << QStringLiteral("announces 2 records (144 bytes) but carries 143 bytes")
-                                          << qulonglong(b.size());
+        QTest::newRow("truncated record")
+            << b << int(DecodeErrorCode::Truncated)
+            << QStringLiteral("announces 2 records (144 bytes) but carries 143 bytes") << qulonglong(b.size());
         b = validBatch();
         poke<uint32_t>(b, 0, 0xdeadbeef);
         QTest::newRow("wrong magic") << b << int(DecodeErrorCode::BadMagic)
@@ -118,27 +129,78 @@ private Q_SLOTS:
         QTest::newRow("version zero") << b << int(DecodeErrorCode::TooOld) << QStringLiteral("version 0") << 4ULL;
         b = validBatch();
         poke<uint32_t>(b, 8, 1);
-        QTest::newRow("count smaller than payload") << b << int(DecodeErrorCode::Corrupt)
-                                                    << QStringLiteral("announces 1 records (72 bytes) but carries 144")
-                                                    << 8ULL;
+        QTest::newRow("count smaller than payload")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("announces 1 records (72 bytes) but carries 144")
+            << 8ULL;
         b = validBatch();
         poke<uint32_t>(b, 8, 0xffffffff);
         QTest::newRow("huge count") << b << int(DecodeErrorCode::Truncated)
                                     << QStringLiteral("announces 4294967295 records") << qulonglong(b.size());
         b = validBatch();
+        poke<uint16_t>(b, 6, uint16_t(2));
+        QTest::newRow("unknown flag") << b << int(DecodeErrorCode::Unsupported)
+                                      << QStringLiteral("unsupported batch flags 0x0002") << 6ULL;
+        b = validBatch();
+        poke<uint16_t>(b, 6, uint16_t(3));
+        QTest::newRow("compressed and an unknown flag")
+            << b << int(DecodeErrorCode::Unsupported) << QStringLiteral("unsupported batch flags 0x0003") << 6ULL;
+
+        // Compressed batches (BatchFlags::Compressed: an LZ4 block of count * 72 bytes after the header).
+        QTest::newRow("compressed: two events") << validCompressedBatch() << ok << QString() << 0ULL;
+        QTest::newRow("compressed: empty batch")
+            << encodeBatch({}, uint16_t(BatchFlags::Compressed)) << ok << QString() << 0ULL;
+        b = validBatch();
         poke<uint16_t>(b, 6, uint16_t(BatchFlags::Compressed));
-        QTest::newRow("compressed flag") << b << int(DecodeErrorCode::Unsupported)
-                                         << QStringLiteral("unsupported batch flags 0x0001") << 6ULL;
+        QTest::newRow("compressed: flag on plain records")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("compressed event batch") << 24ULL;
+        b = validCompressedBatch();
+        b.resize(b.size() - 3);
+        QTest::newRow("compressed: truncated LZ4 data")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("the LZ4 data is corrupt") << 24ULL;
+        b = validCompressedBatch();
+        for (size_t i = 24; i < b.size(); ++i)
+            b[i] ^= 0x5a;
+        QTest::newRow("compressed: scrambled LZ4 data")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("compressed event batch") << 24ULL;
+        b = validCompressedBatch();
+        poke<uint32_t>(b, 8, 1);
+        QTest::newRow("compressed: more records than announced")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("compressed event batch") << 24ULL;
+        b = validCompressedBatch();
+        poke<uint32_t>(b, 8, 3);
+        QTest::newRow("compressed: fewer records than announced")
+            << b << int(DecodeErrorCode::Corrupt)
+            << QStringLiteral("decompresses to 144 bytes, but announces 3 records (216 bytes)") << 24ULL;
+        b = validCompressedBatch();
+        poke<uint32_t>(b, 8, 0xffffffff);
+        QTest::newRow("compressed: huge count")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("announces 4294967295 records (at most 1048576)")
+            << 8ULL;
+        b = validCompressedBatch();
+        poke<uint32_t>(b, 8, MaxCompressedBatchRecords);
+        QTest::newRow("compressed: count beyond what the data can hold")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("cannot hold that many") << 8ULL;
+        b = validCompressedBatch();
+        b.resize(b.size() + 400, 0);
+        QTest::newRow("compressed: more data than the records compress to")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("more than 2 records (144 bytes) can compress to")
+            << 24ULL;
+        std::vector<EventRecord> bad { makeEvent(1, EventType::Alloc, A, 512, 100),
+                                       makeEvent(2, EventType::FreeCompleted, A, 512) };
+        bad[1].type = uint8_t(EventType::Count);
+        QTest::newRow("compressed: unknown event type")
+            << encodeBatch(bad, uint16_t(BatchFlags::Compressed)) << int(DecodeErrorCode::Corrupt)
+            << QStringLiteral("decompressed event record 1 has unknown type 9") << 24ULL;
         b = validBatch();
         b[24 + 72 + offsetof(EventRecord, type)] = uint8_t(EventType::Count);
-        QTest::newRow("unknown event type") << b << int(DecodeErrorCode::Corrupt)
-                                            << QStringLiteral("event record 1 has unknown type 9")
-                                            << qulonglong(24 + 72 + offsetof(EventRecord, type));
+        QTest::newRow("unknown event type")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("event record 1 has unknown type 9")
+            << qulonglong(24 + 72 + offsetof(EventRecord, type));
         b = validBatch();
         b[24 + offsetof(EventRecord, device)] = 200;
-        QTest::newRow("device out of range") << b << int(DecodeErrorCode::Corrupt)
-                                             << QStringLiteral("event record 0 names device 200")
-                                             << qulonglong(24 + offsetof(EventRecord, device));
+        QTest::newRow("device out of range")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("event record 0 names device 200")
+            << qulonglong(24 + offsetof(EventRecord, device));
     }
     void decodeBatch()
     {
@@ -164,6 +226,41 @@ private Q_SLOTS:
         QVERIFY(r.events.empty());
     }
 
+    // A compressed batch of many records: the round trip gives the records back, smaller on the wire, and the
+    // decoded batch owns them: copies and moves of it stay valid after the frame and the original are gone.
+    void compressedRoundTrip()
+    {
+        std::vector<EventRecord> events;
+        for (uint64_t i = 0; i < 4096; ++i)
+            events.push_back(makeEvent(100 + i, i % 3 == 0 ? EventType::Alloc : EventType::FreeCompleted,
+                                       A + (i % 64) * 4096, 4096 * (1 + i % 5), 4000, i % 2));
+        std::optional<DecodedBatch> moved, copied;
+        size_t wireBytes = 0;
+        {
+            const std::vector<uint8_t> frame = encodeBatch(events, uint16_t(BatchFlags::Compressed));
+            wireBytes = frame.size();
+            DecodedBatch decoded = wire::decodeBatch(frame);
+            QVERIFY2(decoded.ok(), decoded.error.message.c_str());
+            QVERIFY(decoded.compressed());
+            copied = decoded;
+            moved = std::move(decoded);
+        }
+        QVERIFY2(wireBytes < events.size() * sizeof(EventRecord) / 2, qPrintable(QString::number(wireBytes)));
+        for (const DecodedBatch* b : { &*moved, &*copied }) {
+            QCOMPARE(b->header.count, 4096u);
+            QCOMPARE(b->header.firstSequence, 100ULL);
+            QCOMPARE(b->events.size(), events.size());
+            QCOMPARE(static_cast<const void*>(b->events.data()), static_cast<const void*>(b->decompressed.data()));
+            QVERIFY(std::memcmp(b->events.data(), events.data(), events.size() * sizeof(EventRecord)) == 0);
+        }
+        // An uncompressed batch's copy still views the frame, as before.
+        const std::vector<uint8_t> plain = encodeBatch(events);
+        const DecodedBatch p = wire::decodeBatch(plain);
+        const DecodedBatch pc = p;
+        QVERIFY(pc.decompressed.empty());
+        QCOMPARE(static_cast<const void*>(pc.events.data()), static_cast<const void*>(plain.data() + 24));
+    }
+
     void decodeState_data()
     {
         QTest::addColumn<std::vector<uint8_t>>("bytes");
@@ -177,30 +274,31 @@ private Q_SLOTS:
         b = validState();
         b.resize(b.size() - 40);
         QTest::newRow("missing block") << b << int(DecodeErrorCode::Truncated)
-                                       << QStringLiteral("announces 1 segments and 3 blocks (160 bytes) but carries 120");
+                                       << QStringLiteral(
+                                              "announces 1 segments and 3 blocks (160 bytes) but carries 120");
         b = validState();
         b.push_back(0);
         QTest::newRow("trailing byte") << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("but carries 161");
         b = validState();
         std::memset(b.data() + offsetof(Hello, host), 'x', 64);
-        QTest::newRow("host without NUL") << b << int(DecodeErrorCode::Corrupt)
-                                          << QStringLiteral("host name in the hello is not NUL-terminated");
+        QTest::newRow("host without NUL")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("host name in the hello is not NUL-terminated");
         b = validState();
         std::memset(b.data() + offsetof(Hello, agentVersion), 'v', 40);
-        QTest::newRow("agent version without NUL") << b << int(DecodeErrorCode::Corrupt)
-                                                   << QStringLiteral("agent version in the hello");
+        QTest::newRow("agent version without NUL")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("agent version in the hello");
         b = validState();
         poke<uint16_t>(b, 4, 7);
         QTest::newRow("newer version") << b << int(DecodeErrorCode::TooNew)
                                        << QStringLiteral("protocol version 7 is newer than 1");
         b = validState();
         b[128 + 16 + 40 + offsetof(BlockRecord, state)] = 3;
-        QTest::newRow("unknown block state") << b << int(DecodeErrorCode::Corrupt)
-                                             << QStringLiteral("block record 0 has unknown state 3");
+        QTest::newRow("unknown block state")
+            << b << int(DecodeErrorCode::Corrupt) << QStringLiteral("block record 0 has unknown state 3");
         b = validState();
         poke<uint32_t>(b, 128 + 8, 0x80000000);
-        QTest::newRow("huge segment count") << b << int(DecodeErrorCode::Truncated)
-                                            << QStringLiteral("announces 2147483648 segments");
+        QTest::newRow("huge segment count")
+            << b << int(DecodeErrorCode::Truncated) << QStringLiteral("announces 2147483648 segments");
     }
     void decodeState()
     {
@@ -262,10 +360,12 @@ private Q_SLOTS:
         const std::vector<uint8_t> good = validStackDef();
         QTest::newRow("valid") << good << int(DecodeErrorCode::None) << QString();
         QTest::newRow("no frames") << encodeStackDef(9, {}) << int(DecodeErrorCode::None) << QString();
-        QTest::newRow("empty") << std::vector<uint8_t>() << int(DecodeErrorCode::Truncated) << QStringLiteral("truncated stack definition header");
+        QTest::newRow("empty") << std::vector<uint8_t>() << int(DecodeErrorCode::Truncated)
+                               << QStringLiteral("truncated stack definition header");
         std::vector<uint8_t> magic = good;
         poke<uint32_t>(magic, 0, 0x12345678);
-        QTest::newRow("bad magic") << magic << int(DecodeErrorCode::BadMagic) << QStringLiteral("not a memscope stack definition");
+        QTest::newRow("bad magic") << magic << int(DecodeErrorCode::BadMagic)
+                                   << QStringLiteral("not a memscope stack definition");
         std::vector<uint8_t> newer = good;
         poke<uint16_t>(newer, 4, 2);
         QTest::newRow("too new") << newer << int(DecodeErrorCode::TooNew) << QStringLiteral("newer than 1");
@@ -279,16 +379,19 @@ private Q_SLOTS:
         poke<uint32_t>(many, offsetof(StackDefHeader, frameCount), 0xffffffffu);
         QTest::newRow("huge frame count") << many << int(DecodeErrorCode::Corrupt) << QStringLiteral("at most 64");
         std::vector<uint8_t> shortFrame(good.begin(), good.end() - 1);
-        QTest::newRow("truncated strings") << shortFrame << int(DecodeErrorCode::Truncated) << QStringLiteral("but carries");
+        QTest::newRow("truncated strings")
+            << shortFrame << int(DecodeErrorCode::Truncated) << QStringLiteral("but carries");
         std::vector<uint8_t> trailing = good;
         trailing.push_back(0);
         QTest::newRow("trailing byte") << trailing << int(DecodeErrorCode::Corrupt) << QStringLiteral("but carries");
         std::vector<uint8_t> outside = good;
         poke<uint32_t>(outside, sizeof(StackDefHeader) + offsetof(FrameRecord, fileOffset), 100000);
-        QTest::newRow("string offset outside") << outside << int(DecodeErrorCode::Corrupt) << QStringLiteral("outside the string table");
+        QTest::newRow("string offset outside")
+            << outside << int(DecodeErrorCode::Corrupt) << QStringLiteral("outside the string table");
         std::vector<uint8_t> noNul = good;
         noNul.back() = 'x';
-        QTest::newRow("last string without NUL") << noNul << int(DecodeErrorCode::Corrupt) << QStringLiteral("without its NUL");
+        QTest::newRow("last string without NUL")
+            << noNul << int(DecodeErrorCode::Corrupt) << QStringLiteral("without its NUL");
     }
     void decodeStackDef()
     {
@@ -340,11 +443,13 @@ private Q_SLOTS:
         const auto names = [&](model::StackId id) {
             QStringList out;
             for (const model::FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f)
-                out << QString::fromUtf8(s.str(s.frame(*f).name)) + QLatin1Char('@') + QString::fromUtf8(s.str(s.frame(*f).filename))
-                        + QLatin1Char(':') + QString::number(s.frame(*f).line);
+                out << QString::fromUtf8(s.str(s.frame(*f).name)) + QLatin1Char('@')
+                        + QString::fromUtf8(s.str(s.frame(*f).filename)) + QLatin1Char(':')
+                        + QString::number(s.frame(*f).line);
             return out;
         };
-        const QStringList expected { QStringLiteral("inner(int)@/usr/lib/libx.so:0"), QStringLiteral("??@??:0"), QStringLiteral("main@/bin/job:12") };
+        const QStringList expected { QStringLiteral("inner(int)@/usr/lib/libx.so:0"), QStringLiteral("??@??:0"),
+                                     QStringLiteral("main@/bin/job:12") };
         const auto& trace = s.deviceTraces.at(0);
         QCOMPARE(trace.size(), size_t(4));
         QCOMPARE(names(trace[0].stack), expected);
@@ -388,7 +493,8 @@ private Q_SLOTS:
         Recorder rec;
         const std::vector<uint8_t> stateFrame = validState();
         // Before the state: buffered; seq 5 is already in it.
-        const std::vector early { makeEvent(5, EventType::Alloc, A, MiB, 1'000'000), makeEvent(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000) };
+        const std::vector early { makeEvent(5, EventType::Alloc, A, MiB, 1'000'000),
+                                  makeEvent(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000) };
         rec.addEvents(early);
         QCOMPARE(rec.bufferedEvents(), size_t(2));
         const DecodedState state = wire::decodeState(stateFrame);
@@ -510,8 +616,10 @@ private Q_SLOTS:
         QTest::newRow("free of an unknown block") << int(EventType::FreeCompleted) << qulonglong(A + 8 * MiB) << 512ULL;
         QTest::newRow("alloc outside every segment") << int(EventType::Alloc) << qulonglong(C) << 512ULL;
         QTest::newRow("alloc over a live block") << int(EventType::Alloc) << qulonglong(A + 512) << 512ULL;
-        QTest::newRow("segment over a segment") << int(EventType::SegmentAlloc) << qulonglong(A + MiB) << qulonglong(MiB);
-        QTest::newRow("free of a segment in use") << int(EventType::SegmentFree) << qulonglong(A) << qulonglong(20 * MiB);
+        QTest::newRow("segment over a segment")
+            << int(EventType::SegmentAlloc) << qulonglong(A + MiB) << qulonglong(MiB);
+        QTest::newRow("free of a segment in use")
+            << int(EventType::SegmentFree) << qulonglong(A) << qulonglong(20 * MiB);
         QTest::newRow("unmap of a plain segment") << int(EventType::SegmentUnmap) << qulonglong(A) << qulonglong(MiB);
     }
     void recorderSkipsWhatDoesNotFit()
@@ -541,7 +649,8 @@ private Q_SLOTS:
             QFile f(dir.filePath(name));
             QVERIFY(f.open(QIODevice::ReadOnly));
             const QByteArray bytes = f.readAll();
-            const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.constData()), size_t(bytes.size()));
+            const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.constData()),
+                                                size_t(bytes.size()));
             const DecodedState state = wire::decodeState(data);
             Recorder rec;
             if (state.ok())

@@ -1,5 +1,6 @@
 // libFuzzer target for the wire decoders and the Recorder: any bytes as an event batch, a state reply, a
-// goodbye, a request and a stack definition; whatever decodes is fed to a Recorder and made into a snapshot. Must
+// goodbye, a request and a stack definition, and as the LZ4 block of a compressed batch (plus the encoder's own
+// compressed batches, which must round-trip); whatever decodes is fed to a Recorder and made into a snapshot. Must
 // never crash, hang or grow without bound, and every failure must explain itself. Built only with -DMEMSCOPE_FUZZ=ON
 // (clang).
 #include "wire/decoder.h"
@@ -7,8 +8,27 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 using namespace memscope::wire;
+
+namespace {
+
+// A decoded batch that claims to be compressed owns exactly its announced records, and a failure explains itself.
+void checkCompressed(const DecodedBatch& batch, size_t frameSize)
+{
+    if (batch.error && (batch.error.message.empty() || batch.error.offset > frameSize))
+        __builtin_trap();
+    if (!batch.ok() || !batch.compressed())
+        return;
+    if (batch.header.count > MaxCompressedBatchRecords || batch.events.size() != batch.header.count
+        || batch.decompressed.size() != batch.header.count
+        || (batch.header.count != 0 && batch.events.data() != batch.decompressed.data()))
+        __builtin_trap();
+}
+
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
@@ -21,8 +41,42 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     for (const DecodeError* e : { &batch.error, &state.error, &bye.error, &request.error, &stack.error })
         if (*e && (e->message.empty() || e->offset > size))
             __builtin_trap(); // every failure explains itself, at an offset inside the input
-    if (batch.ok() && batch.events.size() * sizeof(EventRecord) + sizeof(BatchHeader) != size)
+    if (batch.ok() && !batch.compressed() && batch.events.size() * sizeof(EventRecord) + sizeof(BatchHeader) != size)
         __builtin_trap();
+    checkCompressed(batch, size);
+
+    // Compressed batches: the input's bytes after two as an LZ4 block under a header announcing as many records as
+    // those two say (so that the decompressor meets arbitrary blocks and counts, not only the ones with a valid
+    // header), and the input's whole records compressed by the encoder, which must decode to exactly those bytes.
+    if (size >= 2) {
+        BatchHeader h {};
+        h.magic = Magic;
+        h.version = ProtocolVersion;
+        h.flags = uint16_t(BatchFlags::Compressed);
+        h.count = uint32_t(data[0]) | uint32_t(data[1]) << 8;
+        std::vector<uint8_t> frame(sizeof h + size - 2);
+        std::memcpy(frame.data(), &h, sizeof h);
+        std::memcpy(frame.data() + sizeof h, data + 2, size - 2);
+        const DecodedBatch packed = decodeBatch(frame);
+        checkCompressed(packed, frame.size());
+        const DecodedBatch copy = packed; // the copy owns its records too
+        if (copy.events.size() != packed.events.size()
+            || (packed.compressed() && packed.ok() && copy.events.data() == packed.events.data()))
+            __builtin_trap();
+    }
+    {
+        std::vector<EventRecord> records(size / sizeof(EventRecord));
+        std::memcpy(records.data(), data, records.size() * sizeof(EventRecord));
+        const std::vector<uint8_t> frame = encodeBatch(records, uint16_t(BatchFlags::Compressed));
+        const DecodedBatch round = decodeBatch(frame);
+        checkCompressed(round, frame.size());
+        if (round.ok()
+            && (round.events.size() != records.size()
+                || std::memcmp(round.events.data(), records.data(), records.size() * sizeof(EventRecord)) != 0))
+            __builtin_trap();
+        if (!round.ok() && round.error.code != DecodeErrorCode::Corrupt)
+            __builtin_trap(); // only a record's type or device can make the encoder's own output fail
+    }
     // A stack's strings are views inside the input, and never more frames than the protocol allows.
     if (stack.ok()) {
         if (stack.frames.size() > MaxStackFrames || stack.frames.size() != stack.header.frameCount)
