@@ -2,6 +2,8 @@
 // the ring; the "memscope-pub" thread does every socket call, every allocation and every syscall.
 #include "publisher.h"
 
+#include "curve.h"
+
 #include <lz4.h>
 #include <zmq.h>
 
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <vector>
 
 #include <pthread.h>
@@ -280,6 +283,8 @@ Publisher::~Publisher()
             zmq_close(m_pub);
         if (m_router)
             zmq_close(m_router);
+        if (m_zap)
+            zmq_close(m_zap);
         zmq_ctx_term(m_context);
     }
 }
@@ -334,9 +339,12 @@ bool Publisher::start(std::string* error)
             zmq_close(m_pub);
         if (m_router)
             zmq_close(m_router);
+        if (m_zap)
+            zmq_close(m_zap);
         if (m_context)
             zmq_ctx_term(m_context);
-        m_pub = m_router = m_context = nullptr;
+        m_pub = m_router = m_zap = m_context = nullptr;
+        m_curve = false;
         return false;
     };
     if (m_running.load() || m_context)
@@ -347,6 +355,50 @@ bool Publisher::start(std::string* error)
         m_endpoint = defaultEndpoint(&why);
         if (m_endpoint.empty())
             return fail(why);
+    }
+    // tcp: loopback needs nothing; anything else only with CURVE keys (docs/protocol.md, "TCP and CURVE").
+    const std::string secretFile = !m_options.curveSecretFile.empty()
+        ? m_options.curveSecretFile
+        : (std::getenv("MEMSCOPE_CURVE_SECRET") ? std::getenv("MEMSCOPE_CURVE_SECRET") : "");
+    const std::string clientsFile = !m_options.curveClientsFile.empty()
+        ? m_options.curveClientsFile
+        : (std::getenv("MEMSCOPE_CURVE_CLIENTS") ? std::getenv("MEMSCOPE_CURVE_CLIENTS") : "");
+    bool ipv6 = false;
+    std::optional<Z85Key> secretKey;
+    std::vector<std::array<uint8_t, 32>> clientKeys;
+    if (m_endpoint.rfind("tcp://", 0) == 0) {
+        std::string why;
+        const std::optional<TcpEndpoint> tcp = parseTcpEndpoint(m_endpoint, &why);
+        if (!tcp)
+            return fail(why);
+        const std::string asked = m_endpoint;
+        m_endpoint = tcp->bind;
+        ipv6 = tcp->ipv6;
+        const bool curve = !tcp->loopback || !secretFile.empty() || !clientsFile.empty();
+        if (curve) {
+            const std::string refuse = "refusing to bind " + asked + ": ";
+            const std::string what = tcp->loopback ? "CURVE (asked for by MEMSCOPE_CURVE_SECRET/_CLIENTS) needs"
+                                                   : "an endpoint other than loopback needs CURVE:";
+            if (secretFile.empty() || clientsFile.empty())
+                return fail(refuse + what + " both MEMSCOPE_CURVE_SECRET (the agent's secret key file) and "
+                            + "MEMSCOPE_CURVE_CLIENTS (the authorised client public keys); "
+                            + (secretFile.empty() ? "MEMSCOPE_CURVE_SECRET" : "MEMSCOPE_CURVE_CLIENTS")
+                            + " is not set");
+            secretKey = readKeyFile(secretFile, true, &why);
+            if (!secretKey)
+                return fail(refuse + "MEMSCOPE_CURVE_SECRET: " + why);
+            const std::optional<std::vector<Z85Key>> clients = readClientKeys(clientsFile, &why);
+            if (!clients)
+                return fail(refuse + "MEMSCOPE_CURVE_CLIENTS: " + why);
+            if (!publicKeyOf(*secretKey))
+                return fail(refuse + "MEMSCOPE_CURVE_SECRET: " + secretFile + ": ZeroMQ cannot use this key ("
+                            + zmq_strerror(zmq_errno()) + ")");
+            for (const Z85Key& k : *clients) {
+                std::array<uint8_t, 32> binary {};
+                zmq_z85_decode(binary.data(), k.data());
+                clientKeys.push_back(binary);
+            }
+        }
     }
     m_stateEndpoint = stateEndpointFor(m_endpoint);
     if (m_stateEndpoint.empty())
@@ -388,6 +440,29 @@ bool Publisher::start(std::string* error)
     zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(m_router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(m_pub, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+    if (ipv6) {
+        const int on = 1;
+        zmq_setsockopt(m_pub, ZMQ_IPV6, &on, sizeof on);
+        zmq_setsockopt(m_router, ZMQ_IPV6, &on, sizeof on);
+    }
+    if (secretKey) {
+        // The ZAP handler (ZeroMQ RFC 27) must be bound before the CURVE servers: libzmq lets every client in
+        // when no handler is there (zmq_setsockopt(3), ZMQ_ZAP_ENFORCE_DOMAIN). The publisher thread serves it.
+        m_zap = zmq_socket(m_context, ZMQ_REP);
+        if (!m_zap || zmq_bind(m_zap, "inproc://zeromq.zap.01") != 0)
+            return fail(std::string("cannot start the CURVE authentication handler: ") + zmq_strerror(zmq_errno()));
+        zmq_setsockopt(m_zap, ZMQ_LINGER, &linger, sizeof linger);
+        m_clientKeys = std::move(clientKeys);
+        const int server = 1;
+        const char domain[] = "memscope";
+        for (void* socket : { m_pub, m_router }) {
+            if (zmq_setsockopt(socket, ZMQ_CURVE_SERVER, &server, sizeof server) != 0
+                || zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, secretKey->data(), 40) != 0
+                || zmq_setsockopt(socket, ZMQ_ZAP_DOMAIN, domain, sizeof domain - 1) != 0)
+                return fail("cannot make " + m_endpoint + " a CURVE server: " + zmq_strerror(zmq_errno()));
+        }
+        m_curve = true;
+    }
 
     const bool pubBound = zmq_bind(m_pub, m_endpoint.c_str()) == 0;
     const std::string pubError = pubBound ? std::string() : zmq_strerror(zmq_errno());
@@ -636,6 +711,39 @@ void Publisher::sendFrame(const wire::EventRecord* records, size_t count)
     m_lastPublished.store(records[count - 1].sequence, std::memory_order_release);
 }
 
+void Publisher::answerZap()
+{
+    for (;;) {
+        std::vector<std::string> request;
+        for (;;) {
+            zmq_msg_t msg;
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, m_zap, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&msg);
+                break;
+            }
+            request.emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
+            const bool more = zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
+            if (!more)
+                break;
+        }
+        if (request.empty())
+            return;
+        std::string why;
+        const std::string status = zapDecision(request, m_clientKeys, &why);
+        // RFC 27 reply: version, request id, status code, status text, user id, metadata.
+        const std::string requestId = request.size() > 1 ? request[1] : std::string();
+        const std::string frames[] = { "1.0", requestId, status, why, status == "200" ? "memscope-viewer" : "", "" };
+        for (size_t i = 0; i < 6; ++i)
+            zmq_send(m_zap, frames[i].data(), frames[i].size(), i + 1 < 6 ? ZMQ_SNDMORE : 0);
+        if (status == "200")
+            m_curveAccepted.fetch_add(1, std::memory_order_relaxed);
+        else
+            m_curveRefused.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
 void Publisher::answerRequests()
 {
     for (;;) {
@@ -748,10 +856,15 @@ void Publisher::run()
     auto lastCalibration = std::chrono::steady_clock::now();
     auto lastSend = std::chrono::steady_clock::now();
 
-    zmq_pollitem_t items[] = { { m_router, 0, ZMQ_POLLIN, 0 } };
+    zmq_pollitem_t items[] = { { m_router, 0, ZMQ_POLLIN, 0 }, { m_zap, 0, ZMQ_POLLIN, 0 } };
+    const int polled = m_zap ? 2 : 1;
     while (!m_stopRequested.load(std::memory_order_acquire)) {
-        if (zmq_poll(items, 1, long(m_options.drainIntervalMs)) > 0)
-            answerRequests();
+        if (zmq_poll(items, polled, long(m_options.drainIntervalMs)) > 0) {
+            if (polled > 1 && (items[1].revents & ZMQ_POLLIN))
+                answerZap();
+            if (items[0].revents & ZMQ_POLLIN)
+                answerRequests();
+        }
         const auto now = std::chrono::steady_clock::now();
         if (now - lastCalibration >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {
             calibrate();
@@ -781,6 +894,8 @@ void Publisher::run()
     zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(m_pub);
     zmq_close(m_router);
+    if (m_zap)
+        zmq_close(m_zap);
     zmq_ctx_term(m_context); // waits up to `linger` for the batches and the Goodbye to leave
     {
         std::lock_guard lock(m_doneMutex);

@@ -4,7 +4,9 @@
 // that a late viewer applies only newer events (common/wire/protocol.h).
 //
 // Endpoints: the PUB socket binds `endpoint`; the ROUTER socket binds `endpoint + "-state"` for ipc:// (and any
-// other non-tcp transport) and the next port for tcp://host:port. The default endpoint is
+// other non-tcp transport) and the next port for tcp://host:port. tcp://:PORT binds 127.0.0.1; a tcp endpoint that
+// is not loopback needs CURVE keys (curve.h; both sockets are then CURVE servers, clients checked by a ZAP handler
+// the publisher thread serves) and is refused without them. The default endpoint is
 // ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid> (the folder is made
 // with mode 0700).
 //
@@ -21,6 +23,7 @@
 #include "ring.h"
 #include "stacks.h"
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -45,6 +48,10 @@ struct PublisherOptions {
     // Records per device (72 B each); 0: MEMSCOPE_RING_RECORDS, else DefaultRingRecords.
     size_t ringCapacity = 0;
     Compression compression = Compression::FromEnvironment;
+    // CURVE (docs/protocol.md, "TCP and CURVE"): the agent's secret key file and the authorised clients' public
+    // keys; empty: MEMSCOPE_CURVE_SECRET / MEMSCOPE_CURVE_CLIENTS. Required for a tcp endpoint that is not loopback.
+    std::string curveSecretFile;
+    std::string curveClientsFile;
     unsigned drainIntervalMs = 2;
     unsigned heartbeatIntervalMs = 500;
     bool startThread = true; // false: the ring fills but nobody drains it (tests of overflow)
@@ -88,6 +95,10 @@ public:
     uint64_t lastPublished() const { return m_lastPublished.load(std::memory_order_acquire); }
     unsigned stackDepth() const { return m_stackDepth; }
     bool compressing() const { return m_compress; } // after start()
+    bool curve() const { return m_curve; } // after start(): both sockets are CURVE servers
+    // CURVE handshakes the ZAP handler accepted / refused so far. Any thread.
+    uint64_t curveAccepted() const { return m_curveAccepted.load(std::memory_order_relaxed); }
+    uint64_t curveRefused() const { return m_curveRefused.load(std::memory_order_relaxed); }
     // Compressing: record bytes taken from the rings and bytes of LZ4 payload sent, so far. Publisher thread
     // writes; read them after stop().
     uint64_t rawBytes() const { return m_rawBytes; }
@@ -115,6 +126,7 @@ private:
     // Publisher thread: drains every ring (ring d only up to upTo[d] when given) into batches; true if any.
     bool drain(const uint64_t* upTo = nullptr);
     void answerRequests();
+    void answerZap(); // publisher thread: ZAP requests (CURVE handshakes) on inproc://zeromq.zap.01
     void sendHeartbeat();
     // Publisher thread: symbolises and sends (topic "S") the stacks channel `device` interned since the last call.
     void sendNewStacks(size_t device);
@@ -167,6 +179,11 @@ private:
     void* m_context = nullptr;
     void* m_pub = nullptr;
     void* m_router = nullptr;
+    void* m_zap = nullptr; // REP on inproc://zeromq.zap.01 when CURVE is on
+    bool m_curve = false;
+    std::vector<std::array<uint8_t, 32>> m_clientKeys; // authorised CURVE client public keys (binary)
+    std::atomic<uint64_t> m_curveAccepted { 0 };
+    std::atomic<uint64_t> m_curveRefused { 0 };
     const bool m_useTsc;
     uint64_t m_tscBase = 0; // ticks at m_clockBaseNs
     uint64_t m_clockBaseNs = 0; // CLOCK_REALTIME when the publisher was made

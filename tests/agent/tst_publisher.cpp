@@ -13,6 +13,7 @@
 #include "wire/decoder.h"
 #include "wire/protocol.h"
 
+#include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -188,13 +189,70 @@ struct StateReply {
     }
 };
 
+struct CurveClient {
+    std::string serverPublic, clientPublic, clientSecret; // Z85, 40 characters each
+};
+
+// A CURVE key pair whose two keys can stand in a key file (a first character '#' would read as a comment).
+std::pair<std::string, std::string> curveKeyPair()
+{
+    for (;;) {
+        char publicKey[41], secretKey[41];
+        if (zmq_curve_keypair(publicKey, secretKey) != 0)
+            return {};
+        if (publicKey[0] != '#' && secretKey[0] != '#')
+            return { publicKey, secretKey };
+    }
+}
+
+// A TCP port whose successor is free too (the state socket's), on every interface, for now.
+int freePortPair()
+{
+    for (int attempt = 0; attempt < 50; ++attempt) {
+        zmq::context_t context;
+        zmq::socket_t probe(context, zmq::socket_type::pub);
+        probe.set(zmq::sockopt::linger, 0);
+        probe.bind("tcp://0.0.0.0:*");
+        const std::string bound = probe.get(zmq::sockopt::last_endpoint);
+        const int port = std::stoi(bound.substr(bound.rfind(':') + 1));
+        zmq::socket_t next(context, zmq::socket_type::pub);
+        next.set(zmq::sockopt::linger, 0);
+        try {
+            next.bind("tcp://0.0.0.0:" + std::to_string(port + 1));
+        } catch (const zmq::error_t&) {
+            continue;
+        }
+        if (port + 1 < 65535)
+            return port;
+    }
+    return 0;
+}
+
+void writeFile(const QString& path, const QByteArray& text, QFile::Permissions permissions)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(text);
+    f.close();
+    QVERIFY(f.setPermissions(permissions));
+}
+
 // A viewer: SUB on the events, DEALER for the state.
 class Client {
 public:
-    Client(const std::string& endpoint, const std::string& stateEndpoint)
+    // With `curve`, both sockets are CURVE clients of the agent: server public key, then the client's key pair
+    // (the viewer side of docs/protocol.md, "TCP and CURVE").
+    Client(const std::string& endpoint, const std::string& stateEndpoint, const CurveClient* curve = nullptr)
         : m_sub(m_context, zmq::socket_type::sub)
         , m_dealer(m_context, zmq::socket_type::dealer)
     {
+        if (curve) {
+            for (zmq::socket_t* s : { &m_sub, &m_dealer }) {
+                s->set(zmq::sockopt::curve_serverkey, curve->serverPublic);
+                s->set(zmq::sockopt::curve_publickey, curve->clientPublic);
+                s->set(zmq::sockopt::curve_secretkey, curve->clientSecret);
+            }
+        }
         m_sub.set(zmq::sockopt::subscribe, "");
         m_sub.set(zmq::sockopt::rcvhwm, 0);
         m_sub.connect(endpoint);
@@ -202,11 +260,11 @@ public:
         std::this_thread::sleep_for(150ms); // the subscription reaches the PUB socket (ZeroMQ's slow joiner)
     }
 
-    std::optional<StateReply> requestState()
+    std::optional<StateReply> requestState(int timeoutMs = 2000)
     {
         const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::State) };
-        m_dealer.send(zmq::buffer(&request, sizeof request));
-        m_dealer.set(zmq::sockopt::rcvtimeo, 2000);
+        m_dealer.send(zmq::buffer(&request, sizeof request), zmq::send_flags::dontwait);
+        m_dealer.set(zmq::sockopt::rcvtimeo, timeoutMs);
         zmq::message_t reply;
         if (!m_dealer.recv(reply))
             return std::nullopt;
@@ -628,6 +686,164 @@ private Q_SLOTS:
         QCOMPARE(publisher.compressing(), compressing);
     }
 
+    // tcp://:PORT binds 127.0.0.1 and needs no keys; a viewer on this host gets events and the state.
+    void tcpLoopbackWithoutKeys()
+    {
+        const int port = freePortPair();
+        QVERIFY(port > 0);
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = "tcp://:" + std::to_string(port);
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        QCOMPARE(publisher.endpoint(), "tcp://127.0.0.1:" + std::to_string(port));
+        QCOMPARE(publisher.stateEndpoint(), "tcp://127.0.0.1:" + std::to_string(port + 1));
+        QVERIFY(!publisher.curve());
+        allocator.setTraceObserver(&publisher);
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+        QVERIFY(client.requestState());
+        allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+        QVERIFY(client.receive([&] { return countNonHeartbeat(client.events) >= 4; }));
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
+    // A remote endpoint with CURVE keys: both sockets are CURVE servers, the ZAP handler lets in only listed
+    // client keys. An authorised viewer gets the events and a state reply; an unlisted key, or no CURVE at all,
+    // gets nothing.
+    void curveAuthorisesListedClients()
+    {
+        const auto [serverPublic, serverSecret] = curveKeyPair();
+        const auto [clientPublic, clientSecret] = curveKeyPair();
+        const auto [strangerPublic, strangerSecret] = curveKeyPair();
+        QVERIFY(!serverPublic.empty() && !clientPublic.empty() && !strangerPublic.empty());
+        const QString secretFile = m_dir.filePath(QStringLiteral("server.key_secret"));
+        const QString clientsFile = m_dir.filePath(QStringLiteral("clients.keys"));
+        writeFile(secretFile, "# the agent's secret key\n" + QByteArray::fromStdString(serverSecret) + "\n",
+                  QFile::ReadOwner | QFile::WriteOwner);
+        writeFile(clientsFile, "# viewers allowed\n\n" + QByteArray::fromStdString(clientPublic) + "\n# a comment\n",
+                  QFile::ReadOwner | QFile::WriteOwner | QFile::ReadGroup | QFile::ReadOther);
+        const int port = freePortPair();
+        QVERIFY(port > 0);
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = "tcp://0.0.0.0:" + std::to_string(port);
+        options.curveSecretFile = secretFile.toStdString();
+        options.curveClientsFile = clientsFile.toStdString();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        QVERIFY(publisher.curve());
+        allocator.setTraceObserver(&publisher);
+
+        const std::string at = "tcp://127.0.0.1:" + std::to_string(port);
+        const std::string stateAt = "tcp://127.0.0.1:" + std::to_string(port + 1);
+        const CurveClient authorised { serverPublic, clientPublic, clientSecret };
+        const CurveClient stranger { serverPublic, strangerPublic, strangerSecret };
+        Client good(at, stateAt, &authorised);
+        Client bad(at, stateAt, &stranger);
+        Client plain(at, stateAt);
+        const std::optional<StateReply> state = good.requestState();
+        QVERIFY(state);
+        QCOMPARE(state->hello.pid, uint32_t(getpid()));
+        QVERIFY(!bad.requestState(500));
+        QVERIFY(!plain.requestState(500));
+        for (int i = 0; i < 10; ++i)
+            allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+        QVERIFY(good.receive([&] { return countNonHeartbeat(good.events) >= 31; }));
+        QVERIFY(!bad.receive([&] { return !bad.events.empty(); }, 500ms));
+        QVERIFY(!plain.receive([&] { return !plain.events.empty(); }, 300ms));
+        QVERIFY(publisher.curveAccepted() >= 2); // the authorised SUB and DEALER
+        QVERIFY(publisher.curveRefused() >= 2); // the stranger's SUB and DEALER
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
+    // What makes the agent refuse to bind a tcp endpoint, each with one message naming the endpoint (or the key
+    // file) and the reason. The allocator goes on either way.
+    void tcpRefusals_data()
+    {
+        QTest::addColumn<QString>("host");
+        QTest::addColumn<QString>("secret"); // file name in the temporary folder, "" none
+        QTest::addColumn<QString>("clients");
+        QTest::addColumn<QStringList>("reasons");
+        QTest::newRow("tcp://* without keys")
+            << QStringLiteral("*") << QString() << QString()
+            << QStringList { QStringLiteral("refusing to bind tcp://*:"), QStringLiteral("needs CURVE"),
+                             QStringLiteral("MEMSCOPE_CURVE_SECRET is not set") };
+        QTest::newRow("0.0.0.0 without a clients file")
+            << QStringLiteral("0.0.0.0") << QStringLiteral("good.secret") << QString()
+            << QStringList { QStringLiteral("refusing to bind tcp://0.0.0.0:"),
+                             QStringLiteral("MEMSCOPE_CURVE_CLIENTS is not set") };
+        QTest::newRow("a missing clients file")
+            << QStringLiteral("0.0.0.0") << QStringLiteral("good.secret") << QStringLiteral("missing.keys")
+            << QStringList { QStringLiteral("MEMSCOPE_CURVE_CLIENTS"), QStringLiteral("missing.keys"),
+                             QStringLiteral("No such file") };
+        QTest::newRow("a group-readable secret key file")
+            << QStringLiteral("0.0.0.0") << QStringLiteral("shared.secret") << QStringLiteral("good.keys")
+            << QStringList { QStringLiteral("shared.secret"), QStringLiteral("must not be readable by group"),
+                             QStringLiteral("chmod 600") };
+        QTest::newRow("a secret key file without a key")
+            << QStringLiteral("0.0.0.0") << QStringLiteral("comments.secret") << QStringLiteral("good.keys")
+            << QStringList { QStringLiteral("comments.secret: no key") };
+        QTest::newRow("a bad line among the client keys")
+            << QStringLiteral("0.0.0.0") << QStringLiteral("good.secret") << QStringLiteral("bad.keys")
+            << QStringList { QStringLiteral("bad.keys: line 2 is not a Z85-encoded 32-byte client public key") };
+        QTest::newRow("a clients file with no key")
+            << QStringLiteral("0.0.0.0") << QStringLiteral("good.secret") << QStringLiteral("empty.keys")
+            << QStringList { QStringLiteral("empty.keys: lists no client public keys") };
+        QTest::newRow("loopback asking for CURVE without clients")
+            << QStringLiteral("127.0.0.1") << QStringLiteral("good.secret") << QString()
+            << QStringList { QStringLiteral("refusing to bind tcp://127.0.0.1:"),
+                             QStringLiteral("MEMSCOPE_CURVE_CLIENTS is not set") };
+    }
+    void tcpRefusals()
+    {
+        QFETCH(QString, host);
+        QFETCH(QString, secret);
+        QFETCH(QString, clients);
+        QFETCH(QStringList, reasons);
+        const auto [serverPublic, serverSecret] = curveKeyPair();
+        const auto [clientPublic, clientSecret] = curveKeyPair();
+        const auto rw = QFile::ReadOwner | QFile::WriteOwner;
+        writeFile(m_dir.filePath(QStringLiteral("good.secret")), QByteArray::fromStdString(serverSecret) + "\n", rw);
+        writeFile(m_dir.filePath(QStringLiteral("shared.secret")), QByteArray::fromStdString(serverSecret) + "\n",
+                  rw | QFile::ReadGroup);
+        writeFile(m_dir.filePath(QStringLiteral("comments.secret")), "# nothing but a comment\n\n", rw);
+        writeFile(m_dir.filePath(QStringLiteral("good.keys")), QByteArray::fromStdString(clientPublic) + "\n", rw);
+        writeFile(m_dir.filePath(QStringLiteral("bad.keys")), QByteArray::fromStdString(clientPublic) + "\nnot a key\n",
+                  rw);
+        writeFile(m_dir.filePath(QStringLiteral("empty.keys")), "# nobody yet\n", rw);
+        const int port = freePortPair();
+        QVERIFY(port > 0);
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = "tcp://" + host.toStdString() + ":" + std::to_string(port);
+        if (!secret.isEmpty())
+            options.curveSecretFile = m_dir.filePath(secret).toStdString();
+        if (!clients.isEmpty())
+            options.curveClientsFile = m_dir.filePath(clients).toStdString();
+        qunsetenv("MEMSCOPE_CURVE_SECRET");
+        qunsetenv("MEMSCOPE_CURVE_CLIENTS");
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY(!publisher.start(&error));
+        QVERIFY2(error.find('\n') == std::string::npos, error.c_str());
+        for (const QString& reason : reasons)
+            QVERIFY2(QString::fromStdString(error).contains(reason), error.c_str());
+        QVERIFY(!publisher.running());
+        // The port stays free: nothing was bound.
+        zmq::context_t context;
+        zmq::socket_t probe(context, zmq::socket_type::pub);
+        probe.set(zmq::sockopt::linger, 0);
+        probe.bind("tcp://0.0.0.0:" + std::to_string(port));
+        QVERIFY(allocator.malloc(0, 4096, StreamId {}).status == Status::Ok);
+    }
+
     void stateAndLateJoin()
     {
         HostBackend backend;
@@ -888,6 +1104,15 @@ private Q_SLOTS:
     {
         QCOMPARE(memscope_publish_start("tcp://127.0.0.1"), -1);
         QVERIFY(QByteArray(memscope_last_error()).contains("tcp://127.0.0.1"));
+        // A remote endpoint without CURVE keys: refused with the reason; the allocator is unaffected.
+        qunsetenv("MEMSCOPE_CURVE_SECRET");
+        qunsetenv("MEMSCOPE_CURVE_CLIENTS");
+        QCOMPARE(memscope_publish_start("tcp://*:45123"), -1);
+        QVERIFY(QByteArray(memscope_last_error()).contains("refusing to bind tcp://*:45123"));
+        QVERIFY(QByteArray(memscope_last_error()).contains("needs CURVE"));
+        void* q = memscope_malloc(1000, 0, nullptr);
+        QVERIFY(q);
+        memscope_free(q, 0, 0, nullptr);
 
         qputenv("MEMSCOPE_RING_RECORDS", "2");
         const std::string endpoint = nextEndpoint();

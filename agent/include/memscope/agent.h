@@ -81,7 +81,10 @@ MEMSCOPE_AGENT_API const char* memscope_backend_name(void) MEMSCOPE_NOEXCEPT;
  * else ipc:///tmp/memscope-<uid>/memscope-<pid> in a folder of mode 0700) and a ROUTER socket answering state
  * requests on `endpoint` + "-state" (ipc) or port + 1 (tcp). libmemscope-agent.so starts publishing on its own at
  * first use unless MEMSCOPE_PUBLISH=0 (endpoint from MEMSCOPE_ENDPOINT). Starting again stops the previous publisher
- * first. Call it before other threads allocate. 0, or -1 when the endpoint cannot be bound (memscope_last_error). */
+ * first. Call it before other threads allocate. "tcp://:PORT" binds 127.0.0.1; a tcp endpoint that is not loopback
+ * ("tcp://*:PORT", "tcp://0.0.0.0:PORT", another address) needs CURVE keys (MEMSCOPE_CURVE_SECRET and
+ * MEMSCOPE_CURVE_CLIENTS, docs/protocol.md) and is refused without them. 0, or -1 when the endpoint cannot be bound
+ * or is refused (memscope_last_error says which and why). */
 MEMSCOPE_AGENT_API int memscope_publish_start(const char* endpoint) MEMSCOPE_NOEXCEPT;
 
 /* Publishes what is queued and a Goodbye, then stops; waits at most 200 ms. Allocation goes on unpublished. */
