@@ -829,6 +829,7 @@ void Publisher::answerRequests()
                 r.stream = raw(s.stream);
                 r.device = uint8_t(s.device);
                 r.state = b.allocated ? 1 : (b.active ? 2 : 0);
+                r.stackId = b.stackId; // its Alloc's stack (sent again just before this reply)
                 append(reply, r);
             }
         }

@@ -114,6 +114,7 @@ private Q_SLOTS:
     void devicesAreIndependent();
     void statistics();
     void invalidCalls();
+    void traceCallsAndStackIds();
     void concurrentThreads();
     void configParses_data();
     void configParses();
@@ -559,6 +560,47 @@ void TestAllocator::statistics()
     f.free(b);
     f.allocator.resetPeakStats(0);
     QCOMPARE(f.allocator.stats(0).allocatedBytes[All].peak, int64_t(0));
+}
+
+// Events of one allocator call share TraceEvent::call (one time stamp per call for the publisher); the stack id an
+// observer returns for an Alloc stays on the block while it is active (state replies) and is gone once it is free.
+void TestAllocator::traceCallsAndStackIds()
+{
+    struct StackRecorder final : TraceObserver {
+        void onTraceEvent(const TraceEvent& e) override { events.push_back(e); }
+        uint32_t onTraceEventWithStack(const TraceEvent& e) override
+        {
+            onTraceEvent(e);
+            return 1000 + uint32_t(events.size());
+        }
+        std::vector<TraceEvent> events;
+    } recorder;
+    HostBackend backend;
+    CachingAllocator allocator(backend, {});
+    allocator.setTraceObserver(&recorder);
+    const uintptr_t a = raw(allocator.malloc(0, 30 * MiB, StreamId {}).ptr); // SegmentAlloc, Alloc
+    const uintptr_t b = raw(allocator.malloc(0, 4096, StreamId {}).ptr); // SegmentAlloc, Alloc
+    QCOMPARE(allocator.free(0, DevicePtr { b }), Status::Ok); // FreeRequested, FreeCompleted
+    allocator.setTraceObserver(nullptr);
+    QCOMPARE(recorder.events.size(), size_t(6));
+    QCOMPARE(recorder.events[0].call, recorder.events[1].call);
+    QVERIFY(recorder.events[2].call != recorder.events[1].call);
+    QCOMPARE(recorder.events[2].call, recorder.events[3].call);
+    QCOMPARE(recorder.events[4].call, recorder.events[5].call);
+    QVERIFY(recorder.events[4].call != recorder.events[3].call);
+    QCOMPARE(recorder.events[1].action, TraceAction::Alloc);
+    size_t seen = 0;
+    for (const SegmentInfo& s : allocator.snapshot(0)) {
+        for (const BlockInfo& blk : s.blocks) {
+            if (blk.address == a) {
+                QCOMPARE(blk.stackId, 1002u); // the id returned for its Alloc (the second event)
+                ++seen;
+            } else {
+                QCOMPARE(blk.stackId, 0u); // free blocks, b included
+            }
+        }
+    }
+    QCOMPARE(seen, size_t(1));
 }
 
 void TestAllocator::invalidCalls()

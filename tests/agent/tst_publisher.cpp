@@ -27,6 +27,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -396,6 +397,21 @@ __attribute__((noinline)) void memscopeStackTestOther(CachingAllocator& allocato
 {
     memscopeStackTestAllocate(allocator, 8192);
     asm volatile("");
+}
+
+DevicePtr memscopeStackTestKeepWeights(CachingAllocator& allocator, size_t size);
+DevicePtr memscopeStackTestKeepActivations(CachingAllocator& allocator, size_t size);
+__attribute__((noinline)) DevicePtr memscopeStackTestKeepWeights(CachingAllocator& allocator, size_t size)
+{
+    const MallocResult r = allocator.malloc(0, size, StreamId {});
+    asm volatile("");
+    return r.ptr;
+}
+__attribute__((noinline)) DevicePtr memscopeStackTestKeepActivations(CachingAllocator& allocator, size_t size)
+{
+    const MallocResult r = allocator.malloc(0, size, StreamId {});
+    asm volatile("");
+    return r.ptr;
 }
 
 class TestPublisher : public QObject {
@@ -877,6 +893,8 @@ private Q_SLOTS:
         QCOMPARE(state->hello.deviceCount, uint16_t(1));
         // Nothing changed since: the reply is the allocator's state, stamped with the last record.
         QCOMPARE(state->model(), Model::of(allocator.snapshotAll({})));
+        for (const wire::BlockRecord& b : state->blocks)
+            QCOMPARE(b.stackId, 0u); // stacks are off
         // Every record written before the request is in the state (heartbeats take sequence numbers too).
         QVERIFY(state->header.lastSequence >= publisher.recorded());
         QVERIFY(state->header.lastSequence <= publisher.lastPublished());
@@ -1067,6 +1085,60 @@ private Q_SLOTS:
         QVERIFY(late.receive([&] { return late.stackDefs.size() >= firstUse.size(); }));
         for (const auto& [id, index] : firstUse)
             QCOMPARE(late.stackDefs[id].names, client.stackDefs[id].names);
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
+    // With stacks on, the allocator keeps each active block's stack id and the state reply carries it, so a viewer
+    // that joins late sees the stacks of blocks allocated before it joined; freed blocks carry none.
+    void stacksInStateReplies()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        options.stackDepth = 16;
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        std::map<uint64_t, std::string> keptBy; // block address -> the function that allocated it
+        for (int i = 0; i < 5; ++i) {
+            keptBy[raw(memscopeStackTestKeepWeights(allocator, size_t(3) << 20))] = "memscopeStackTestKeepWeights";
+            keptBy[raw(memscopeStackTestKeepActivations(allocator, 4096 * size_t(1 + i)))]
+                = "memscopeStackTestKeepActivations";
+        }
+        const DevicePtr freed = memscopeStackTestKeepActivations(allocator, 700000);
+        QCOMPARE(allocator.free(0, freed), Status::Ok);
+        std::this_thread::sleep_for(20ms); // published before anyone listens
+
+        Client late(publisher.endpoint(), publisher.stateEndpoint());
+        const std::optional<StateReply> state = late.requestState();
+        QVERIFY(state);
+        size_t active = 0;
+        std::set<uint32_t> ids;
+        for (const wire::BlockRecord& b : state->blocks) {
+            if (b.state == 0) {
+                QCOMPARE(b.stackId, 0u);
+                continue;
+            }
+            ++active;
+            QVERIFY2(b.stackId != 0, qPrintable(QString::number(b.address, 16)));
+            ids.insert(b.stackId);
+        }
+        QCOMPARE(active, keptBy.size());
+        QVERIFY(late.receive([&] {
+            return std::all_of(ids.begin(), ids.end(), [&](uint32_t id) { return late.stackDefs.count(id) > 0; });
+        }));
+        for (const wire::BlockRecord& b : state->blocks) {
+            if (b.state == 0)
+                continue;
+            const std::vector<std::string>& names = late.stackDefs[b.stackId].names;
+            const std::string& expected = keptBy.at(b.address);
+            QVERIFY2(std::any_of(names.begin(), names.end(),
+                                 [&](const std::string& n) { return n.find(expected) != std::string::npos; }),
+                     expected.c_str());
+        }
         publisher.stop();
         allocator.setTraceObserver(nullptr);
     }
