@@ -3,6 +3,7 @@
 // calls at most every ~250 ms (coalesced, never one per batch).
 #include "ingest/livereceiver.h"
 
+#include <QCoreApplication>
 #include <QThread>
 
 #include <chrono>
@@ -16,6 +17,8 @@ namespace {
     // How often a fresh snapshot copy goes to the GUI while events flow: copying and replaying the whole snapshot
     // costs far more than one frame, so refresh at 4 Hz rather than the 30–60 Hz the style's batch rule allows.
     constexpr std::chrono::milliseconds PublishInterval { 250 };
+    // Incremental mode hands over only what is new, so it may refresh as often as a frame (the style's ~30 ms).
+    constexpr std::chrono::milliseconds DeltaInterval { 30 };
     constexpr std::chrono::milliseconds PollInterval { 50 };
 
     // What the client reports, kept for the receiver loop (all on the receiver thread).
@@ -119,8 +122,14 @@ void LiveReceiver::stop()
     delete m_thread;
     m_thread = nullptr;
     if (!m_finished) {
+        // Updates the thread queued before it ended come first: in incremental mode each carries a delta.
+        QCoreApplication::sendPostedEvents(this, QEvent::MetaCall);
         LiveUpdate u = m_latest;
         u.state = LiveState::Stopped;
+        u.initial = nullptr;
+        u.delta = std::move(m_lastDelta);
+        if (m_lastSnapshot)
+            u.snapshot = std::move(m_lastSnapshot);
         deliver(std::move(u));
     }
 }
@@ -151,11 +160,34 @@ void LiveReceiver::run()
     client::AgentClient agent(options, listener);
     uint64_t serial = 0;
 
+    // Incremental mode: what the recorder gained since the last update (null when nothing).
+    bool sentInitial = false;
+    auto takeDelta = [&]() -> std::shared_ptr<const wire::Recorder::Delta> {
+        auto delta = std::make_shared<wire::Recorder::Delta>();
+        listener.recorder().takeDelta(*delta);
+        if (delta->entries.empty() && delta->notes.empty() && delta->stacks.empty())
+            return nullptr;
+        return delta;
+    };
+
     // Hands the GUI thread an immutable update (a queued call; dropped by Qt if this object is gone).
     auto publish = [&](LiveState s, QString message) {
         LiveUpdate u;
         u.state = s;
-        if (recorder.hasState()) {
+        u.deviceCount = int(recorder.hello().deviceCount);
+        if (recorder.hasState() && m_incremental) {
+            if (!sentInitial) {
+                sentInitial = true;
+                u.initial = std::make_shared<const model::Snapshot>(recorder.joinSnapshot());
+            }
+            u.delta = takeDelta();
+            const bool ended = s == LiveState::Exited || s == LiveState::Failed;
+            if (ended || m_wantSnapshot.exchange(false)) {
+                ++serial;
+                u.snapshot = std::make_shared<const model::Snapshot>(recorder.snapshot());
+            }
+            listener.changed = false;
+        } else if (recorder.hasState()) {
             if (listener.changed || serial == 0) {
                 ++serial;
                 listener.changed = false;
@@ -211,10 +243,18 @@ void LiveReceiver::run()
             return;
         }
         const Clock::time_point now = Clock::now();
-        if (listener.urgent || (listener.changed && recorder.hasState() && now - lastPublished >= PublishInterval)) {
+        const auto interval = m_incremental ? DeltaInterval : PublishInterval;
+        if (listener.urgent || m_wantSnapshot
+            || (listener.changed && recorder.hasState() && now - lastPublished >= interval)) {
             publish(state, {});
             lastPublished = now;
         }
+    }
+    // Stopped: stop() hands over what is left after joining this thread.
+    if (m_incremental && recorder.hasState()) {
+        // (Without an `initial` handed over yet, the final snapshot alone says it all.)
+        m_lastDelta = takeDelta();
+        m_lastSnapshot = std::make_shared<const model::Snapshot>(recorder.snapshot());
     }
 }
 

@@ -47,6 +47,12 @@ struct LiveUpdate {
     uint32_t previousPid = 0; // the run before the last restart; 0: none
     QString host;
     QString message; // an error or warning for people, naming the endpoint; empty when none
+    // Incremental mode (setIncremental): `initial` is the state the recording starts from (in the first update
+    // that has one), `delta` what was recorded since the previous update (every update in order, none dropped),
+    // `snapshot` the whole recording only at the end (Exited, Stopped) and after requestSnapshot().
+    std::shared_ptr<const model::Snapshot> initial;
+    std::shared_ptr<const wire::Recorder::Delta> delta;
+    int deviceCount = 0; // the job's devices (its Hello)
 };
 
 class LiveReceiver : public QObject {
@@ -77,6 +83,11 @@ public:
     // its state then continues the recording (stats.restarts, an annotation in the trace). Off by default. Before
     // start().
     void setReconnect(bool on) { m_reconnect = on; }
+    // Hand over deltas about every 30 ms instead of a whole snapshot copy every 250 ms (LiveUpdate). Before start().
+    void setIncremental(bool on) { m_incremental = on; }
+    bool isIncremental() const { return m_incremental; }
+    // Incremental mode: the next update carries the whole recording in `snapshot` (e.g. to save it).
+    void requestSnapshot() { m_wantSnapshot = true; }
 
     static QString stateName(LiveState state); // "connecting", "live", "silent", "the job exited", "reconnecting…"
 
@@ -94,6 +105,11 @@ private:
     double m_answerTimeout = 5;
     QString m_curveServerKey, m_curveSecretKey;
     bool m_reconnect = false;
+    bool m_incremental = false;
+    std::atomic<bool> m_wantSnapshot { false };
+    // Written by the receiver thread as it ends (incremental mode), read by stop() after joining it.
+    std::shared_ptr<const wire::Recorder::Delta> m_lastDelta;
+    std::shared_ptr<const model::Snapshot> m_lastSnapshot;
     QThread* m_thread = nullptr;
     std::atomic<bool> m_stop { false };
     LiveUpdate m_latest;

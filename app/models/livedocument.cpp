@@ -8,15 +8,55 @@ namespace memscope::app {
 
 using namespace memscope::model;
 
-LiveDocument::LiveDocument(QString path, Snapshot initial, int deviceCount)
+LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCount)
     : m_document(std::make_shared<Document>())
-    , m_snapshot(std::make_shared<Snapshot>(std::move(initial)))
+    , m_snapshot(std::make_shared<Snapshot>())
 {
     Snapshot& s = *m_snapshot;
+    m_interner = std::make_unique<StackInterner>(s);
+    // The join state, its stacks interned again into this document's own tables.
+    std::unordered_map<uint32_t, StackId> copied;
+    auto copyStack = [&](StackId id) {
+        if (id == EmptyStack || raw(id) >= initial.stackCount())
+            return EmptyStack;
+        auto [it, inserted] = copied.emplace(raw(id), EmptyStack);
+        if (inserted) {
+            std::vector<FrameId> frames;
+            for (const FrameId* f = initial.stackBegin(id); f != initial.stackEnd(id); ++f) {
+                const Frame& fr = initial.frame(*f);
+                frames.push_back(m_interner->frame(s.strings.intern(initial.str(fr.name)),
+                                                   s.strings.intern(initial.str(fr.filename)), fr.line));
+            }
+            it->second = m_interner->stack(frames);
+        }
+        return it->second;
+    };
+    for (const Segment& from : initial.segments) {
+        Segment seg = from;
+        seg.stack = copyStack(from.stack);
+        seg.segmentType = s.strings.intern(initial.str(from.segmentType));
+        seg.extraIndex = UINT32_MAX;
+        seg.layout = {};
+        const size_t first = std::min<size_t>(from.blockBegin, initial.blocks.size());
+        const size_t count = std::min<size_t>(from.blockCount, initial.blocks.size() - first);
+        seg.blockBegin = uint32_t(s.blocks.size());
+        seg.blockCount = uint32_t(count);
+        for (size_t b = first; b < first + count; ++b) {
+            Block block = initial.blocks[b];
+            block.stack = copyStack(block.stack);
+            block.stateName = EmptyString;
+            block.layout = {};
+            block.historyCount = 0;
+            block.hasHistory = false;
+            block.extraIndex = UINT32_MAX;
+            s.blocks.push_back(block);
+        }
+        s.segments.push_back(seg);
+    }
+    s.streams = initial.streams;
     const int devices = std::max({ 1, deviceCount, s.deviceCount() });
     s.deviceTraces.assign(size_t(devices), {});
     s.hasDeviceTraces = true;
-    m_interner = std::make_unique<StackInterner>(s);
     m_extenders.resize(size_t(devices));
     m_document->path = std::move(path);
     m_document->growth = std::make_shared<std::shared_mutex>();
@@ -33,15 +73,15 @@ LiveDocument::LiveDocument(QString path, Snapshot initial, int deviceCount)
     m_document->snapshot = m_snapshot;
 }
 
-void LiveDocument::defineStack(uint32_t agentId, std::vector<LiveFrame> frames)
+void LiveDocument::defineStack(uint64_t agentId, std::vector<LiveFrame> frames)
 {
     if (agentId != 0)
         m_pendingStacks.emplace_back(agentId, std::move(frames));
 }
 
-void LiveDocument::annotate(int device, std::string name, int64_t beginUs, int64_t endUs)
+void LiveDocument::annotate(int device, Annotation::Stage stage, std::string name, int64_t timeUs)
 {
-    m_pendingAnnotations.push_back({ device, std::move(name), beginUs, endUs });
+    m_pendingAnnotations.push_back({ device, stage, std::move(name), timeUs });
 }
 
 // Stack definitions and annotations queued since the last flush; the caller holds the growth lock (interning
@@ -61,20 +101,16 @@ void LiveDocument::applyDefinitions()
         Annotation a;
         a.device = p.device;
         a.name = s.strings.intern(p.name);
-        a.stage = Annotation::Stage::Start;
-        a.stageName = s.strings.intern("START");
-        a.timeUs = p.beginUs;
-        s.annotations.push_back(a);
-        a.stage = Annotation::Stage::End;
-        a.stageName = s.strings.intern("END");
-        a.timeUs = p.endUs;
+        a.stage = p.stage;
+        a.stageName = s.strings.intern(p.stage == Annotation::Stage::Start ? "START" : "END");
+        a.timeUs = p.timeUs;
         s.annotations.push_back(a);
         s.hasAnnotationsKey = true;
     }
     m_pendingAnnotations.clear();
 }
 
-StackId LiveDocument::stackOf(uint32_t agentId) const
+StackId LiveDocument::stackOf(uint64_t agentId) const
 {
     if (agentId == 0)
         return EmptyStack;

@@ -43,23 +43,25 @@ struct LiveEntry {
     int64_t blockSize = 0; // alloc: the block's bytes; 0 unknown
     int64_t stream = 0;
     int64_t timeUs = 0;
-    uint32_t stack = 0; // the agent's stack id (0: none)
+    uint64_t stack = 0; // the agent's stack id (0: none), unique across restarts of the job
     std::pair<int64_t, int64_t> poolId { 0, 0 };
 };
 
 class LiveDocument {
 public:
-    // `initial`: the state when the viewer joined (its traces are ignored). `deviceCount`: the job's devices (the
-    // agent's Hello); at least those `initial` has. Entries of a device beyond it are dropped and counted.
-    LiveDocument(QString path, model::Snapshot initial, int deviceCount);
+    // `initial`: the state when the viewer joined (its segments and blocks, with their stacks; its traces are
+    // ignored). `deviceCount`: the job's devices (the agent's Hello); at least those `initial` has. Entries of a
+    // device beyond it are dropped and counted. The document's snapshot keeps this state as its segments and
+    // blocks: the replays know every later state (wire::Recorder::snapshot() is the recording as a file).
+    LiveDocument(QString path, const model::Snapshot& initial, int deviceCount);
 
     std::shared_ptr<const Document> document() const { return m_document; }
 
     // A stack definition: later entries naming `agentId` get its frames (innermost first).
-    void defineStack(uint32_t agentId, std::vector<LiveFrame> frames);
-    // A named range (e.g. "memscope: resync after 120 missing records") from `beginUs` to `endUs` on `device`, as
-    // record_function START/END annotations.
-    void annotate(int device, std::string name, int64_t beginUs, int64_t endUs);
+    void defineStack(uint64_t agentId, std::vector<LiveFrame> frames);
+    // One end of a named range (e.g. "memscope: resync after 120 missing records"), as record_function's START
+    // and END annotations.
+    void annotate(int device, model::Annotation::Stage stage, std::string name, int64_t timeUs);
     // Queues entries, in order. Definitions, annotations and entries take effect at the next flush().
     void append(std::vector<LiveEntry> entries);
     // Applies what was queued unless a reader holds the document; the number of entries applied (0 when busy).
@@ -73,20 +75,21 @@ public:
 private:
     struct PendingAnnotation {
         int device;
+        model::Annotation::Stage stage;
         std::string name;
-        int64_t beginUs, endUs;
+        int64_t timeUs;
     };
-    model::StackId stackOf(uint32_t agentId) const;
+    model::StackId stackOf(uint64_t agentId) const;
     void applyDefinitions();
 
     std::shared_ptr<Document> m_document;
     std::shared_ptr<model::Snapshot> m_snapshot; // == m_document->snapshot
     std::unique_ptr<model::StackInterner> m_interner;
     std::vector<model::ReplayExtender> m_extenders; // per device
-    std::unordered_map<uint32_t, model::StackId> m_stacks; // agent id -> snapshot id
+    std::unordered_map<uint64_t, model::StackId> m_stacks; // agent id -> snapshot id
     std::unordered_map<int64_t, uint32_t> m_blockVersions, m_segmentVersions;
     std::unordered_map<int64_t, int> m_streamSeen;
-    std::vector<std::pair<uint32_t, std::vector<LiveFrame>>> m_pendingStacks;
+    std::vector<std::pair<uint64_t, std::vector<LiveFrame>>> m_pendingStacks;
     std::vector<PendingAnnotation> m_pendingAnnotations;
     std::vector<LiveEntry> m_queue;
     size_t m_queueHead = 0;

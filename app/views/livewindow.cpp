@@ -1,24 +1,34 @@
-// LiveWindow (livewindow.h): a live recording's tab. Documents are built off the GUI thread on immutable
-// snapshots; the GUI thread only swaps widgets.
+// LiveWindow (livewindow.h): a live recording's tab. The receiver thread decodes and records; this GUI-thread
+// widget grows one LiveDocument from its deltas and paces how often the views take the growth in.
 #include "views/livewindow.h"
 
 #include "io/snapshotio.h"
 #include "views/documentwindow.h"
 
 #include <QFileDialog>
-#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QTimer>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
 
 namespace memscope::app {
+
+namespace {
+    // The views hear of growth at most this often, and never more often than 4 × their last cost.
+    constexpr qint64 MinGrowthIntervalMs = 30;
+    constexpr qint64 GrowthCostFactor = 4;
+} // namespace
 
 LiveWindow::LiveWindow(const QString& endpoint, QWidget* parent)
     : QWidget(parent)
     , m_receiver(new LiveReceiver(endpoint, this))
+    , m_flushTimer(new QTimer(this))
 {
     m_layout = new QVBoxLayout(this);
     m_layout->setContentsMargins(0, 0, 0, 0);
@@ -39,15 +49,19 @@ LiveWindow::LiveWindow(const QString& endpoint, QWidget* parent)
     m_placeholder->setAlignment(Qt::AlignCenter);
     m_layout->addWidget(m_placeholder, 1);
 
+    m_flushTimer->setSingleShot(true);
+    connect(m_flushTimer, &QTimer::timeout, this, &LiveWindow::flush);
+    m_sinceGrowth.start();
+
     connect(m_receiver, &LiveReceiver::updated, this, &LiveWindow::onUpdate);
     m_status->setText(statusText());
+    m_receiver->setIncremental(true);
     m_receiver->start();
 }
 
 LiveWindow::~LiveWindow()
 {
-    // Join the receiver thread before the widgets go; a build still in flight only touches its own copies, and
-    // its watcher (a child) is deleted with this window, so its result is dropped.
+    // Join the receiver thread before the widgets and the document go.
     m_receiver->stop();
 }
 
@@ -62,13 +76,19 @@ QString LiveWindow::statusText() const
     QString text = endpoint();
     if (u.pid)
         text += tr(" (pid %1 on %2)").arg(u.pid).arg(u.host);
-    text += tr(" — %1 events, %2 lost, %3 gaps — %4")
+    text += tr(" — %1 events, %2 lost, %3 gaps")
                 .arg(u.stats.applied)
                 .arg(u.stats.lost + u.stats.agentLost)
-                .arg(u.stats.gaps)
-                .arg(LiveReceiver::stateName(u.state));
+                .arg(u.stats.gaps);
+    if (u.stats.resyncs > 0)
+        text += tr(", %n resync(s)", nullptr, int(u.stats.resyncs));
+    if (u.stats.restarts > 0)
+        text += tr(" (restarted, was pid %1)").arg(u.previousPid);
+    text += QStringLiteral(" — ") + LiveReceiver::stateName(u.state);
+    if (const size_t behind = backlog(); behind > 0)
+        text += tr(" — behind by %L1 events").arg(qulonglong(behind));
     if (u.stats.resyncNeeded())
-        text += tr(" (events missed: the trace is incomplete)");
+        text += tr(" (events missed: resyncing)");
     if (!u.message.isEmpty())
         text += QStringLiteral(" — ") + u.message;
     return text;
@@ -78,7 +98,7 @@ bool LiveWindow::isSettled() const
 {
     const LiveUpdate& u = m_receiver->latest();
     const bool ended = u.state == LiveState::Exited || u.state == LiveState::Failed || u.state == LiveState::Stopped;
-    return ended && m_buildingSerial == 0 && m_shownSerial == u.snapshotSerial;
+    return ended && backlog() == 0 && !m_growthPending && (m_live == nullptr || !m_live->hasPending());
 }
 
 void LiveWindow::checkSettled()
@@ -91,58 +111,98 @@ void LiveWindow::checkSettled()
 
 void LiveWindow::onUpdate(const LiveUpdate& update)
 {
-    m_status->setText(statusText());
-    m_save->setEnabled(update.snapshot != nullptr);
+    if (update.initial && !m_live) {
+        m_live = std::make_unique<LiveDocument>(endpoint(), *update.initial, update.deviceCount);
+        showDocument(m_live->document());
+    }
+    if (update.delta && m_live)
+        takeDelta(*update.delta);
+    if (!m_live && update.snapshot && !m_document)
+        showDocument(makeDocument(endpoint(), update.snapshot)); // ended before any delta: the whole recording
+    if (update.snapshot && !m_savePath.isEmpty()) {
+        const QString path = std::exchange(m_savePath, QString());
+        const QString error = saveSnapshot(path);
+        if (!error.isEmpty())
+            QMessageBox::warning(this, tr("Save failed"), error);
+    }
     if (update.state == LiveState::Failed && !m_document)
         m_placeholder->setText(update.message);
-    if (update.snapshot && update.snapshotSerial > m_shownSerial && m_buildingSerial == 0)
-        startBuild();
+    m_save->setEnabled(m_live != nullptr || update.snapshot != nullptr);
+    flush();
+    m_status->setText(statusText());
     Q_EMIT statusChanged();
     checkSettled();
 }
 
-void LiveWindow::startBuild()
+void LiveWindow::takeDelta(const wire::Recorder::Delta& delta)
 {
-    const LiveUpdate& u = m_receiver->latest();
-    m_buildingSerial = u.snapshotSerial;
-    auto* watcher = new QFutureWatcher<std::shared_ptr<const Document>>(this);
-    const uint64_t serial = u.snapshotSerial;
-    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, serial] {
-        watcher->deleteLater();
-        m_buildingSerial = 0;
-        showDocument(serial, watcher->result());
-        // A newer snapshot arrived while this one was building: build it now (at most one build in flight).
-        if (m_receiver->latest().snapshotSerial > m_shownSerial && m_receiver->latest().snapshot)
-            startBuild();
-        checkSettled();
-    });
-    watcher->setFuture(QtConcurrent::run(makeDocument, endpoint(), u.snapshot));
+    for (const auto& [key, frames] : delta.stacks) {
+        std::vector<LiveFrame> out;
+        out.reserve(frames.size());
+        for (const auto& f : frames)
+            out.push_back({ f.name, f.file, f.line });
+        m_live->defineStack(key, std::move(out));
+    }
+    for (const auto& n : delta.notes)
+        m_live->annotate(n.device, n.stage, n.name, int64_t(n.timeUs));
+    std::vector<LiveEntry> entries;
+    entries.reserve(delta.entries.size());
+    for (const auto& e : delta.entries) {
+        LiveEntry l;
+        l.action = e.action;
+        l.device = e.device;
+        l.address = int64_t(e.addr);
+        l.size = int64_t(e.size);
+        l.blockSize = int64_t(e.blockSize);
+        l.stream = int64_t(e.stream);
+        l.timeUs = int64_t(e.timeUs);
+        l.stack = e.stack;
+        l.poolId = { e.poolFirst, e.poolSecond };
+        entries.push_back(l);
+    }
+    m_live->append(std::move(entries));
 }
 
-void LiveWindow::showDocument(uint64_t serial, std::shared_ptr<const Document> document)
+// Applies what is queued (unless a job holds the document: then again shortly), and tells the views when their
+// pacing allows.
+void LiveWindow::flush()
 {
-    if (serial <= m_shownSerial || !document)
-        return; // stale: a newer one is shown already
-    m_shownSerial = serial;
+    if (!m_live)
+        return;
+    if (m_live->hasPending()) {
+        m_live->flush();
+        m_growthPending = true; // definitions and annotations count too
+        if (m_live->hasPending()) {
+            m_flushTimer->start(10); // a reader held the document
+            return;
+        }
+    }
+    if (!m_growthPending || !m_document)
+        return;
+    const qint64 due = std::max(MinGrowthIntervalMs, GrowthCostFactor * m_growthCostMs);
+    const qint64 since = m_sinceGrowth.elapsed();
+    if (since < due) {
+        if (!m_flushTimer->isActive())
+            m_flushTimer->start(int(due - since));
+        return;
+    }
+    QElapsedTimer cost;
+    cost.start();
+    m_growthPending = false;
+    m_document->session()->documentGrew();
+    m_growthCostMs = cost.elapsed();
+    m_sinceGrowth.restart();
+    Q_EMIT grew();
+    m_status->setText(statusText());
+    checkSettled();
+}
+
+void LiveWindow::showDocument(std::shared_ptr<const Document> document)
+{
     auto* next = new DocumentWindow(std::move(document), this);
     next->setWindowFlags(Qt::Widget); // a QMainWindow is a top-level window unless told otherwise
-    if (DocumentWindow* old = m_document) {
-        Session* was = old->session();
-        Session* now = next->session();
-        const std::vector<int> devices = now->devices();
-        if (std::find(devices.begin(), devices.end(), was->device()) != devices.end())
-            now->setDevice(was->device()); // resets the cursor to the end
-        // Following the end unless the user moved the cursor back: then it keeps its index.
-        if (was->cursor() < was->entryCount())
-            now->setCursor(was->cursor());
-        next->restoreState(old->saveState());
-        m_layout->replaceWidget(old, next);
-        old->hide(); // out of the layout but still a child until the event loop deletes it
-        old->deleteLater();
-    } else {
-        m_layout->replaceWidget(m_placeholder, next);
-        m_placeholder->hide();
-    }
+    m_layout->replaceWidget(m_placeholder, next);
+    m_placeholder->hide();
     m_document = next;
     next->show();
     Q_EMIT documentChanged(next);
@@ -150,9 +210,19 @@ void LiveWindow::showDocument(uint64_t serial, std::shared_ptr<const Document> d
 
 QString LiveWindow::saveSnapshot(const QString& path) const
 {
-    const std::shared_ptr<const model::Snapshot> snap = latestSnapshot();
+    const LiveUpdate& u = m_receiver->latest();
+    const std::shared_ptr<const model::Snapshot> snap = u.snapshot;
     if (!snap)
         return tr("%1: nothing recorded yet from %2").arg(path, endpoint());
+    const size_t recorded = std::accumulate(snap->deviceTraces.begin(), snap->deviceTraces.end(), size_t(0),
+                                            [](size_t n, const auto& t) { return n + t.size(); });
+    const std::shared_ptr<const model::Snapshot> shown = snapshot();
+    const size_t applied = shown ? std::accumulate(shown->deviceTraces.begin(), shown->deviceTraces.end(), size_t(0),
+                                                   [](size_t n, const auto& t) { return n + t.size(); })
+                                 : 0;
+    if (recorded < applied + backlog())
+        return tr("%1: the copy of the recording from %2 is older than what is shown; use Save… to take a fresh one")
+            .arg(path, endpoint());
     if (io::Error e = io::saveSnapshot(*snap, path.toStdString()))
         return QString::fromStdString(e.toString());
     return {};
@@ -164,9 +234,15 @@ void LiveWindow::chooseSave()
                                                       tr("Snapshots (*.pickle *.json)"));
     if (path.isEmpty())
         return;
-    const QString error = saveSnapshot(path);
-    if (!error.isEmpty())
-        QMessageBox::warning(this, tr("Save failed"), error);
+    const LiveState state = m_receiver->latest().state;
+    if (state == LiveState::Exited || state == LiveState::Failed || state == LiveState::Stopped) {
+        const QString error = saveSnapshot(path);
+        if (!error.isEmpty())
+            QMessageBox::warning(this, tr("Save failed"), error);
+        return;
+    }
+    m_savePath = path; // written when the receiver's copy arrives (onUpdate)
+    m_receiver->requestSnapshot();
 }
 
 } // namespace memscope::app

@@ -1,21 +1,26 @@
-// LiveWindow: the tab of a running job. Owns a LiveReceiver (livereceiver.h) and shows its latest snapshot in a
-// DocumentWindow, with a status line (endpoint, pid, events, lost, gaps, live / silent / the job exited) and a
-// Save… button. Each new snapshot's Document (replays) is built on the thread pool (QtConcurrent), one build at a
-// time; a result older than the one shown is dropped. When a build finishes a new DocumentWindow replaces the old
-// one: the cursor follows the end of the trace unless the user moved it, then it keeps its index.
-// This first version rebuilds the whole Document from the whole snapshot on every refresh (4 Hz at most, one build
-// in flight); replaying only the new events onto the previous Document is the next step. GUI thread only.
+// LiveWindow: the tab of a running job. Owns a LiveReceiver (ingest/livereceiver.h, incremental mode) and grows a
+// LiveDocument (models/livedocument.h) shown in one DocumentWindow, with a status line (endpoint, pid, events,
+// lost, gaps, resyncs, live / silent / the job exited) and a Save… button.
+//
+// The receiver hands over the join state once and then what is new about every 30 ms. Each delta is queued on the
+// LiveDocument and flushed at once; the views hear of the growth (Session::documentGrew) at most every max(30 ms,
+// 4 × what the last growth cost them), so a flood of events never starves painting and input: what is still
+// queued shows as "behind by N events" in the status line. The cursor follows the end until the user moves it;
+// End (or the slider's end) returns to live. GUI thread only.
 #pragma once
 
 #include "ingest/livereceiver.h"
+#include "models/livedocument.h"
 #include "models/session.h"
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 #include <memory>
 
 class QLabel;
 class QPushButton;
+class QTimer;
 class QVBoxLayout;
 
 namespace memscope::app {
@@ -31,40 +36,52 @@ public:
 
     LiveReceiver* receiver() const { return m_receiver; }
     const QString& endpoint() const { return m_receiver->endpoint(); }
-    // The DocumentWindow of the snapshot shown; null until the first Document is built.
+    // The DocumentWindow of the job; null until the agent's state arrived.
     DocumentWindow* documentWindow() const { return m_document; }
-    // The snapshot shown (the newest one built), or null.
+    // The snapshot the views show (the live document's: the join state plus every entry applied), or null.
     std::shared_ptr<const model::Snapshot> snapshot() const;
-    // The newest snapshot received (it may still be building).
+    // The whole recording as a file would hold it, as of the last time the receiver made one (at the end, or
+    // after saveSnapshot asked); may be null while the job runs.
     std::shared_ptr<const model::Snapshot> latestSnapshot() const { return m_receiver->latest().snapshot; }
     QString statusText() const;
-    // True once the recording ended (goodbye, failure, stop) and the final snapshot is shown.
+    // True once the recording ended (goodbye, failure, stop) and everything received is shown.
     bool isSettled() const;
-    // Writes the newest snapshot received to `path` (format by suffix, io::saveSnapshot); an error line or "".
+    // Writes the recording to `path` (format by suffix, io::saveSnapshot) if the receiver has made it since the
+    // last entry (always true once the recording ended); an error line, or "" when written. While the job runs,
+    // chooseSave() asks the receiver for a fresh copy and writes it when it comes.
     QString saveSnapshot(const QString& path) const;
+    // Entries received but not shown yet.
+    size_t backlog() const { return m_live ? m_live->queued() : 0; }
 
 Q_SIGNALS:
-    // A new DocumentWindow replaced the old one.
+    // The DocumentWindow was created (once, when the agent's state arrived).
     void documentChanged(memscope::app::DocumentWindow* document);
     void statusChanged();
     // isSettled() turned true.
     void settled();
+    // The views took in more entries.
+    void grew();
 
 private:
     void onUpdate(const LiveUpdate& update);
-    void startBuild();
-    void showDocument(uint64_t serial, std::shared_ptr<const Document> document);
+    void takeDelta(const wire::Recorder::Delta& delta);
+    void flush();
+    void showDocument(std::shared_ptr<const Document> document);
     void chooseSave();
     void checkSettled();
 
     LiveReceiver* m_receiver = nullptr;
+    std::unique_ptr<LiveDocument> m_live;
     QVBoxLayout* m_layout = nullptr;
     QLabel* m_status = nullptr;
     QLabel* m_placeholder = nullptr;
     QPushButton* m_save = nullptr;
     DocumentWindow* m_document = nullptr;
-    uint64_t m_shownSerial = 0; // serial of the snapshot in m_document
-    uint64_t m_buildingSerial = 0; // of the build in flight; 0: none
+    QTimer* m_flushTimer = nullptr;
+    QElapsedTimer m_sinceGrowth;
+    qint64 m_growthCostMs = 0;
+    bool m_growthPending = false; // entries applied that the views have not heard of
+    QString m_savePath; // a save waiting for the receiver's copy
     bool m_settledEmitted = false;
 };
 

@@ -124,7 +124,9 @@ bool Recorder::setState(const DecodedState& state)
     m_hello = state.hello;
     m_lastSequence = state.header.lastSequence;
     m_entries.clear();
+    m_deltaEntries = 0;
     m_devices = loadState(state);
+    m_joinDevices = m_devices;
     drain();
     return true;
 }
@@ -196,9 +198,12 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
         // Then what is new: segments, then their blocks.
         for (const auto& [address, seg] : to) {
             auto was = from.find(address);
-            if (was == from.end() || !sameSegment(was->second, seg))
+            if (was == from.end() || !sameSegment(was->second, seg)) {
                 emit(seg.isExpandable ? model::Action::SegmentMap : model::Action::SegmentAlloc, d, address, seg.size,
                      seg.stream, seg.stack);
+                m_entries.back().poolFirst = seg.poolFirst;
+                m_entries.back().poolSecond = seg.poolSecond;
+            }
         }
         for (const auto& [address, seg] : to) {
             auto was = from.find(address);
@@ -211,6 +216,7 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
                         continue; // kept (its free_requested, if any, is above)
                 }
                 emit(model::Action::Alloc, d, addr, block.requestedSize, seg.stream, block.stack);
+                m_entries.back().blockSize = block.size;
                 if (block.state == 2)
                     emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
             }
@@ -284,6 +290,7 @@ void Recorder::addStackDef(const DecodedStackDef& def)
         frames.push_back(StackFrame { std::string(f.name.empty() ? std::string_view("??") : f.name),
                                       std::string(f.file.empty() ? std::string_view("??") : f.file), f.line });
     m_stacks[stackKey(def.header.stackId)] = std::move(frames);
+    m_newStacks.push_back(stackKey(def.header.stackId));
 }
 
 void Recorder::setGoodbye(const Goodbye& goodbye)
@@ -326,6 +333,11 @@ void Recorder::apply(const EventRecord& e)
     ++m_stats.applied;
     m_entries.push_back(Entry { actionOf(EventType(e.type)), e.device, e.address, traceSize, e.stream, e.timeNs / 1000,
                                 stackKey(e.stackId) });
+    Entry& added = m_entries.back();
+    if (e.type == uint8_t(EventType::Alloc))
+        added.blockSize = e.size;
+    added.poolFirst = e.poolFirst;
+    added.poolSecond = e.poolSecond;
 }
 
 // Applies one event to the state; false (state unchanged) when it does not fit. `traceSize` is set to what
@@ -451,7 +463,25 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
     return false;
 }
 
-model::Snapshot Recorder::snapshot() const
+model::Snapshot Recorder::snapshot() const { return build(m_devices, m_entries.size(), m_notes.size()); }
+
+model::Snapshot Recorder::joinSnapshot() const { return build(m_joinDevices, 0, 0); }
+
+void Recorder::takeDelta(Delta& out)
+{
+    out.entries.assign(m_entries.begin() + ptrdiff_t(std::min(m_deltaEntries, m_entries.size())), m_entries.end());
+    m_deltaEntries = m_entries.size();
+    out.notes.assign(m_notes.begin() + ptrdiff_t(std::min(m_deltaNotes, m_notes.size())), m_notes.end());
+    m_deltaNotes = m_notes.size();
+    out.stacks.clear();
+    for (uint64_t key : m_newStacks)
+        if (auto it = m_stacks.find(key); it != m_stacks.end())
+            out.stacks.emplace_back(key, it->second);
+    m_newStacks.clear();
+}
+
+// The snapshot of `devices` with the first `entries` trace entries and `notes` annotations.
+model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entries, size_t notes) const
 {
     model::Snapshot s;
     const model::StringId large = s.strings.intern("large");
@@ -478,8 +508,8 @@ model::Snapshot Recorder::snapshot() const
         return id;
     };
 
-    for (size_t d = 0; d < m_devices.size(); ++d) {
-        for (const auto& [address, seg] : m_devices[d]) {
+    for (size_t d = 0; d < devices.size(); ++d) {
+        for (const auto& [address, seg] : devices[d]) {
             model::Segment out;
             out.device = int32_t(d);
             out.address = model::DeviceAddr(address);
@@ -525,11 +555,12 @@ model::Snapshot Recorder::snapshot() const
         }
     }
 
-    size_t devices = std::max<size_t>(m_hello.deviceCount, m_devices.size());
-    for (const Entry& e : m_entries)
-        devices = std::max<size_t>(devices, size_t(e.device) + 1);
-    s.deviceTraces.resize(devices);
-    for (const Entry& e : m_entries) {
+    size_t deviceCount = std::max<size_t>(m_hello.deviceCount, devices.size());
+    const std::span<const Entry> traced(m_entries.data(), std::min(entries, m_entries.size()));
+    for (const Entry& e : traced)
+        deviceCount = std::max<size_t>(deviceCount, size_t(e.device) + 1);
+    s.deviceTraces.resize(deviceCount);
+    for (const Entry& e : traced) {
         model::TraceEntry t;
         t.action = e.action;
         t.hasFrames = true;
@@ -541,10 +572,10 @@ model::Snapshot Recorder::snapshot() const
         t.stack = stackOf(e.stack);
         s.deviceTraces[e.device].push_back(t);
     }
-    if (!m_notes.empty()) {
+    if (notes > 0 && !m_notes.empty()) {
         const model::StringId start = s.strings.intern("START");
         const model::StringId end = s.strings.intern("END");
-        for (const Note& n : m_notes) {
+        for (const Note& n : std::span<const Note>(m_notes.data(), std::min(notes, m_notes.size()))) {
             model::Annotation a;
             a.stage = n.stage;
             a.stageName = n.stage == model::Annotation::Stage::Start ? start : end;

@@ -108,6 +108,38 @@ public:
     // PyTorch's C++ frames; "??" and 0 where the agent could not tell); the others have empty frames.
     model::Snapshot snapshot() const;
 
+    // For viewers that grow a model of their own instead of copying snapshot() every time (the app's live view,
+    // app/models/livedocument.h): joinSnapshot() is the state the first trace entry applies to (the first state
+    // reply's, without entries), and takeDelta() hands over what was added since the previous call (since the
+    // state, the first time): trace entries with what the agent knows beyond PyTorch's fields (block bytes,
+    // pools), annotations, and stack definitions. Stack ids in them are unique across job restarts (the restart
+    // count in the high half), so the model may intern them as they come.
+    struct Entry {
+        model::Action action;
+        uint8_t device;
+        uint64_t addr, size, stream, timeUs; // size: PyTorch's trace size (requested bytes for block actions)
+        uint64_t stack; // 0 or a stack id unique across restarts
+        uint64_t blockSize = 0; // alloc: the block's bytes
+        int32_t poolFirst = 0, poolSecond = 0; // the segment's pool (segment actions; 0 when not known)
+    };
+    struct Note {
+        model::Annotation::Stage stage;
+        int32_t device;
+        uint64_t timeUs;
+        std::string name;
+    };
+    struct StackFrame {
+        std::string name, file;
+        int32_t line = 0;
+    };
+    struct Delta {
+        std::vector<Entry> entries;
+        std::vector<Note> notes;
+        std::vector<std::pair<uint64_t, std::vector<StackFrame>>> stacks; // defined (or redefined) since
+    };
+    model::Snapshot joinSnapshot() const;
+    void takeDelta(Delta& out);
+
 private:
     struct Block {
         uint64_t size = 0;
@@ -126,26 +158,11 @@ private:
         std::map<uint64_t, Block> blocks; // active blocks by address; the gaps between them are inactive
     };
     using Device = std::map<uint64_t, Segment>; // by address
-    struct Entry {
-        model::Action action;
-        uint8_t device;
-        uint64_t addr, size, stream, timeUs;
-        uint64_t stack; // stackKey()
-    };
-    struct Note {
-        model::Annotation::Stage stage;
-        int32_t device;
-        uint64_t timeUs;
-        std::string name;
-    };
-    struct StackFrame {
-        std::string name, file;
-        int32_t line = 0;
-    };
 
     // A wire stack id made unique across job restarts: the restart count in the high half (0 stays "none").
     uint64_t stackKey(uint32_t wireId) const { return wireId == 0 ? 0 : (uint64_t(m_epoch) << 32) | wireId; }
     std::vector<Device> loadState(const DecodedState& state);
+    model::Snapshot build(const std::vector<Device>& devices, size_t entries, size_t notes) const;
     void drain();
     void apply(const EventRecord& e);
     bool applyToState(const EventRecord& e, uint64_t& traceSize);
@@ -161,6 +178,9 @@ private:
     std::vector<EventRecord> m_buffer;
     std::vector<Device> m_devices;
     std::vector<Entry> m_entries;
+    std::vector<Device> m_joinDevices; // the state the first entry applies to (joinSnapshot)
+    size_t m_deltaEntries = 0, m_deltaNotes = 0; // taken by takeDelta so far
+    std::vector<uint64_t> m_newStacks; // stack keys defined since the last takeDelta
     std::vector<Note> m_notes; // external annotations (resyncs)
     uint32_t m_epoch = 0; // job restarts seen
     uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)
