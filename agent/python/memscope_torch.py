@@ -25,6 +25,31 @@ The agent reads its environment when it is first used:
     when an allocation fails / at exit. SIGUSR2 always writes one (unless the process handles SIGUSR2 itself).
 ``MEMSCOPE_DUMP_PATH``
     the snapshot file, or a folder that gets ``memscope-<pid>-<n>.pickle`` (default: the current folder).
+``MEMSCOPE_COMPRESS``
+    ``lz4`` or ``none``: LZ4-compressed event batches (default: on for ``tcp://`` endpoints, off for ``ipc://``).
+``MEMSCOPE_CURVE_SECRET``, ``MEMSCOPE_CURVE_CLIENTS``
+    the agent's CURVE secret key file (mode 0600) and the authorised viewers' public keys; required for a
+    ``tcp://`` endpoint that is not loopback (``tcp://:PORT`` binds 127.0.0.1 and needs none). See docs/protocol.md.
+``MEMSCOPE_RING_RECORDS``
+    records buffered per device between the allocator and the publisher thread (default 131072, 9 MiB).
+
+Out of memory: torch's ``CUDAPluggableAllocator`` does not check the pointer its malloc function returns
+(torch/csrc/cuda/CUDAPluggableAllocator.cpp, ``CUDAPluggableAllocator::malloc`` stores it and ``allocate`` wraps
+it in a ``DataPtr``), so a NULL from ``memscope_malloc`` would become a tensor at address 0 and crash the job at its
+first kernel. ``use()`` therefore installs ``memscope_malloc_raising`` by default (``oom="raise"``): on out of
+memory the agent publishes the oom event, writes the snapshot if ``MEMSCOPE_DUMP_ON`` contains ``oom``, prints one
+line on stderr (device, requested bytes, free device memory) and throws a C++ ``std::bad_alloc`` carrying
+PyTorch's "CUDA out of memory. Tried to allocate ..." message, which torch's bindings raise as a Python
+``RuntimeError`` (not ``torch.OutOfMemoryError``: torch makes that only from its own ``c10::OutOfMemoryError``;
+pytorch/pytorch#133280 describes the same for the RAPIDS allocator). Catch ``RuntimeError`` and look for "out of
+memory" in the message. ``oom="null"`` installs ``memscope_malloc`` instead, which returns NULL (the C contract,
+as ``cudaMalloc``), for callers that check it themselves.
+
+Checked on an NVIDIA H200 with torch 2.11.0+cu130 (2026-11-21), asking for twice the GPU's memory: with
+``oom="raise"`` torch raised ``RuntimeError: CUDA out of memory. Tried to allocate 279.60 GiB. GPU 0 has a total
+capacity of 139.80 GiB ...`` and the job went on allocating; with ``oom="null"`` ``torch.empty`` returned a tensor
+whose ``data_ptr()`` is 0, the first kernel on it failed with "an illegal memory access was encountered", and every
+CUDA call after that failed too (the context is lost).
 
 Only torch is needed; ``dump_snapshot()`` uses ctypes from the standard library.
 """
@@ -64,18 +89,25 @@ def find_library(path=None):
     return _LIBRARY_NAME  # let the dynamic loader search (LD_LIBRARY_PATH, ldconfig)
 
 
-def use(path=None):
+_MALLOC_BY_POLICY = {"raise": "memscope_malloc_raising", "null": "memscope_malloc"}
+
+
+def use(path=None, oom="raise"):
     """Installs memscope's allocator as torch's CUDA allocator; returns the CUDAPluggableAllocator.
 
     Must run before anything allocates CUDA memory. Calling it again returns the allocator already installed.
+    ``oom``: ``"raise"`` (an allocation that fails raises RuntimeError) or ``"null"`` (it returns NULL, which torch
+    does not check); see the module's docstring.
     """
     global _allocator, _library_path
     if _allocator is not None:
         return _allocator
+    if oom not in _MALLOC_BY_POLICY:
+        raise ValueError("memscope_torch.use: oom must be 'raise' or 'null', not %r" % (oom,))
     import torch
 
     library = find_library(path)
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(library, "memscope_malloc", "memscope_free")
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(library, _MALLOC_BY_POLICY[oom], "memscope_free")
     torch.cuda.memory.change_current_allocator(allocator)
     _allocator = allocator
     _library_path = library

@@ -22,6 +22,8 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include <pthread.h>
@@ -176,6 +178,68 @@ namespace {
 
     std::atomic<bool> g_warnedBadFree { false };
 
+    enum class OutOfMemoryKind : uint8_t { None, OutOfMemory, Other };
+
+    // What memscope_malloc_raising throws when the device is out of memory: a std::bad_alloc (it is an allocation
+    // failure) whose what() is PyTorch's own "CUDA out of memory. Tried to allocate ..." text.
+    class OutOfMemory final : public std::bad_alloc {
+    public:
+        explicit OutOfMemory(std::string message)
+            : m_message(std::move(message))
+        {
+        }
+        const char* what() const noexcept override { return m_message.c_str(); }
+
+    private:
+        std::string m_message;
+    };
+
+    // memscope_malloc's work. A block, or nullptr with *failure saying why (empty for size 0, which is no failure:
+    // NativeCachingAllocator::allocate hands out no block for 0 bytes). On out of memory the allocator has published
+    // the Oom event already (under its lock); here the dump is written (MEMSCOPE_DUMP_ON=oom) and one line goes to
+    // stderr, so that the job's log says what happened even when the caller (torch's CUDAPluggableAllocator) does
+    // not look at the NULL.
+    void* allocateOrDescribe(size_t size, int device, void* stream, std::string* failure,
+                             OutOfMemoryKind* kind = nullptr)
+    {
+        if (size == 0)
+            return nullptr;
+        CachingAllocator* a = allocatorOrError();
+        if (!a) {
+            *failure = t_lastError;
+            if (kind)
+                *kind = OutOfMemoryKind::Other;
+            return nullptr;
+        }
+        const MallocResult r = a->malloc(device, size, StreamId { reinterpret_cast<uintptr_t>(stream) });
+        if (r.status == Status::Ok)
+            return reinterpret_cast<void*>(raw(r.ptr));
+        if (r.status != Status::OutOfMemory) {
+            *failure = "memscope_malloc(" + std::to_string(size) + ", device " + std::to_string(device)
+                + "): " + std::string(statusName(r.status));
+            if (kind)
+                *kind = OutOfMemoryKind::Other;
+            return nullptr;
+        }
+        *failure = describeOutOfMemory(device, r);
+        if (kind)
+            *kind = OutOfMemoryKind::OutOfMemory;
+        const DumpSettings& dump = agent().dump;
+        std::string written, why, dumped;
+        if (dump.onOom) {
+            if (dumpSnapshot(*a, dump.path, &written, &why))
+                dumped = "; snapshot written to " + written;
+            else
+                dumped = "; the snapshot dump failed: " + why;
+        }
+        std::fprintf(stderr,
+                     "memscope: CUDA out of memory on device %d: %zu bytes requested (a %s segment needed), %zu bytes "
+                     "(%s) free of %s%s\n",
+                     device, r.requestedBytes, formatSize(r.allocationSize).c_str(), r.deviceFree,
+                     formatSize(r.deviceFree).c_str(), formatSize(r.deviceTotal).c_str(), dumped.c_str());
+        return nullptr;
+    }
+
 } // namespace
 } // namespace memscope::agent
 
@@ -186,29 +250,35 @@ extern "C" {
 void* memscope_malloc(size_t size, int device, void* stream) noexcept
 {
     try {
-        if (size == 0)
-            return nullptr; // NativeCachingAllocator::allocate hands out no block for 0 bytes
-        CachingAllocator* a = allocatorOrError();
-        if (!a)
-            return nullptr;
-        const MallocResult r = a->malloc(device, size, StreamId { reinterpret_cast<uintptr_t>(stream) });
-        if (r.status == Status::Ok)
-            return reinterpret_cast<void*>(raw(r.ptr));
-        if (r.status == Status::OutOfMemory) {
-            setError(describeOutOfMemory(device, r));
-            const DumpSettings& dump = agent().dump;
-            std::string written, why;
-            if (dump.onOom && !dumpSnapshot(*a, dump.path, &written, &why))
-                std::fprintf(stderr, "memscope: snapshot dump at OOM failed: %s\n", why.c_str());
-        } else
-            setError("memscope_malloc(" + std::to_string(size) + ", device " + std::to_string(device)
-                     + "): " + std::string(statusName(r.status)));
+        std::string failure;
+        if (void* p = allocateOrDescribe(size, device, stream, &failure); p || failure.empty())
+            return p;
+        setError(failure);
     } catch (const std::exception& e) {
         setError(std::string("memscope_malloc: ") + e.what());
     } catch (...) {
         setError("memscope_malloc: unknown error");
     }
     return nullptr;
+}
+
+void* memscope_malloc_raising(size_t size, int device, void* stream)
+{
+    std::string failure;
+    OutOfMemoryKind kind = OutOfMemoryKind::None;
+    try {
+        if (void* p = allocateOrDescribe(size, device, stream, &failure, &kind); p || failure.empty())
+            return p;
+    } catch (const std::exception& e) {
+        failure = std::string("memscope_malloc_raising: ") + e.what();
+    } catch (...) {
+        failure = "memscope_malloc_raising: unknown error";
+    }
+    setError(failure);
+    // Thrown outside every try block above: torch's bindings turn it into a Python RuntimeError with this text.
+    if (kind == OutOfMemoryKind::OutOfMemory)
+        throw OutOfMemory(failure);
+    throw std::runtime_error(failure);
 }
 
 void memscope_free(void* ptr, size_t, int device, void*) noexcept

@@ -9,9 +9,17 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <cstdio>
+#include <new>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 using namespace memscope;
 using namespace memscope::agent;
@@ -25,6 +33,7 @@ private Q_SLOTS:
     void cliReadsTheDump();
     void cApiDumpsIntoFolder();
     void dumpOnOom();
+    void outOfMemoryPolicy();
 
 private:
     QTemporaryDir m_dir;
@@ -158,6 +167,88 @@ void TestDump::dumpOnOom()
         found |= blk.state == model::BlockState::ActiveAllocated && blk.requestedSize == 4096;
     QVERIFY(found);
     memscope_free(kept, 0, 0, nullptr);
+}
+
+namespace {
+
+// Runs `f` with stderr going to a file; returns what it wrote.
+template <typename F> QByteArray captureStderr(const QString& file, F&& f)
+{
+    std::fflush(stderr);
+    const int saved = ::dup(2);
+    const int fd = ::open(file.toLocal8Bit().constData(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 2);
+    ::close(fd);
+    f();
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    QFile in(file);
+    return in.open(QIODevice::ReadOnly) ? in.readAll() : QByteArray();
+}
+
+} // namespace
+
+// Out of memory through the C API, as torch's CUDAPluggableAllocator meets it: memscope_malloc returns NULL,
+// memscope_malloc_raising throws (a std::bad_alloc with PyTorch's message; torch turns it into a RuntimeError);
+// both write the dump (MEMSCOPE_DUMP_ON=oom) and one line on stderr naming the device, the requested bytes and the
+// free device memory. Other failures of the raising variant throw std::runtime_error; size 0 is no failure.
+void TestDump::outOfMemoryPolicy()
+{
+    const QDir folder(m_dir.path() + QStringLiteral("/oom"));
+    const qsizetype dumpsBefore = folder.entryList(QDir::Files).size();
+    const size_t huge = size_t(200) << 30; // more than the host backend's 80 GiB
+    void* p = reinterpret_cast<void*>(1);
+    const QByteArray line
+        = captureStderr(m_dir.filePath(QStringLiteral("stderr1")), [&] { p = memscope_malloc(huge, 0, nullptr); });
+    QVERIFY(p == nullptr);
+    QCOMPARE(line.count('\n'), 1);
+    QVERIFY2(line.startsWith("memscope: CUDA out of memory on device 0: 214748364800 bytes requested"),
+             line.constData());
+    QVERIFY2(line.contains("free of 80.00 GiB"), line.constData());
+    QVERIFY2(line.contains(QByteArray(QByteArray("snapshot written to ") + folder.path().toLocal8Bit())), line.constData());
+    QCOMPARE(folder.entryList(QDir::Files).size(), dumpsBefore + 1);
+
+    QString what;
+    bool badAlloc = false;
+    const QByteArray line2 = captureStderr(m_dir.filePath(QStringLiteral("stderr2")), [&] {
+        try {
+            memscope_malloc_raising(huge, 0, nullptr);
+        } catch (const std::bad_alloc& e) {
+            badAlloc = true;
+            what = QString::fromUtf8(e.what());
+        } catch (...) {
+        }
+    });
+    QVERIFY(badAlloc);
+    QVERIFY2(what.startsWith(QStringLiteral("CUDA out of memory. Tried to allocate 200.00 GiB. GPU 0")),
+             qPrintable(what));
+    QCOMPARE(line2.count('\n'), 1);
+    QVERIFY(line2.startsWith("memscope: CUDA out of memory on device 0"));
+    QCOMPARE(folder.entryList(QDir::Files).size(), dumpsBefore + 2);
+
+    // What torch's bindings catch: a std::exception (CATCH_ALL_ERRORS in torch/csrc/Exceptions.h).
+    bool caught = false;
+    try {
+        memscope_malloc_raising(huge, 0, nullptr);
+    } catch (const std::exception& e) {
+        caught = QByteArray(e.what()).contains("CUDA out of memory");
+    }
+    QVERIFY(caught);
+
+    void* q = memscope_malloc_raising(4096, 0, nullptr);
+    QVERIFY(q);
+    memscope_free(q, 4096, 0, nullptr);
+    QVERIFY(memscope_malloc_raising(0, 0, nullptr) == nullptr);
+    QString other;
+    try {
+        memscope_malloc_raising(4096, 7, nullptr);
+    } catch (const std::bad_alloc&) {
+        other = QStringLiteral("bad_alloc");
+    } catch (const std::runtime_error& e) {
+        other = QString::fromUtf8(e.what());
+    }
+    QVERIFY2(other.contains(QStringLiteral("device 7")), qPrintable(other));
 }
 
 QTEST_GUILESS_MAIN(TestDump)

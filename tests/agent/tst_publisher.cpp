@@ -860,6 +860,36 @@ private Q_SLOTS:
         QVERIFY(allocator.malloc(0, 4096, StreamId {}).status == Status::Ok);
     }
 
+    // An allocation that fails publishes an Oom record: size = the rounded request, address = free device bytes.
+    void outOfMemoryIsPublished()
+    {
+        HostBackend::Options small;
+        small.capacity = size_t(64) << 20;
+        HostBackend backend(small);
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        Client client(publisher.endpoint(), publisher.stateEndpoint());
+        const DevicePtr kept = allocator.malloc(0, size_t(40) << 20, StreamId {}).ptr;
+        QCOMPARE(allocator.malloc(0, size_t(1) << 30, StreamId {}).status, Status::OutOfMemory);
+        QVERIFY(client.receive([&] {
+            return std::any_of(client.events.begin(), client.events.end(),
+                               [](const wire::EventRecord& e) { return e.type == uint8_t(wire::EventType::Oom); });
+        }));
+        const auto oom = std::find_if(client.events.begin(), client.events.end(), [](const wire::EventRecord& e) {
+            return e.type == uint8_t(wire::EventType::Oom);
+        });
+        QCOMPARE(oom->size, uint64_t(1) << 30);
+        QCOMPARE(oom->address, uint64_t(24) << 20); // 64 MiB less the 40 MiB segment
+        QCOMPARE(allocator.free(0, kept), Status::Ok);
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
     void stateAndLateJoin()
     {
         HostBackend backend;

@@ -31,8 +31,26 @@ extern "C" {
 #endif
 
 /* CUDAPluggableAllocator's malloc: `size` bytes on `device` for use on `stream` (a cudaStream_t). NULL when
- * size is 0 or on failure (out of memory after releasing the cache, bad device, bad settings). */
+ * size is 0 or on failure (out of memory after releasing the cache, bad device, bad settings), like cudaMalloc.
+ * Out of memory also publishes the oom event, writes a snapshot when MEMSCOPE_DUMP_ON contains "oom", and prints
+ * one line on stderr (device, requested bytes, free device memory).
+ *
+ * torch's CUDAPluggableAllocator does not check for NULL (torch/csrc/cuda/CUDAPluggableAllocator.cpp:
+ * CUDAPluggableAllocator::malloc stores and returns what alloc_fn_ gave, allocate() wraps it in a DataPtr), so a
+ * NULL becomes a tensor at address 0 and the first kernel that touches it fails with an illegal address. For torch,
+ * use memscope_malloc_raising instead (memscope_torch.use() does). */
 MEMSCOPE_AGENT_API void* memscope_malloc(size_t size, int device, void* stream) MEMSCOPE_NOEXCEPT;
+
+/* The same allocation for torch's CUDAPluggableAllocator, which calls it from C++: on failure it does all that
+ * memscope_malloc does and then THROWS (the one function of this API that does): out of memory as a std::bad_alloc
+ * whose what() is PyTorch's "CUDA out of memory. Tried to allocate ..." text, any other failure as a
+ * std::runtime_error. torch's Python bindings catch std::exception and raise RuntimeError with that text
+ * (torch/csrc/Exceptions.h, CATCH_ALL_ERRORS), so the job sees a Python exception it can handle instead of a crash;
+ * it is a RuntimeError, not torch.OutOfMemoryError (which only c10::OutOfMemoryError becomes; the RAPIDS allocator
+ * behaves the same, pytorch/pytorch#133280). NULL without throwing for size 0. Never call it from C. */
+#ifdef __cplusplus
+MEMSCOPE_AGENT_API void* memscope_malloc_raising(size_t size, int device, void* stream);
+#endif
 
 /* CUDAPluggableAllocator's free. `size` and `stream` are what PyTorch passes and are not needed. A pointer the
  * allocator did not hand out is ignored (warned about once on stderr). */
@@ -82,7 +100,7 @@ MEMSCOPE_AGENT_API const char* memscope_backend_name(void) MEMSCOPE_NOEXCEPT;
  * requests on `endpoint` + "-state" (ipc) or port + 1 (tcp). libmemscope-agent.so starts publishing on its own at
  * first use unless MEMSCOPE_PUBLISH=0 (endpoint from MEMSCOPE_ENDPOINT). Starting again stops the previous publisher
  * first. Call it before other threads allocate. "tcp://:PORT" binds 127.0.0.1; a tcp endpoint that is not loopback
- * ("tcp://*:PORT", "tcp://0.0.0.0:PORT", another address) needs CURVE keys (MEMSCOPE_CURVE_SECRET and
+ * (a wildcard host, 0.0.0.0, any other address or name) needs CURVE keys (MEMSCOPE_CURVE_SECRET and
  * MEMSCOPE_CURVE_CLIENTS, docs/protocol.md) and is refused without them. 0, or -1 when the endpoint cannot be bound
  * or is refused (memscope_last_error says which and why). */
 MEMSCOPE_AGENT_API int memscope_publish_start(const char* endpoint) MEMSCOPE_NOEXCEPT;
