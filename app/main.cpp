@@ -144,7 +144,7 @@ int takeLiveScreenshot(memscope::app::MainWindow& window, const QString& endpoin
     window.setAttribute(Qt::WA_DontShowOnScreen);
     window.resize(1600, 1000);
     window.show();
-    memscope::app::LiveWindow* live = window.openLive(endpoint);
+    memscope::app::LiveWindow* live = window.openLive(endpoint, false);
     QEventLoop loop;
     QObject::connect(live, &memscope::app::LiveWindow::settled, &loop, &QEventLoop::quit);
     QTimer::singleShot(int(seconds * 1000), live, [live] { live->receiver()->stop(); });

@@ -25,7 +25,7 @@ namespace {
     constexpr qint64 GrowthCostFactor = 4;
 } // namespace
 
-LiveWindow::LiveWindow(const QString& endpoint, QWidget* parent)
+LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* parent)
     : QWidget(parent)
     , m_receiver(new LiveReceiver(endpoint, this))
     , m_flushTimer(new QTimer(this))
@@ -56,6 +56,7 @@ LiveWindow::LiveWindow(const QString& endpoint, QWidget* parent)
     connect(m_receiver, &LiveReceiver::updated, this, &LiveWindow::onUpdate);
     m_status->setText(statusText());
     m_receiver->setIncremental(true);
+    m_receiver->setReconnect(afterExit == AfterExit::Reconnect);
     m_receiver->start();
 }
 

@@ -30,8 +30,14 @@ class DocumentWindow;
 class LiveWindow : public QWidget {
     Q_OBJECT
 public:
+    // What the tab does when the job goes away.
+    enum class AfterExit : uint8_t {
+        End, // the recording ends (Exited) and settles
+        Reconnect, // keep what was recorded and wait for the job to run again at the endpoint (Reconnecting): its
+                   // next run continues the recording, the restart marked in the trace
+    };
     // Starts receiving from `endpoint` at once.
-    explicit LiveWindow(const QString& endpoint, QWidget* parent = nullptr);
+    explicit LiveWindow(const QString& endpoint, AfterExit afterExit = AfterExit::End, QWidget* parent = nullptr);
     ~LiveWindow() override;
 
     LiveReceiver* receiver() const { return m_receiver; }

@@ -548,9 +548,10 @@ DocumentWindow* MainWindow::currentDocument() const
 
 LiveWindow* MainWindow::currentLive() const { return qobject_cast<LiveWindow*>(m_tabs->currentWidget()); }
 
-LiveWindow* MainWindow::openLive(const QString& endpoint)
+LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect)
 {
-    auto* live = new LiveWindow(endpoint, m_tabs);
+    auto* live = new LiveWindow(endpoint, reconnect ? LiveWindow::AfterExit::Reconnect : LiveWindow::AfterExit::End,
+                                m_tabs);
     connect(live, &LiveWindow::documentChanged, this, [this, live](DocumentWindow* doc) {
         connect(doc, &DocumentWindow::statusChanged, this, [this, doc] {
             if (doc == currentDocument())

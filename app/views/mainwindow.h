@@ -44,7 +44,8 @@ public:
     void openRankGroup(const QStringList& paths);
 
     // Attaches to a running job's agent at `endpoint` (ipc://PATH or tcp://HOST:PORT) and opens a live tab.
-    LiveWindow* openLive(const QString& endpoint);
+    // `reconnect`: wait for the job's next run when it exits (interactive use) instead of ending the recording.
+    LiveWindow* openLive(const QString& endpoint, bool reconnect = true);
     // File ▸ Attach to Job…: the AttachDialog, then openLive().
     void chooseAttach();
 

@@ -112,6 +112,7 @@ private Q_SLOTS:
     void recordsWholeJob();
     void keepsMovedCursor();
     void attachMidRun();
+    void reconnectsToRestartedJob();
     void attachDialogListsEndpoints();
     void screenshotOption();
     void noAgent();
@@ -259,6 +260,55 @@ void TestLive::attachMidRun()
     const io::LoadResult whole = io::loadSnapshot(reference.toStdString());
     QVERIFY(whole.ok());
     QCOMPARE(stateLines(s->replay().stateAt(s->entryCount())), stateLines(*whole.snapshot));
+}
+
+// The job exits and runs again at the same endpoint: the tab keeps what it recorded, says it is reconnecting,
+// picks the new run up, marks the restart in the trace, and ends exactly in the new run's state.
+void TestLive::reconnectsToRestartedJob()
+{
+    QTemporaryDir dir;
+    const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job");
+    const QStringList args { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
+                             QStringLiteral("15000"), QStringLiteral("--rate"), QStringLiteral("20000"),
+                             QStringLiteral("--delay"), QStringLiteral("300") };
+    QProcess first;
+    QCOMPARE(startDemo(first, args), endpoint);
+    LiveWindow live(endpoint, LiveWindow::AfterExit::Reconnect);
+    QVERIFY(first.waitForFinished(30000) || first.state() == QProcess::NotRunning);
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
+    QVERIFY(live.statusText().contains(QStringLiteral("reconnecting")));
+    QVERIFY(live.documentWindow());
+    Session* session = live.documentWindow()->session();
+    QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > 1000, 10000);
+    const int64_t firstRun = session->entryCount();
+
+    // The next run: recorded whole by `memscope-cli record` for reference.
+    QProcess second;
+    QCOMPARE(startDemo(second, args), endpoint);
+    const QString reference = dir.filePath(QStringLiteral("second.pickle"));
+    QProcess record;
+    record.start(binary("memscope-cli"), { QStringLiteral("record"), endpoint, QStringLiteral("-o"), reference });
+    QVERIFY(second.waitForFinished(30000) || second.state() == QProcess::NotRunning);
+    QVERIFY(record.waitForFinished(30000) || record.state() == QProcess::NotRunning);
+    QCOMPARE(record.exitCode(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().stats.restarts, uint64_t(1), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > firstRun + 1000, 10000);
+    QCOMPARE(live.documentWindow()->session(), session); // one document, grown across the restart
+    QVERIFY(live.statusText().contains(QStringLiteral("restarted")));
+    const LiveUpdate& last = live.receiver()->latest();
+    QCOMPARE(last.stats.inconsistent, uint64_t(0));
+    QCOMPARE(session->replay().warnings(), 0u);
+    // The restart is an annotation on the timeline.
+    const auto spans = session->annotations();
+    QVERIFY(std::any_of(spans.begin(), spans.end(), [](const AnnotationSpan& a) {
+        return a.name.startsWith(QStringLiteral("memscope: job restarted"));
+    }));
+    // And the state shown at the end is the second run's, exactly.
+    const io::LoadResult whole = io::loadSnapshot(reference.toStdString());
+    QVERIFY(whole.ok());
+    QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLines(*whole.snapshot));
+    live.receiver()->stop();
 }
 
 void TestLive::attachDialogListsEndpoints()
