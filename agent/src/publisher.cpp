@@ -891,7 +891,7 @@ void Publisher::run()
     // Whatever stop() still waits for (less a margin to finish) may go to flushing what is queued for a slow
     // viewer; at least LingerMs for the Goodbye.
     const int64_t left = m_stopDeadlineNs.load() - steadyNs();
-    const int linger = std::max<int>(LingerMs, int(std::min<int64_t>(left / 1000000 - 20, 60000)));
+    const int linger = std::max<int>(LingerMs, int(std::min<int64_t>(left / 1000000 - 50, 60000)));
     zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(m_pub);
     zmq_close(m_router);

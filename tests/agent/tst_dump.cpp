@@ -206,7 +206,8 @@ void TestDump::outOfMemoryPolicy()
     QVERIFY2(line.startsWith("memscope: CUDA out of memory on device 0: 214748364800 bytes requested"),
              line.constData());
     QVERIFY2(line.contains("free of 80.00 GiB"), line.constData());
-    QVERIFY2(line.contains(QByteArray(QByteArray("snapshot written to ") + folder.path().toLocal8Bit())), line.constData());
+    QVERIFY2(line.contains(QByteArray(QByteArray("snapshot written to ") + folder.path().toLocal8Bit())),
+             line.constData());
     QCOMPARE(folder.entryList(QDir::Files).size(), dumpsBefore + 1);
 
     QString what;
