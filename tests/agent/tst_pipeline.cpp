@@ -213,7 +213,10 @@ class TestPipeline : public QObject {
     Q_OBJECT
 
     QTemporaryDir m_dir;
-    QString endpoint(const QString& name) const { return QLatin1String("ipc://") + m_dir.path() + QLatin1Char('/') + name; }
+    QString endpoint(const QString& name) const
+    {
+        return QLatin1String("ipc://") + m_dir.path() + QLatin1Char('/') + name;
+    }
     QString file(const QString& name) const { return m_dir.path() + QLatin1Char('/') + name; }
 
     static QStringList recordArgs(const QString& endpoint, const QString& output)
@@ -230,10 +233,26 @@ private Q_SLOTS:
 
     // A whole run recorded from the first event to the goodbye: nothing lost, and the trace replays through the
     // allocator to the same decisions and final state.
+    // The job's batches as they are, and LZ4-compressed (MEMSCOPE_COMPRESS=lz4, as on tcp endpoints): the same
+    // recording either way.
+    void endToEnd_data()
+    {
+        QTest::addColumn<QString>("compress");
+        QTest::newRow("uncompressed") << QString();
+        QTest::newRow("MEMSCOPE_COMPRESS=lz4") << QStringLiteral("lz4");
+    }
     void endToEnd()
     {
-        const QString e = endpoint(QStringLiteral("whole")), out = file(QStringLiteral("whole.pickle"));
+        QFETCH(QString, compress);
+        const QString e = endpoint(QStringLiteral("whole") + compress),
+                      out = file(QStringLiteral("whole%1.pickle").arg(compress));
         Cli demo, record;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        if (compress.isEmpty())
+            env.remove(QStringLiteral("MEMSCOPE_COMPRESS"));
+        else
+            env.insert(QStringLiteral("MEMSCOPE_COMPRESS"), compress);
+        demo.process->setProcessEnvironment(env);
         demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
                      QStringLiteral("300000"), QStringLiteral("--delay"), QStringLiteral("500") });
         QVERIFY(waitBound(demo));
@@ -425,8 +444,8 @@ private Q_SLOTS:
         QVERIFY2(r.parsed, qPrintable(recordOut));
         qInfo("--rate %s: demo published %llu events in %.2f s (%.2f M/s), lost %llu; record applied %llu, "
               "gaps %llu; end to end incl. writing the file %.2f s (%.2f M events/s)",
-              qPrintable(rate), d.events, d.seconds, d.seconds > 0 ? double(d.events) / d.seconds / 1e6 : 0.0,
-              d.lost, r.events, r.gaps, wallSeconds, wallSeconds > 0 ? double(r.events) / wallSeconds / 1e6 : 0.0);
+              qPrintable(rate), d.events, d.seconds, d.seconds > 0 ? double(d.events) / d.seconds / 1e6 : 0.0, d.lost,
+              r.events, r.gaps, wallSeconds, wallSeconds > 0 ? double(r.events) / wallSeconds / 1e6 : 0.0);
         QCOMPARE(r.lost, d.lost);
         if (d.lost == 0) {
             QCOMPARE(r.gaps, 0ULL);
