@@ -128,7 +128,7 @@ void LiveDocument::append(std::vector<LiveEntry> entries)
     m_queue.insert(m_queue.end(), entries.begin(), entries.end());
 }
 
-size_t LiveDocument::flush()
+size_t LiveDocument::flush(size_t maxEntries)
 {
     if (queued() == 0 && m_pendingStacks.empty() && m_pendingAnnotations.empty())
         return 0;
@@ -147,16 +147,17 @@ size_t LiveDocument::flush()
             ++it->second;
         return v;
     };
-    const size_t applied = queued();
+    const size_t applied = std::min(queued(), maxEntries);
+    const size_t limit = m_queueHead + applied;
     const size_t devices = m_extenders.size();
     // Entries are appended per device in runs, so that each extender sees its device's entries in order.
     size_t i = m_queueHead;
-    while (i < m_queue.size()) {
+    while (i < limit) {
         const uint8_t device = m_queue[i].device;
         size_t end = i;
         m_entryScratch.clear();
         m_detailScratch.clear();
-        for (; end < m_queue.size() && m_queue[end].device == device; ++end) {
+        for (; end < limit && m_queue[end].device == device; ++end) {
             const LiveEntry& l = m_queue[end];
             TraceEntry e;
             e.action = l.action;
@@ -190,8 +191,11 @@ size_t LiveDocument::flush()
         }
         i = end;
     }
-    m_queue.clear();
-    m_queueHead = 0;
+    m_queueHead = limit;
+    if (m_queueHead == m_queue.size()) {
+        m_queue.clear();
+        m_queueHead = 0;
+    }
     return applied;
 }
 

@@ -64,8 +64,9 @@ public:
     void annotate(int device, model::Annotation::Stage stage, std::string name, int64_t timeUs);
     // Queues entries, in order. Definitions, annotations and entries take effect at the next flush().
     void append(std::vector<LiveEntry> entries);
-    // Applies what was queued unless a reader holds the document; the number of entries applied (0 when busy).
-    size_t flush();
+    // Applies what was queued (at most `maxEntries` entries, so that the caller can keep its event loop turning)
+    // unless a reader holds the document; the number of entries applied (0 when busy).
+    size_t flush(size_t maxEntries = SIZE_MAX);
     size_t queued() const { return m_queue.size() - m_queueHead; }
     uint64_t dropped() const { return m_dropped; } // entries of devices beyond deviceCount
 

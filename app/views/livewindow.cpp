@@ -23,6 +23,9 @@ namespace {
     // The views hear of growth at most this often, and never more often than 4 × their last cost.
     constexpr qint64 MinGrowthIntervalMs = 30;
     constexpr qint64 GrowthCostFactor = 4;
+    // Applying entries: slices of this many, for at most this long per turn of the event loop.
+    constexpr size_t FlushSlice = 20000;
+    constexpr qint64 FlushBudgetMs = 12;
 } // namespace
 
 LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* parent)
@@ -171,11 +174,25 @@ void LiveWindow::flush()
     if (!m_live)
         return;
     if (m_live->hasPending()) {
-        m_live->flush();
-        m_growthPending = true; // definitions and annotations count too
+        // In slices, for at most FlushBudgetMs at a time, so that input and painting go on during a flood.
+        QElapsedTimer budget;
+        budget.start();
+        bool busy = false;
+        while (m_live->hasPending() && budget.elapsed() < FlushBudgetMs) {
+            const size_t before = m_live->queued();
+            m_live->flush(FlushSlice);
+            m_growthPending = true; // definitions and annotations count too
+            if (m_live->queued() == before && before > 0) {
+                busy = true; // a reader holds the document
+                break;
+            }
+            if (before == 0)
+                break;
+        }
         if (m_live->hasPending()) {
-            m_flushTimer->start(10); // a reader held the document
-            return;
+            m_flushTimer->start(busy ? 10 : 0);
+            if (!m_growthPending || m_sinceGrowth.elapsed() < std::max(MinGrowthIntervalMs, GrowthCostFactor * m_growthCostMs))
+                return;
         }
     }
     if (!m_growthPending || !m_document)

@@ -17,6 +17,7 @@
 #include <QWheelEvent>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 
 namespace memscope::app {
@@ -229,6 +230,10 @@ OverviewView::OverviewView(Session* session, QWidget* parent)
     connect(session, &Session::cursorChanged, this, &OverviewView::updateCursorLine);
     connect(session, &Session::deviceChanged, this, &OverviewView::rebuild);
     connect(session, &Session::grown, this, [this](int64_t previous) {
+        if (!isVisible()) {
+            m_grownWhileHidden = true; // charts cost: catch up when shown (showEvent)
+            return;
+        }
         // Keep a zoomed range; a view of everything goes on showing everything.
         const bool all = m_xMin <= 0 && m_xMax >= axisValueOf(previous);
         const double xMin = m_xMin, xMax = m_xMax;
@@ -261,6 +266,13 @@ int64_t OverviewView::stateOfAxisValue(double x) const
         return std::clamp<int64_t>(std::llround(x), 0, n);
     const double us = std::clamp(x * 1e6, -1e18, 1e18);
     return std::clamp<int64_t>(m_session->indexAtTimeUs(m_session->timeUsAt(0) + std::llround(us)), 0, n);
+}
+
+void OverviewView::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    if (std::exchange(m_grownWhileHidden, false))
+        rebuild();
 }
 
 void OverviewView::rebuild()
@@ -396,23 +408,35 @@ void OverviewView::refresh()
     fill(m_largestFree, s.largestFree, m_blocks[3]);
 
     // Round ticks on both axes (dynamic ticks anchored at 0).
+    // The axis makes one item per tick whenever its range or interval changes: change them in the order that never
+    // asks for more ticks than either end state has (a grown live trace can widen the range 1000-fold at once).
     const double span = m_xMax - m_xMin;
-    m_x->setRange(m_xMin, m_xMax);
+    const double xStep
+        = m_session->timeAxis() == TimeAxis::Index ? std::max(1.0, niceStep(span, 6)) : niceStep(span, 6);
     m_x->setTickType(QValueAxis::TicksDynamic);
     m_x->setTickAnchor(0);
-    m_x->setTickInterval(m_session->timeAxis() == TimeAxis::Index ? std::max(1.0, niceStep(span, 6))
-                                                                  : niceStep(span, 6));
-    const double xStep = m_x->tickInterval();
+    if (xStep >= m_x->tickInterval()) {
+        m_x->setTickInterval(xStep);
+        m_x->setRange(m_xMin, m_xMax);
+    } else {
+        m_x->setRange(m_xMin, m_xMax);
+        m_x->setTickInterval(xStep);
+    }
     m_x->setLabelFormat(m_session->timeAxis() == TimeAxis::Index || xStep >= 1 ? QStringLiteral("%.0f")
                             : xStep >= 0.1                                     ? QStringLiteral("%.1f")
                             : xStep >= 0.01                                    ? QStringLiteral("%.2f")
                                                                                : QStringLiteral("%.4f"));
     const double yStep = niceStep(yMax > 0 ? yMax * 1.05 : 1.0, 5);
     const double yTop = std::max(yStep, std::ceil(yMax * 1.05 / yStep) * yStep);
-    m_y->setRange(0, yTop);
     m_y->setTickType(QValueAxis::TicksDynamic);
     m_y->setTickAnchor(0);
-    m_y->setTickInterval(yStep);
+    if (yStep >= m_y->tickInterval()) {
+        m_y->setTickInterval(yStep);
+        m_y->setRange(0, yTop);
+    } else {
+        m_y->setRange(0, yTop);
+        m_y->setTickInterval(yStep);
+    }
     m_y->setLabelFormat(yStep >= 1         ? QStringLiteral("%.0f")
                             : yStep >= 0.1 ? QStringLiteral("%.1f")
                                            : QStringLiteral("%.2f"));

@@ -79,6 +79,7 @@ public:
 
 protected:
     void changeEvent(QEvent* event) override;
+    void showEvent(QShowEvent* event) override;
 
 private:
     friend class ScrubChartView;
@@ -104,6 +105,7 @@ private:
     QGraphicsLineItem* m_cursorLine = nullptr;
     std::vector<overview::MinMaxBlocks> m_blocks; // per series, in series() order, of the device shown
     double m_xMin = 0, m_xMax = 1; // visible x range, in axis units
+    bool m_grownWhileHidden = false; // a live document grew while this view was hidden
     double m_bytesPerUnit = 1024.0 * 1024.0;
     int m_refreshedWidth = -1; // plot width the series were reduced for
     bool m_refreshPending = false;
