@@ -42,13 +42,41 @@ struct Cli {
 };
 
 // `demo` prints its endpoint on stdout once it has bound its sockets: wait for that line.
-bool waitBound(Cli& demo)
+bool waitBound(Cli& demo, QString* endpoint = nullptr)
 {
     QElapsedTimer timer;
     timer.start();
     while (!demo.process->canReadLine() && timer.elapsed() < 10000)
         demo.process->waitForReadyRead(100);
-    return demo.process->canReadLine() && !demo.process->readLine().isEmpty();
+    if (!demo.process->canReadLine())
+        return false;
+    const QString line = QString::fromUtf8(demo.process->readLine()).trimmed();
+    if (endpoint)
+        *endpoint = line;
+    return !line.isEmpty();
+}
+
+// A TCP port whose successor (the state socket's) is free too, for now.
+int freePortPair()
+{
+    for (int attempt = 0; attempt < 50; ++attempt) {
+        zmq::context_t context;
+        zmq::socket_t probe(context, zmq::socket_type::pub);
+        probe.set(zmq::sockopt::linger, 0);
+        probe.bind("tcp://127.0.0.1:*");
+        const std::string bound = probe.get(zmq::sockopt::last_endpoint);
+        const int port = std::stoi(bound.substr(bound.rfind(':') + 1));
+        zmq::socket_t next(context, zmq::socket_type::pub);
+        next.set(zmq::sockopt::linger, 0);
+        try {
+            next.bind("tcp://127.0.0.1:" + std::to_string(port + 1));
+        } catch (const zmq::error_t&) {
+            continue;
+        }
+        if (port + 1 < 65535)
+            return port;
+    }
+    return 0;
 }
 
 // The summary line of `record` (recordcommand.cpp).
@@ -238,14 +266,22 @@ private Q_SLOTS:
     void endToEnd_data()
     {
         QTest::addColumn<QString>("compress");
-        QTest::newRow("uncompressed") << QString();
-        QTest::newRow("MEMSCOPE_COMPRESS=lz4") << QStringLiteral("lz4");
+        QTest::addColumn<bool>("tcp");
+        QTest::newRow("uncompressed") << QString() << false;
+        QTest::newRow("MEMSCOPE_COMPRESS=lz4") << QStringLiteral("lz4") << false;
+        QTest::newRow("tcp://:PORT (loopback, compressed by default)") << QString() << true;
     }
     void endToEnd()
     {
         QFETCH(QString, compress);
-        const QString e = endpoint(QStringLiteral("whole") + compress),
-                      out = file(QStringLiteral("whole%1.pickle").arg(compress));
+        QFETCH(bool, tcp);
+        QString e = endpoint(QStringLiteral("whole") + compress);
+        const QString out = file(QStringLiteral("whole%1%2.pickle").arg(compress).arg(tcp));
+        if (tcp) {
+            const int port = freePortPair();
+            QVERIFY(port > 0);
+            e = QStringLiteral("tcp://:%1").arg(port);
+        }
         Cli demo, record;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         if (compress.isEmpty())
@@ -255,8 +291,11 @@ private Q_SLOTS:
         demo.process->setProcessEnvironment(env);
         demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
                      QStringLiteral("300000"), QStringLiteral("--delay"), QStringLiteral("500") });
-        QVERIFY(waitBound(demo));
-        record.start(recordArgs(e, out));
+        QString bound;
+        QVERIFY(waitBound(demo, &bound));
+        if (tcp) // the agent binds tcp://:PORT on 127.0.0.1 and says so
+            QCOMPARE(bound, QStringLiteral("tcp://127.0.0.1:") + e.mid(7));
+        record.start(recordArgs(tcp ? bound : e, out));
         QVERIFY(record.finish(120000));
         QVERIFY(demo.finish(30000));
         const QString recordOut = record.out(), recordErr = record.err(), demoErr = demo.err();
