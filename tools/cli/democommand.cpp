@@ -5,6 +5,7 @@
 #include "democommand.h"
 
 #include "allocator.h"
+#include "dump.h"
 #include "hostbackend.h"
 #include "publisher.h"
 
@@ -23,12 +24,16 @@ namespace {
 
     constexpr const char* DemoUsage
         = "usage: memscope-cli demo [--endpoint E] [--events N] [--rate N] [--leak] "
-          "[--delay MS]\n"
+          "[--delay MS] [--linger MS]\n"
           "  --endpoint E  where to publish (default ipc://$XDG_RUNTIME_DIR/memscope-<pid>)\n"
           "  --events N    stop after about N allocator events (default 100000)\n"
           "  --rate N      at most N events per second (default 20000; 0: unlimited)\n"
           "  --leak        keep one small tensor per step (a leak to find)\n"
-          "  --delay MS    wait before the first step, for viewers to connect (default 1000)\n";
+          "  --delay MS    wait before the first step, for viewers to connect (default 1000)\n"
+          "  --linger MS   after the last step, stay (publishing heartbeats, answering state requests) this long\n"
+          "                before saying goodbye (default 0)\n"
+          "With MEMSCOPE_DUMP_ON=exit it writes its final state to MEMSCOPE_DUMP_PATH before saying goodbye, as an\n"
+          "agent in a job does.\n";
 
     bool parseNumber(const std::string& text, unsigned long long& out)
     {
@@ -61,6 +66,7 @@ int runDemo(const std::vector<std::string>& args)
     unsigned long long events = 100000;
     unsigned long long rate = 20000;
     unsigned long long delayMs = 1000;
+    unsigned long long lingerMs = 0;
     bool leak = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
@@ -76,6 +82,9 @@ int runDemo(const std::vector<std::string>& args)
         } else if (a == "--delay") {
             if (!value(delayMs))
                 return std::fprintf(stderr, "memscope-cli demo: --delay needs a number\n%s", DemoUsage), 2;
+        } else if (a == "--linger") {
+            if (!value(lingerMs))
+                return std::fprintf(stderr, "memscope-cli demo: --linger needs a number\n%s", DemoUsage), 2;
         } else if (a == "--leak") {
             leak = true;
         } else {
@@ -138,6 +147,15 @@ int runDemo(const std::vector<std::string>& args)
         }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The end of the job: its final state on disk first (MEMSCOPE_DUMP_ON=exit, as agentapi.cpp does at exit),
+    // then a while for late viewers, then the goodbye.
+    const DumpSettings dump = dumpSettingsFromEnvironment();
+    if (dump.onExit) {
+        std::string written, why;
+        if (!dumpSnapshot(allocator, dump.path, &written, &why))
+            std::fprintf(stderr, "memscope-cli demo: %s\n", why.c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(lingerMs));
     publisher.stop(2000);
     allocator.setTraceObserver(nullptr);
     std::fprintf(stderr, "memscope-cli demo: %llu steps, %llu events in %.2f s, %llu lost%s\n", step,
