@@ -136,36 +136,65 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
     return 0;
 }
 
-// --attach with --screenshot: record until the job says goodbye (or `seconds` pass, then stop), wait for the final
-// Document, render the window.
-int takeLiveScreenshot(memscope::app::MainWindow& window, const QString& endpoint, const QString& out, double seconds)
+// --attach with --screenshot: record until every job says goodbye (or `seconds` pass, then stop), wait until all
+// is shown, render the window (with several endpoints: the Ranks tab).
+int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& endpoints, const QString& out,
+                       double seconds)
 {
     using memscope::app::LiveState;
+    using memscope::app::LiveWindow;
     window.setAttribute(Qt::WA_DontShowOnScreen);
     window.resize(1600, 1000);
     window.show();
-    memscope::app::LiveWindow* live = window.openLive(endpoint, false);
+    std::vector<LiveWindow*> lives;
+    if (endpoints.size() == 1) {
+        lives.push_back(window.openLive(endpoints.front(), false));
+    } else {
+        window.openLiveGroup(endpoints, false);
+        for (LiveWindow* live : window.findChildren<LiveWindow*>())
+            lives.push_back(live);
+    }
     QEventLoop loop;
-    QObject::connect(live, &memscope::app::LiveWindow::settled, &loop, &QEventLoop::quit);
-    QTimer::singleShot(int(seconds * 1000), live, [live] { live->receiver()->stop(); });
-    if (!live->isSettled())
+    auto allSettled = [&] {
+        return std::all_of(lives.begin(), lives.end(), [](LiveWindow* l) { return l->isSettled(); });
+    };
+    for (LiveWindow* live : lives)
+        QObject::connect(live, &LiveWindow::settled, &loop, [&] {
+            if (allSettled())
+                loop.quit();
+        });
+    QTimer::singleShot(int(seconds * 1000), &loop, [&] {
+        for (LiveWindow* live : lives)
+            live->receiver()->stop();
+    });
+    if (!allSettled())
         loop.exec();
-    const memscope::app::LiveUpdate& last = live->receiver()->latest();
-    if (last.state == LiveState::Failed) {
-        printError(last.message);
-        return 1;
+    for (LiveWindow* live : lives) {
+        const memscope::app::LiveUpdate& last = live->receiver()->latest();
+        if (last.state == LiveState::Failed) {
+            printError(last.message);
+            return 1;
+        }
+        if (!live->documentWindow()) {
+            printError(QStringLiteral("%1: nothing recorded in %2 s").arg(live->endpoint()).arg(seconds));
+            return 1;
+        }
     }
-    if (!live->documentWindow()) {
-        printError(QStringLiteral("%1: nothing recorded in %2 s").arg(endpoint).arg(seconds));
-        return 1;
-    }
+    // The group's table refreshes on a timer: let it take the final figures in.
+    if (lives.size() > 1)
+        {
+            QEventLoop settle;
+            QTimer::singleShot(700, &settle, &QEventLoop::quit);
+            settle.exec();
+        }
     QCoreApplication::sendPostedEvents();
     QCoreApplication::processEvents();
     if (!window.grab().save(out)) {
         printError(out + QStringLiteral(": cannot write the screenshot"));
         return 1;
     }
-    std::printf("%s\n", qPrintable(live->statusText()));
+    for (LiveWindow* live : lives)
+        std::printf("%s\n", qPrintable(live->statusText()));
     return 0;
 }
 
@@ -206,7 +235,8 @@ int main(int argc, char** argv)
                                          QStringLiteral("Open the FILEs as the ranks of one distributed job."));
     const QCommandLineOption attachOption(QStringLiteral("attach"),
                                           QStringLiteral("Record a running job live from its agent's endpoint "
-                                                         "(ipc://PATH or tcp://HOST:PORT)."),
+                                                         "(ipc://PATH or tcp://HOST:PORT). Repeat it for several "
+                                                         "jobs (the ranks of one job): a tab each and a Ranks tab."),
                                           QStringLiteral("endpoint"));
     const QCommandLineOption attachSecondsOption(QStringLiteral("attach-seconds"),
                                                  QStringLiteral("With --attach and --screenshot: record at most this "
@@ -271,7 +301,7 @@ int main(int argc, char** argv)
 
     if (parser.isSet(attachOption) || !demoEndpoint.isEmpty()) {
         memscope::app::MainWindow window;
-        const QString endpoint = demoEndpoint.isEmpty() ? parser.value(attachOption) : demoEndpoint;
+        const QStringList endpoints = demoEndpoint.isEmpty() ? parser.values(attachOption) : QStringList { demoEndpoint };
         if (parser.isSet(screenshot)) {
             bool ok = false;
             const double seconds = parser.value(attachSecondsOption).toDouble(&ok);
@@ -280,10 +310,13 @@ int main(int argc, char** argv)
                                .arg(parser.value(attachSecondsOption)));
                 return 2;
             }
-            return takeLiveScreenshot(window, endpoint, parser.value(screenshot), seconds);
+            return takeLiveScreenshot(window, endpoints, parser.value(screenshot), seconds);
         }
         window.show();
-        window.openLive(endpoint);
+        if (endpoints.size() == 1)
+            window.openLive(endpoints.front());
+        else
+            window.openLiveGroup(endpoints);
         return QApplication::exec();
     }
 

@@ -21,10 +21,22 @@ RankStats rankStats(const Document& document, int position)
     const QRegularExpressionMatch m = rankRe.match(QFileInfo(document.path).fileName());
     r.rank = m.hasMatch() ? m.captured(1).toInt() : position;
     model::ByteCount active = 0;
-    for (const model::Segment& s : document.snapshot->segments) {
-        r.reserved += s.totalSize;
-        r.allocated += s.allocatedSize;
-        active += s.activeSize;
+    if (document.isLive()) {
+        // A live document's snapshot holds the state it joined at; its replays end where the job is now.
+        for (const model::Replay& replay : document.replays) {
+            const model::ReplaySeries& s = replay.series();
+            if (s.size() == 0)
+                continue;
+            r.reserved += s.reserved.back();
+            r.allocated += s.allocated.back();
+            active += s.active.back();
+        }
+    } else {
+        for (const model::Segment& s : document.snapshot->segments) {
+            r.reserved += s.totalSize;
+            r.allocated += s.allocatedSize;
+            active += s.activeSize;
+        }
     }
     r.fragmentation = r.reserved - active;
     r.fragmentationRatio = r.reserved > 0 ? double(r.fragmentation) / double(r.reserved) : 0.0;

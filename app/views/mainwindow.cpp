@@ -24,13 +24,17 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPainter>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSettings>
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTabWidget>
+#include <QTimer>
 #include <QVBoxLayout>
+
+#include <utility>
 
 namespace memscope::app {
 
@@ -566,6 +570,44 @@ LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect)
     });
     addTab(live, tr("Live: %1").arg(endpoint.section(QLatin1Char('/'), -1)), endpoint);
     return live;
+}
+
+RankGroupView* MainWindow::openLiveGroup(const QStringList& endpoints, bool reconnect)
+{
+    std::vector<QPointer<LiveWindow>> lives;
+    for (const QString& endpoint : endpoints)
+        lives.emplace_back(openLive(endpoint, reconnect));
+    auto* view = new RankGroupView(std::make_shared<RankGroup>(), m_tabs);
+    auto group = std::make_shared<std::shared_ptr<const RankGroup>>(std::make_shared<RankGroup>());
+    auto dirty = std::make_shared<bool>(true);
+    auto* timer = new QTimer(view);
+    timer->setInterval(500);
+    connect(timer, &QTimer::timeout, view, [view, lives, group, dirty] {
+        if (!std::exchange(*dirty, false))
+            return;
+        std::vector<std::shared_ptr<const Document>> documents;
+        for (const QPointer<LiveWindow>& live : lives)
+            if (live && live->documentWindow())
+                documents.push_back(live->documentWindow()->session()->documentPtr());
+        *group = std::make_shared<const RankGroup>(makeRankGroup(std::move(documents)));
+        view->setGroup(*group);
+    });
+    for (const QPointer<LiveWindow>& live : lives) {
+        connect(live, &LiveWindow::grew, view, [dirty] { *dirty = true; });
+        connect(live, &LiveWindow::documentChanged, view, [dirty] { *dirty = true; });
+    }
+    timer->start();
+    connect(view, &RankGroupView::diffRequested, this, [this, group](int a, int b) {
+        const std::shared_ptr<const RankGroup> g = *group;
+        if (size_t(std::max(a, b)) >= g->documents.size())
+            return;
+        DiffInput sa, sb;
+        sa.document = g->documents[size_t(a)];
+        sb.document = g->documents[size_t(b)];
+        openDiffTab(sa, sb);
+    });
+    addTab(view, tr("Ranks (%1 live)").arg(endpoints.size()), endpoints.join(QLatin1Char('\n')));
+    return view;
 }
 
 void MainWindow::chooseAttach()

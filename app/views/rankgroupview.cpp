@@ -29,19 +29,7 @@ RankGroupView::RankGroupView(std::shared_ptr<const RankGroup> group, QWidget* pa
     m_summary->setObjectName(QStringLiteral("rankSummary"));
     m_summary->setTextFormat(Qt::RichText);
     m_summary->setWordWrap(true);
-    const RankGroup& g = m_model->group();
-    QString text = tr("<b>%1 ranks</b>.").arg(g.ranks.size());
-    if (g.median >= 0)
-        text += tr(" Median peak allocated: rank %1, %2.")
-                    .arg(g.ranks[size_t(g.median)].rank)
-                    .arg(Session::formatBytes(g.ranks[size_t(g.median)].peakAllocated));
-    if (g.outlier >= 0)
-        text += tr(" <span style=\"color:#b01010\"><b>Outlier: rank %1</b> (peak %2, %3 vs the median)</span>.")
-                    .arg(g.ranks[size_t(g.outlier)].rank)
-                    .arg(Session::formatBytes(g.ranks[size_t(g.outlier)].peakAllocated),
-                         m_model->index(g.outlier, RankGroupModel::DeviationColumn).data().toString());
-    text += tr(" Double-click a rank to diff it against the median.");
-    m_summary->setText(text);
+    updateSummary();
     layout->addWidget(m_summary);
 
     m_table = new QTableView(this);
@@ -76,6 +64,34 @@ RankGroupView::RankGroupView(std::shared_ptr<const RankGroup> group, QWidget* pa
     buttons->addWidget(selected);
     buttons->addStretch(1);
     layout->addLayout(buttons);
+}
+
+void RankGroupView::updateSummary()
+{
+    const RankGroup& g = m_model->group();
+    QString text = tr("<b>%1 ranks</b>.").arg(g.ranks.size());
+    if (g.median >= 0)
+        text += tr(" Median peak allocated: rank %1, %2.")
+                    .arg(g.ranks[size_t(g.median)].rank)
+                    .arg(Session::formatBytes(g.ranks[size_t(g.median)].peakAllocated));
+    if (g.outlier >= 0)
+        text += tr(" <span style=\"color:#b01010\"><b>Outlier: rank %1</b> (peak %2, %3 vs the median)</span>.")
+                    .arg(g.ranks[size_t(g.outlier)].rank)
+                    .arg(Session::formatBytes(g.ranks[size_t(g.outlier)].peakAllocated),
+                         m_model->index(g.outlier, RankGroupModel::DeviationColumn).data().toString());
+    text += tr(" Double-click a rank to diff it against the median.");
+    m_summary->setText(text);
+}
+
+void RankGroupView::setGroup(std::shared_ptr<const RankGroup> group)
+{
+    const std::vector<int> selected = selectedRows();
+    m_model->setGroup(std::move(group));
+    for (int row : selected)
+        if (row < m_model->rowCount())
+            m_table->selectionModel()->select(m_proxy->mapFromSource(m_model->index(row, 0)),
+                                              QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    updateSummary();
 }
 
 void RankGroupView::diffAgainstMedian(int row)

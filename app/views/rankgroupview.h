@@ -23,6 +23,8 @@ public:
     RankGroupModel* model() const { return m_model; }
     QTableView* table() const { return m_table; }
     const RankGroup& group() const { return m_model->group(); }
+    // A new group (e.g. the live ranks' figures now): the table keeps its sorting and selection.
+    void setGroup(std::shared_ptr<const RankGroup> group);
     // Emits diffRequested(median, rank of `row` of the model); nothing for the median itself.
     void diffAgainstMedian(int row);
 
@@ -32,6 +34,7 @@ Q_SIGNALS:
 
 private:
     std::vector<int> selectedRows() const;
+    void updateSummary();
 
     RankGroupModel* m_model;
     QSortFilterProxyModel* m_proxy;

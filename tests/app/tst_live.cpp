@@ -6,6 +6,8 @@
 #include "views/attachdialog.h"
 #include "views/documentwindow.h"
 #include "views/livewindow.h"
+#include "views/mainwindow.h"
+#include "views/rankgroupview.h"
 
 #include <QCoreApplication>
 #include <QImage>
@@ -114,6 +116,7 @@ private Q_SLOTS:
     void attachMidRun();
     void reconnectsToRestartedJob();
     void floodIsReportedAndRepaired();
+    void ranksSideBySide();
     void attachDialogListsEndpoints();
     void screenshotOption();
     void noAgent();
@@ -356,6 +359,57 @@ void TestLive::floodIsReportedAndRepaired()
     const io::LoadResult exitDump = io::loadSnapshot(dump.toStdString());
     QVERIFY2(exitDump.ok(), exitDump.error.toString().c_str());
     QCOMPARE(stateLines(s->replay().stateAt(s->entryCount())), stateLines(*exitDump.snapshot));
+}
+
+// Three jobs at once (the ranks of one job): a live tab each and a Ranks tab whose figures follow each job's own
+// document; one rank leaks, and stands out.
+void TestLive::ranksSideBySide()
+{
+    QTemporaryDir dir;
+    QStringList endpoints;
+    std::vector<std::unique_ptr<QProcess>> demos;
+    for (int rank = 0; rank < 3; ++rank) {
+        const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/rank%1").arg(rank);
+        QStringList args { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
+                           QStringLiteral("40000"), QStringLiteral("--rate"), QStringLiteral("40000"),
+                           QStringLiteral("--delay"), QStringLiteral("500") };
+        if (rank == 2)
+            args << QStringLiteral("--leak");
+        demos.push_back(std::make_unique<QProcess>());
+        QCOMPARE(startDemo(*demos.back(), args), endpoint);
+        endpoints << endpoint;
+    }
+    MainWindow window;
+    window.resize(1400, 800);
+    window.show();
+    RankGroupView* ranks = window.openLiveGroup(endpoints, false);
+    QVERIFY(ranks);
+    const auto lives = window.findChildren<LiveWindow*>();
+    QCOMPARE(lives.size(), 3);
+    // While the jobs run, the table fills in.
+    QTRY_COMPARE_WITH_TIMEOUT(ranks->model()->rowCount(), 3, 20000);
+    for (LiveWindow* live : lives)
+        QTRY_VERIFY_WITH_TIMEOUT(live->isSettled(), 60000);
+    for (auto& demo : demos)
+        QVERIFY(demo->waitForFinished(20000) || demo->state() == QProcess::NotRunning);
+    QTest::qWait(800); // one more refresh of the table after the last growth
+    const RankGroup& group = ranks->group();
+    QCOMPARE(group.ranks.size(), size_t(3));
+    for (size_t i = 0; i < group.ranks.size(); ++i) {
+        const RankStats& r = group.ranks[i];
+        const model::ReplaySeries& s = group.documents[i]->replays[0].series();
+        QCOMPARE(r.reserved, s.reserved.back());
+        QCOMPARE(r.allocated, s.allocated.back());
+        QCOMPARE(r.peakReserved, *std::max_element(s.reserved.begin(), s.reserved.end()));
+        QVERIFY(r.rank >= 0 && r.rank < 3);
+    }
+    // The leaking rank ends with the most allocated.
+    const auto leaking = std::find_if(group.ranks.begin(), group.ranks.end(), [](const RankStats& r) { return r.rank == 2; });
+    QVERIFY(leaking != group.ranks.end());
+    for (const RankStats& r : group.ranks)
+        if (r.rank != 2)
+            QVERIFY2(leaking->allocated > r.allocated, "the leak shows in the allocated bytes");
+    QVERIFY(test::saveScreenshot(window, QStringLiteral("live-ranks"), QSize(1400, 800)));
 }
 
 void TestLive::attachDialogListsEndpoints()
