@@ -5,7 +5,15 @@
 #include "io/snapshotio.h"
 #include "views/documentwindow.h"
 
+#include <QCheckBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDir>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QLineEdit>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMessageBox>
@@ -45,7 +53,12 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_save->setToolTip(tr("Write what has been recorded so far as a snapshot file"));
     m_save->setEnabled(false);
     connect(m_save, &QPushButton::clicked, this, &LiveWindow::chooseSave);
+    auto* triggers = new QPushButton(tr("Triggers…"), this);
+    triggers->setObjectName(QStringLiteral("liveTriggers"));
+    triggers->setToolTip(tr("Save the recording automatically when reserved memory crosses a threshold or at an OOM"));
+    connect(triggers, &QPushButton::clicked, this, &LiveWindow::chooseTrigger);
     bar->addWidget(m_status, 1);
+    bar->addWidget(triggers);
     bar->addWidget(m_save);
     m_layout->addLayout(bar);
     m_placeholder = new QLabel(tr("Waiting for %1…").arg(endpoint), this);
@@ -89,6 +102,8 @@ QString LiveWindow::statusText() const
     if (u.stats.restarts > 0)
         text += tr(" (restarted, was pid %1)").arg(u.previousPid);
     text += QStringLiteral(" — ") + LiveReceiver::stateName(u.state);
+    if (m_trigger.isOn())
+        text += tr(" — triggers on (%n saved)", nullptr, int(m_triggered.size()));
     if (const size_t behind = backlog(); behind > 0)
         text += tr(" — behind by %L1 events").arg(qulonglong(behind));
     if (u.stats.resyncNeeded())
@@ -125,9 +140,16 @@ void LiveWindow::onUpdate(const LiveUpdate& update)
         showDocument(makeDocument(endpoint(), update.snapshot)); // ended before any delta: the whole recording
     if (update.snapshot && !m_savePath.isEmpty()) {
         const QString path = std::exchange(m_savePath, QString());
-        const QString error = saveSnapshot(path);
-        if (!error.isEmpty())
+        QString error;
+        if (io::Error e = io::saveSnapshot(*update.snapshot, path.toStdString()))
+            error = QString::fromStdString(e.toString());
+        if (std::exchange(m_saveIsTrigger, false)) {
+            if (error.isEmpty())
+                m_triggered << path;
+            Q_EMIT triggered(path, error);
+        } else if (!error.isEmpty()) {
             QMessageBox::warning(this, tr("Save failed"), error);
+        }
     }
     if (update.state == LiveState::Failed && !m_document)
         m_placeholder->setText(update.message);
@@ -208,6 +230,7 @@ void LiveWindow::flush()
     cost.start();
     m_growthPending = false;
     m_document->session()->documentGrew();
+    checkTriggers();
     m_growthCostMs = cost.elapsed();
     m_sinceGrowth.restart();
     Q_EMIT grew();
@@ -224,6 +247,95 @@ void LiveWindow::showDocument(std::shared_ptr<const Document> document)
     m_document = next;
     next->show();
     Q_EMIT documentChanged(next);
+}
+
+void LiveWindow::setTrigger(LiveTrigger trigger)
+{
+    m_trigger = std::move(trigger);
+    m_armed.clear(); // re-armed on every device from the states shown now on
+    m_checkedUpTo.clear();
+    if (m_live)
+        for (const model::Replay& r : m_live->document()->replays)
+            m_checkedUpTo.push_back(r.entryCount());
+    m_status->setText(statusText());
+}
+
+// Looks at the states shown since the last check: reserved memory rising above the threshold, or an OOM entry.
+void LiveWindow::checkTriggers()
+{
+    if (!m_trigger.isOn() || !m_live)
+        return;
+    const Document& doc = *m_live->document();
+    QString reason;
+    for (size_t d = 0; d < doc.replays.size(); ++d) {
+        if (m_checkedUpTo.size() <= d) {
+            m_checkedUpTo.resize(d + 1, 0);
+            m_armed.resize(d + 1, 1);
+        }
+        if (m_armed.size() <= d)
+            m_armed.resize(d + 1, 1);
+        const model::Replay& replay = doc.replays[d];
+        const model::ReplaySeries& s = replay.series();
+        const auto& trace = doc.snapshot->deviceTraces[d];
+        for (int64_t i = m_checkedUpTo[d]; i < replay.entryCount(); ++i) {
+            if (m_trigger.onOom && trace[size_t(i)].action == model::Action::Oom && reason.isEmpty())
+                reason = QStringLiteral("oom");
+            if (m_trigger.reservedAbove > 0) {
+                const model::ByteCount reserved = s.reserved[size_t(i) + 1];
+                if (reserved <= m_trigger.reservedAbove) {
+                    m_armed[d] = 1;
+                } else if (m_armed[d]) {
+                    m_armed[d] = 0;
+                    if (reason.isEmpty())
+                        reason = QStringLiteral("reserved");
+                }
+            }
+        }
+        m_checkedUpTo[d] = replay.entryCount();
+    }
+    if (reason.isEmpty() || !m_savePath.isEmpty())
+        return; // nothing crossed, or a save is on its way already
+    const uint32_t pid = m_receiver->latest().pid;
+    m_savePath = QDir(m_trigger.folder)
+                     .filePath(QStringLiteral("memscope-%1-%2-%3.pickle").arg(pid).arg(reason).arg(++m_triggerCount));
+    m_saveIsTrigger = true;
+    m_receiver->requestSnapshot();
+}
+
+void LiveWindow::chooseTrigger()
+{
+    QDialog dialog(this);
+    dialog.setWindowTitle(tr("Capture triggers"));
+    auto* form = new QFormLayout(&dialog);
+    auto* reserved = new QDoubleSpinBox(&dialog);
+    reserved->setRange(0, 1 << 20);
+    reserved->setDecimals(2);
+    reserved->setSuffix(tr(" GiB"));
+    reserved->setSpecialValueText(tr("off"));
+    reserved->setValue(double(m_trigger.reservedAbove) / double(1 << 30));
+    auto* oom = new QCheckBox(tr("at an out-of-memory error"), &dialog);
+    oom->setChecked(m_trigger.onOom);
+    auto* folder = new QLineEdit(m_trigger.folder.isEmpty() ? QDir::homePath() : m_trigger.folder, &dialog);
+    form->addRow(tr("Save when reserved memory rises above"), reserved);
+    form->addRow(QString(), oom);
+    form->addRow(tr("Into the folder"), folder);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    form->addRow(buttons);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    LiveTrigger t;
+    t.reservedAbove = model::ByteCount(reserved->value() * double(1 << 30));
+    t.onOom = oom->isChecked();
+    t.folder = folder->text().trimmed();
+    if (t.reservedAbove > 0 || t.onOom) {
+        if (!QFileInfo(t.folder).isDir()) {
+            QMessageBox::warning(this, tr("Capture triggers"), tr("%1: not a folder").arg(t.folder));
+            return;
+        }
+    }
+    setTrigger(std::move(t));
 }
 
 QString LiveWindow::saveSnapshot(const QString& path) const

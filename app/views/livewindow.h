@@ -27,6 +27,15 @@ namespace memscope::app {
 
 class DocumentWindow;
 
+// Trigger-based capture: write the recording to a folder when a job's reserved memory rises above a threshold
+// (again each time after it fell back to or below it) or when it reports an OOM.
+struct LiveTrigger {
+    model::ByteCount reservedAbove = 0; // 0: off
+    bool onOom = false;
+    QString folder; // where the files go: memscope-<pid>-<reason>-<n>.pickle
+    bool isOn() const { return (reservedAbove > 0 || onOom) && !folder.isEmpty(); }
+};
+
 class LiveWindow : public QWidget {
     Q_OBJECT
 public:
@@ -56,6 +65,10 @@ public:
     // last entry (always true once the recording ended); an error line, or "" when written. While the job runs,
     // chooseSave() asks the receiver for a fresh copy and writes it when it comes.
     QString saveSnapshot(const QString& path) const;
+    void setTrigger(LiveTrigger trigger);
+    const LiveTrigger& trigger() const { return m_trigger; }
+    // Files the triggers wrote, oldest first.
+    const QStringList& triggeredFiles() const { return m_triggered; }
     // Entries received but not shown yet.
     size_t backlog() const { return m_live ? m_live->queued() : 0; }
 
@@ -67,6 +80,8 @@ Q_SIGNALS:
     void settled();
     // The views took in more entries.
     void grew();
+    // A trigger wrote `path` (or failed to: `error`).
+    void triggered(const QString& path, const QString& error);
 
 private:
     void onUpdate(const LiveUpdate& update);
@@ -75,6 +90,8 @@ private:
     void showDocument(std::shared_ptr<const Document> document);
     void chooseSave();
     void checkSettled();
+    void checkTriggers();
+    void chooseTrigger();
 
     LiveReceiver* m_receiver = nullptr;
     std::unique_ptr<LiveDocument> m_live;
@@ -88,6 +105,12 @@ private:
     qint64 m_growthCostMs = 0;
     bool m_growthPending = false; // entries applied that the views have not heard of
     QString m_savePath; // a save waiting for the receiver's copy
+    bool m_saveIsTrigger = false;
+    LiveTrigger m_trigger;
+    QStringList m_triggered;
+    std::vector<int64_t> m_checkedUpTo; // per device: states already checked by the triggers
+    std::vector<uint8_t> m_armed; // per device: reserved memory is at or below the threshold since the last firing
+    int m_triggerCount = 0;
     bool m_settledEmitted = false;
 };
 

@@ -117,6 +117,7 @@ private Q_SLOTS:
     void reconnectsToRestartedJob();
     void floodIsReportedAndRepaired();
     void ranksSideBySide();
+    void triggerSavesOnReservedThreshold();
     void attachDialogListsEndpoints();
     void screenshotOption();
     void noAgent();
@@ -410,6 +411,40 @@ void TestLive::ranksSideBySide()
         if (r.rank != 2)
             QVERIFY2(leaking->allocated > r.allocated, "the leak shows in the allocated bytes");
     QVERIFY(test::saveScreenshot(window, QStringLiteral("live-ranks"), QSize(1400, 800)));
+}
+
+// A capture trigger: the recording is written once when reserved memory first rises above 1 GiB (the demo holds
+// about 2.6 GiB, and never falls back below the threshold).
+void TestLive::triggerSavesOnReservedThreshold()
+{
+    QTemporaryDir dir;
+    QProcess demo;
+    const QString endpoint = startDemo(
+        demo, { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
+                QStringLiteral("--events"), QStringLiteral("30000"), QStringLiteral("--rate"), QStringLiteral("20000"),
+                QStringLiteral("--delay"), QStringLiteral("500") });
+    QVERIFY(!endpoint.isEmpty());
+    LiveWindow live(endpoint);
+    LiveTrigger trigger;
+    trigger.reservedAbove = model::ByteCount(1) << 30;
+    trigger.folder = dir.path();
+    live.setTrigger(trigger);
+    QSignalSpy triggered(&live, &LiveWindow::triggered);
+    QSignalSpy settled(&live, &LiveWindow::settled);
+    QVERIFY(settled.wait(60000));
+    QTRY_COMPARE_WITH_TIMEOUT(triggered.count(), 1, 10000);
+    QCOMPARE(triggered.first().at(1).toString(), QString()); // no error
+    QCOMPARE(live.triggeredFiles().size(), 1);
+    const QString path = live.triggeredFiles().front();
+    QVERIFY2(path.contains(QStringLiteral("-reserved-1.pickle")), qPrintable(path));
+    const io::LoadResult saved = io::loadSnapshot(path.toStdString());
+    QVERIFY2(saved.ok(), saved.error.toString().c_str());
+    model::ByteCount reserved = 0;
+    for (const model::Segment& s : saved.snapshot->segments)
+        reserved += s.totalSize;
+    QVERIFY(reserved > trigger.reservedAbove);
+    QVERIFY(live.statusText().contains(QStringLiteral("1 saved")));
+    QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
 }
 
 void TestLive::attachDialogListsEndpoints()
