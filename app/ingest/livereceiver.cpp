@@ -7,6 +7,7 @@
 #include <QThread>
 
 #include <chrono>
+#include <utility>
 
 namespace memscope::app {
 
@@ -130,6 +131,10 @@ void LiveReceiver::stop()
         u.delta = std::move(m_lastDelta);
         if (m_lastSnapshot)
             u.snapshot = std::move(m_lastSnapshot);
+        if (std::exchange(m_haveLast, false)) {
+            u.stats = m_lastStats;
+            u.lastSequence = m_lastSequence;
+        }
         deliver(std::move(u));
     }
 }
@@ -255,6 +260,9 @@ void LiveReceiver::run()
         // (Without an `initial` handed over yet, the final snapshot alone says it all.)
         m_lastDelta = takeDelta();
         m_lastSnapshot = std::make_shared<const model::Snapshot>(recorder.snapshot());
+        m_lastStats = recorder.stats();
+        m_lastSequence = recorder.lastSequence();
+        m_haveLast = true;
     }
 }
 

@@ -110,6 +110,9 @@ private:
     // Written by the receiver thread as it ends (incremental mode), read by stop() after joining it.
     std::shared_ptr<const wire::Recorder::Delta> m_lastDelta;
     std::shared_ptr<const model::Snapshot> m_lastSnapshot;
+    wire::RecorderStats m_lastStats;
+    uint64_t m_lastSequence = 0;
+    bool m_haveLast = false;
     QThread* m_thread = nullptr;
     std::atomic<bool> m_stop { false };
     LiveUpdate m_latest;

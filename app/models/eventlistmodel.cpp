@@ -451,6 +451,8 @@ void EventListModel::extendRows()
     const size_t total = rowEntries().size();
     if (total <= m_covered)
         return;
+    if (m_covered == 0)
+        m_firstTimeUs = rowEntries().front().timeUs; // times count from the first entry (none when the job ran)
     if (m_identity) {
         beginInsertRows({}, int(m_covered), int(total) - 1);
         m_covered = total;
