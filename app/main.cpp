@@ -249,6 +249,16 @@ int main(int argc, char** argv)
                                             QStringLiteral("With --demo: allocator events per second (default "
                                                            "20000)."),
                                             QStringLiteral("events"), QStringLiteral("20000"));
+    const QCommandLineOption serverKeyOption(QStringLiteral("curve-server-key"),
+                                             QStringLiteral("With --attach: the agent's CURVE public key file (for "
+                                                            "agents on remote tcp:// endpoints)."),
+                                             QStringLiteral("file"));
+    const QCommandLineOption secretKeyOption(QStringLiteral("curve-key"),
+                                             QStringLiteral("With --attach: your CURVE secret key file "
+                                                            "(memscope-cli keygen NAME writes one)."),
+                                             QStringLiteral("file"));
+    parser.addOption(serverKeyOption);
+    parser.addOption(secretKeyOption);
     parser.addOption(demoOption);
     parser.addOption(demoRateOption);
     parser.addOption(attachOption);
@@ -313,10 +323,11 @@ int main(int argc, char** argv)
             return takeLiveScreenshot(window, endpoints, parser.value(screenshot), seconds);
         }
         window.show();
+        const QString serverKey = parser.value(serverKeyOption), secretKey = parser.value(secretKeyOption);
         if (endpoints.size() == 1)
-            window.openLive(endpoints.front());
+            window.openLive(endpoints.front(), true, serverKey, secretKey);
         else
-            window.openLiveGroup(endpoints);
+            window.openLiveGroup(endpoints, true, serverKey, secretKey);
         return QApplication::exec();
     }
 

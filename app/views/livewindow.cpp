@@ -36,7 +36,7 @@ namespace {
     constexpr qint64 FlushBudgetMs = 12;
 } // namespace
 
-LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* parent)
+LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* parent, const Keys& keys)
     : QWidget(parent)
     , m_receiver(new LiveReceiver(endpoint, this))
     , m_flushTimer(new QTimer(this))
@@ -73,6 +73,7 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_status->setText(statusText());
     m_receiver->setIncremental(true);
     m_receiver->setReconnect(afterExit == AfterExit::Reconnect);
+    m_receiver->setCurveKeys(keys.serverPublicKey, keys.secretKey);
     m_receiver->start();
 }
 

@@ -45,8 +45,14 @@ public:
         Reconnect, // keep what was recorded and wait for the job to run again at the endpoint (Reconnecting): its
                    // next run continues the recording, the restart marked in the trace
     };
+    // CURVE key files (common/client/curvekeys.h) for agents that require them; both empty: none.
+    struct Keys {
+        QString serverPublicKey;
+        QString secretKey;
+    };
     // Starts receiving from `endpoint` at once.
-    explicit LiveWindow(const QString& endpoint, AfterExit afterExit = AfterExit::End, QWidget* parent = nullptr);
+    explicit LiveWindow(const QString& endpoint, AfterExit afterExit = AfterExit::End, QWidget* parent = nullptr,
+                        const Keys& keys = {});
     ~LiveWindow() override;
 
     LiveReceiver* receiver() const { return m_receiver; }

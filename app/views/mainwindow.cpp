@@ -552,10 +552,12 @@ DocumentWindow* MainWindow::currentDocument() const
 
 LiveWindow* MainWindow::currentLive() const { return qobject_cast<LiveWindow*>(m_tabs->currentWidget()); }
 
-LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect)
+LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect, const QString& curveServerKey,
+                                 const QString& curveSecretKey)
 {
+    AttachDialog::rememberEndpoint(endpoint, curveServerKey, curveSecretKey);
     auto* live = new LiveWindow(endpoint, reconnect ? LiveWindow::AfterExit::Reconnect : LiveWindow::AfterExit::End,
-                                m_tabs);
+                                m_tabs, { curveServerKey, curveSecretKey });
     connect(live, &LiveWindow::documentChanged, this, [this, live](DocumentWindow* doc) {
         connect(doc, &DocumentWindow::statusChanged, this, [this, doc] {
             if (doc == currentDocument())
@@ -572,11 +574,12 @@ LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect)
     return live;
 }
 
-RankGroupView* MainWindow::openLiveGroup(const QStringList& endpoints, bool reconnect)
+RankGroupView* MainWindow::openLiveGroup(const QStringList& endpoints, bool reconnect, const QString& curveServerKey,
+                                         const QString& curveSecretKey)
 {
     std::vector<QPointer<LiveWindow>> lives;
     for (const QString& endpoint : endpoints)
-        lives.emplace_back(openLive(endpoint, reconnect));
+        lives.emplace_back(openLive(endpoint, reconnect, curveServerKey, curveSecretKey));
     auto* view = new RankGroupView(std::make_shared<RankGroup>(), m_tabs);
     auto group = std::make_shared<std::shared_ptr<const RankGroup>>(std::make_shared<RankGroup>());
     auto dirty = std::make_shared<bool>(true);
@@ -615,7 +618,7 @@ void MainWindow::chooseAttach()
     AttachDialog dialog(this);
     if (dialog.exec() != QDialog::Accepted || dialog.endpoint().isEmpty())
         return;
-    openLive(dialog.endpoint());
+    openLive(dialog.endpoint(), true, dialog.curveServerKey(), dialog.curveSecretKey());
 }
 
 DiffWindow* MainWindow::currentDiff() const

@@ -45,11 +45,13 @@ public:
 
     // Attaches to a running job's agent at `endpoint` (ipc://PATH or tcp://HOST:PORT) and opens a live tab.
     // `reconnect`: wait for the job's next run when it exits (interactive use) instead of ending the recording.
-    LiveWindow* openLive(const QString& endpoint, bool reconnect = true);
+    LiveWindow* openLive(const QString& endpoint, bool reconnect = true, const QString& curveServerKey = {},
+                         const QString& curveSecretKey = {});
     // Several jobs at once (the ranks of one job, or one rank's devices): a live tab per endpoint and a "Ranks"
     // tab comparing them (peaks, reserved, allocated, fragmentation, OOMs, the median and the outlier), refreshed
     // as they grow (at most every 500 ms). Double-clicking a rank diffs it against the median at that moment.
-    RankGroupView* openLiveGroup(const QStringList& endpoints, bool reconnect = true);
+    RankGroupView* openLiveGroup(const QStringList& endpoints, bool reconnect = true,
+                                 const QString& curveServerKey = {}, const QString& curveSecretKey = {});
     // File ▸ Attach to Job…: the AttachDialog, then openLive().
     void chooseAttach();
 

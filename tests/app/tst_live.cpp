@@ -14,7 +14,10 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
+#include <QListWidget>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -470,6 +473,12 @@ void TestLive::attachDialogListsEndpoints()
     const qint64 pid = demo.processId();
     QCOMPARE(endpoint, QStringLiteral("ipc://%1/memscope-%2").arg(runtime.path()).arg(pid));
 
+    // An endpoint attached to before, with its key files: listed as recent, and its keys come back with it.
+    QStandardPaths::setTestModeEnabled(true);
+    QSettings().remove(QStringLiteral("live"));
+    AttachDialog::rememberEndpoint(QStringLiteral("tcp://gpu-node-7:5555"), QStringLiteral("/keys/agent.pub"),
+                                   QStringLiteral("/keys/me.key"));
+
     const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
     qputenv("XDG_RUNTIME_DIR", runtime.path().toLocal8Bit());
     const std::vector<FoundEndpoint> found = discoverEndpoints();
@@ -479,13 +488,29 @@ void TestLive::attachDialogListsEndpoints()
     demo.kill();
     demo.waitForFinished(5000);
 
-    QVERIFY(std::any_of(found.begin(), found.end(),
-                        [&](const FoundEndpoint& e) { return e.endpoint == endpoint && e.alive && e.pid == pid; }));
-    QVERIFY2(rows.contains(QStringLiteral("%1 — pid %2").arg(endpoint).arg(pid)), qPrintable(rows.join(u'\n')));
+    QVERIFY(std::any_of(found.begin(), found.end(), [&](const FoundEndpoint& e) {
+        return e.endpoint == endpoint && e.alive && e.pid == pid && e.commandLine.contains(QStringLiteral("demo"))
+            && e.ageSeconds >= 0;
+    }));
+    // The live job: its pid, how long it has published, and its command line.
+    const QString liveRow = QStringLiteral("%1 — pid %2, publishing for ").arg(endpoint).arg(pid);
+    QVERIFY2(std::any_of(rows.begin(), rows.end(),
+                         [&](const QString& r) {
+                             return r.startsWith(liveRow) && r.contains(QStringLiteral("memscope-cli demo --events"));
+                         }),
+             qPrintable(rows.join(u'\n')));
+    QVERIFY2(rows.contains(QStringLiteral("tcp://gpu-node-7:5555 — recent")), qPrintable(rows.join(u'\n')));
     QVERIFY2(rows.contains(QStringLiteral("ipc://%1/memscope-99999999 — pid 99999999, exited").arg(runtime.path())),
              qPrintable(rows.join(u'\n')));
     QCOMPARE(dialog.endpoint(), endpoint); // the live one first, preselected
-    QVERIFY(test::saveScreenshot(dialog, QStringLiteral("live-attach-dialog"), QSize(560, 360)));
+    QVERIFY(dialog.curveServerKey().isEmpty());
+    QVERIFY(test::saveScreenshot(dialog, QStringLiteral("live-attach-dialog"), QSize(760, 420)));
+    auto* list = dialog.findChild<QListWidget*>(QStringLiteral("endpoints"));
+    QVERIFY(list);
+    list->setCurrentRow(int(rows.indexOf(QStringLiteral("tcp://gpu-node-7:5555 — recent"))));
+    QCOMPARE(dialog.endpoint(), QStringLiteral("tcp://gpu-node-7:5555"));
+    QCOMPARE(dialog.curveServerKey(), QStringLiteral("/keys/agent.pub"));
+    QCOMPARE(dialog.curveSecretKey(), QStringLiteral("/keys/me.key"));
 }
 
 void TestLive::screenshotOption()
