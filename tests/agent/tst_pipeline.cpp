@@ -289,8 +289,11 @@ private Q_SLOTS:
         else
             env.insert(QStringLiteral("MEMSCOPE_COMPRESS"), compress);
         demo.process->setProcessEnvironment(env);
+        // The default rate (20 k/s, 15 s) for the plain run; the other transports at 200 k/s.
+        const QString rate = compress.isEmpty() && !tcp ? QStringLiteral("20000") : QStringLiteral("200000");
         demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
-                     QStringLiteral("300000"), QStringLiteral("--delay"), QStringLiteral("500") });
+                     QStringLiteral("300000"), QStringLiteral("--rate"), rate, QStringLiteral("--delay"),
+                     QStringLiteral("500") });
         QString bound;
         QVERIFY(waitBound(demo, &bound));
         if (tcp) // the agent binds tcp://:PORT on 127.0.0.1 and says so
