@@ -133,8 +133,8 @@ void TimelineView::onDeviceChanged()
     update();
 }
 
-// A live document grew: the items are made again (O(allocations), far below the replay's growth), the view keeps
-// its zoom, and a view showing the end (or everything) slides along with the data.
+// A live document grew: the items are extended (O(live + new items)), the view keeps its zoom, and a view showing
+// the end (or everything) slides along with the data.
 void TimelineView::onGrown()
 {
     if (!m_session)
@@ -144,8 +144,8 @@ void TimelineView::onGrown()
     const bool atEnd = last >= m_axis.entryCount();
     const double width = m_geometry.span();
     const Replay& replay = m_session->replay();
-    m_allocs = TimelineItems::fromAllocations(replay);
-    m_pieces = TimelineItems::fromSegments(replay);
+    m_allocs.extendAllocations(replay);
+    m_pieces.extendSegments(replay);
     auto colorsOf = [](const TimelineItems& items, std::vector<uint32_t>& out) {
         const size_t from = std::min(out.size(), items.count());
         out.resize(items.count());

@@ -105,6 +105,84 @@ TimelineItems TimelineItems::fromSegments(const Replay& replay)
     return items;
 }
 
+namespace {
+
+    // extendAllocations / extendSegments: `fill(k)` (re)writes item k's fields from the grown replay.
+    template <typename Fill> void extendItems(TimelineItems& items, int64_t entryCount, size_t count, Fill fill)
+    {
+        const TraceIndex oldEnd = TraceIndex(items.entryCount);
+        const size_t oldCount = items.count();
+        // The items alive at the old end are the last run of byEnd (end == old entry count).
+        const size_t open = size_t(std::lower_bound(items.endByEnd.begin(), items.endByEnd.end(), oldEnd)
+                                   - items.endByEnd.begin());
+        std::vector<TimelineItem> changed(items.byEnd.begin() + ptrdiff_t(open), items.byEnd.end());
+        items.byEnd.resize(open);
+        items.endByEnd.resize(open);
+        items.begin.resize(count);
+        items.end.resize(count);
+        items.size.resize(count);
+        items.pendingFrom.resize(count);
+        items.address.resize(count);
+        for (TimelineItem k : changed)
+            fill(k);
+        for (size_t k = oldCount; k < count; ++k) {
+            fill(TimelineItem(k));
+            changed.push_back(TimelineItem(k));
+        }
+        items.entryCount = entryCount;
+        // Every changed item ends at or after the old end, every kept one before it: appending them in (end, index)
+        // order keeps byEnd what finish() makes (a stable sort by end).
+        std::sort(changed.begin(), changed.end(), [&](TimelineItem a, TimelineItem b) {
+            return items.end[a] != items.end[b] ? items.end[a] < items.end[b] : a < b;
+        });
+        for (TimelineItem k : changed) {
+            items.byEnd.push_back(k);
+            items.endByEnd.push_back(items.end[k]);
+        }
+        // Pending items: few (record_stream); rebuilt from those kept plus the changed ones.
+        std::vector<uint8_t> isChanged(count, 0);
+        for (TimelineItem k : changed)
+            isChanged[k] = 1;
+        std::erase_if(items.byPending, [&](TimelineItem k) { return isChanged[k] != 0; });
+        for (TimelineItem k : changed)
+            if (items.pendingFrom[k] < items.end[k])
+                items.byPending.push_back(k);
+        std::stable_sort(items.byPending.begin(), items.byPending.end(), [&](TimelineItem a, TimelineItem b) {
+            return items.pendingFrom[a] != items.pendingFrom[b] ? items.pendingFrom[a] < items.pendingFrom[b] : a < b;
+        });
+        items.pendingByPending.resize(items.byPending.size());
+        for (size_t i = 0; i < items.byPending.size(); ++i)
+            items.pendingByPending[i] = items.pendingFrom[items.byPending[i]];
+    }
+
+} // namespace
+
+void TimelineItems::extendAllocations(const Replay& replay)
+{
+    const auto& allocs = replay.allocations();
+    extendItems(*this, replay.entryCount(), allocs.size(), [&](TimelineItem k) {
+        const Allocation& a = allocs[k];
+        begin[k] = a.allocIndex;
+        end[k] = a.freeCompletedIndex;
+        size[k] = a.size;
+        pendingFrom[k] = a.freeRequestedIndex + 1 < a.freeCompletedIndex ? a.freeRequestedIndex : INT32_MAX;
+        address[k] = a.address;
+    });
+}
+
+void TimelineItems::extendSegments(const Replay& replay)
+{
+    const auto& pieces = replay.segmentPieces();
+    extendItems(*this, replay.entryCount(), pieces.size(), [&](TimelineItem k) {
+        const SegmentPiece& p = pieces[k];
+        begin[k] = p.beginIndex;
+        end[k] = p.endIndex;
+        size[k] = p.size;
+        pendingFrom[k] = INT32_MAX;
+        address[k] = p.address;
+    });
+}
+
 std::vector<TimelineItem> pieceOfAllocations(const Replay& replay)
 {
     const auto& allocs = replay.allocations();

@@ -48,6 +48,12 @@ struct TimelineItems {
     static TimelineItems fromSegments(const Replay& replay);
     // Fills the orders (byEnd, byPending and their keys) from begin/end/pendingFrom; the factories call it.
     void finish();
+
+    // The same as fromAllocations / fromSegments of `replay` after it grew (model/replayextender.h) from the
+    // replay these items were made of: the items alive at the old end are updated, the new ones appended, and the
+    // orders repaired, in O(items alive at the old end + new items + pending items), not O(all items).
+    void extendAllocations(const Replay& replay);
+    void extendSegments(const Replay& replay);
 };
 
 // The segment piece (index into replay.segmentPieces()) holding each allocation when it begins, or NoTimelineItem

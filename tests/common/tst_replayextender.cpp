@@ -4,6 +4,7 @@
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "model/replayextender.h"
+#include "model/timeline.h"
 #include "testutil.h"
 
 #include <QDir>
@@ -76,6 +77,9 @@ private Q_SLOTS:
     void matchesBuild_data();
     void matchesBuild();
     void emptyStart();
+    void timelineItemsGrowToo_data();
+    void timelineItemsGrowToo();
+    void timelineItemsPendingAcrossAppends();
     void inconsistentEntriesAreCounted();
 };
 
@@ -189,6 +193,97 @@ void TestReplayExtender::matchesBuild()
             QVERIFY(a.freeCompletedIndex <= grown.entryCount() && a.freeRequestedIndex <= grown.entryCount());
         for (const model::SegmentPiece& p : grown.segmentPieces())
             QVERIFY(p.endIndex <= grown.entryCount());
+    }
+}
+
+void TestReplayExtender::timelineItemsGrowToo_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<int>("chunk");
+    for (const char* f : { "mlp_train.pickle", "multistream.pickle", "expandable_segments.pickle", "oom.pickle" })
+        for (int chunk : { 1, 7, 40 })
+            QTest::addRow("%s/%d", f, chunk) << QString::fromLatin1(f) << chunk;
+    QTest::addRow("transformer_train.pickle/800") << QStringLiteral("transformer_train.pickle") << 800;
+}
+
+// Timeline items extended after every append equal the items made from scratch of the grown replay.
+void TestReplayExtender::timelineItemsGrowToo()
+{
+    QFETCH(QString, file);
+    QFETCH(int, chunk);
+    const auto snapshot = load(file.toStdString());
+    QVERIFY(snapshot);
+    const model::Replay ref = model::Replay::build(*snapshot, 0);
+    const int64_t k = ref.entryCount() / 4;
+    const model::Snapshot initial = model::snapshotOfState(ref.stateAt(k), 0);
+    model::Replay grown;
+    model::ReplayExtender extender;
+    extender.start(grown, initial, 0);
+    model::TimelineItems allocs = model::TimelineItems::fromAllocations(grown);
+    model::TimelineItems pieces = model::TimelineItems::fromSegments(grown);
+    const auto& trace = snapshot->deviceTraces[0];
+    auto same = [](const model::TimelineItems& a, const model::TimelineItems& b) {
+        return a.entryCount == b.entryCount && a.begin == b.begin && a.end == b.end && a.size == b.size
+            && a.pendingFrom == b.pendingFrom && a.address == b.address && a.byEnd == b.byEnd
+            && a.endByEnd == b.endByEnd && a.byPending == b.byPending && a.pendingByPending == b.pendingByPending;
+    };
+    int appends = 0;
+    for (int64_t j = k; j < ref.entryCount(); j += chunk) {
+        const int64_t take = std::min<int64_t>(chunk, ref.entryCount() - j);
+        extender.append(grown, std::span(trace).subspan(size_t(ref.firstEntry() + j), size_t(take)));
+        allocs.extendAllocations(grown);
+        pieces.extendSegments(grown);
+        if (!same(allocs, model::TimelineItems::fromAllocations(grown)))
+            QFAIL(qPrintable(QStringLiteral("allocation items differ after %1 entries").arg(j + take - k)));
+        if (!same(pieces, model::TimelineItems::fromSegments(grown)))
+            QFAIL(qPrintable(QStringLiteral("segment items differ after %1 entries").arg(j + take - k)));
+        ++appends;
+    }
+    QVERIFY(appends > 1);
+    QVERIFY(allocs.count() > 0);
+}
+
+// Blocks freed by the user while another stream still uses them (record_stream): pending across appends.
+void TestReplayExtender::timelineItemsPendingAcrossAppends()
+{
+    using model::Action;
+    auto entry = [](Action action, DeviceAddr addr, ByteCount size) {
+        model::TraceEntry e;
+        e.action = action;
+        e.addr = addr;
+        e.size = size;
+        return e;
+    };
+    const DeviceAddr base = 0x7f0000000000;
+    std::vector<model::TraceEntry> entries { entry(Action::SegmentAlloc, base, 2 << 20) };
+    for (int i = 0; i < 12; ++i)
+        entries.push_back(entry(Action::Alloc, base + i * 4096, 4096));
+    for (int i = 0; i < 12; i += 2) // every other block: freed by the user, completed much later
+        entries.push_back(entry(Action::FreeRequested, base + i * 4096, 4096));
+    for (int i = 0; i < 12; ++i) {
+        if (i % 2)
+            entries.push_back(entry(Action::FreeRequested, base + i * 4096, 4096));
+        entries.push_back(entry(Action::FreeCompleted, base + i * 4096, 4096));
+    }
+    for (size_t chunk : { size_t(1), size_t(3), size_t(5) }) {
+        model::Snapshot empty;
+        model::Replay grown;
+        model::ReplayExtender extender;
+        extender.start(grown, empty, 0);
+        model::TimelineItems items = model::TimelineItems::fromAllocations(grown);
+        bool sawPending = false;
+        for (size_t j = 0; j < entries.size(); j += chunk) {
+            extender.append(grown, std::span(entries).subspan(j, std::min(chunk, entries.size() - j)));
+            items.extendAllocations(grown);
+            const model::TimelineItems fresh = model::TimelineItems::fromAllocations(grown);
+            QCOMPARE(items.byPending, fresh.byPending);
+            QCOMPARE(items.pendingByPending, fresh.pendingByPending);
+            QCOMPARE(items.byEnd, fresh.byEnd);
+            QCOMPARE(items.pendingFrom, fresh.pendingFrom);
+            sawPending |= !fresh.byPending.empty();
+        }
+        QVERIFY(sawPending);
+        QCOMPARE(grown.warnings(), 0u);
     }
 }
 
