@@ -100,18 +100,15 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
 
 // ---- data ---------------------------------------------------------------------------------------------------------
 
-void TimelineView::onDeviceChanged()
+// What follows the item lists: colours for the items without one (one colour per allocation everywhere, by
+// address: colors.h, as MemoryViz.js hashes block addresses), the segment each allocation starts in (lazily),
+// annotations and OOM marks.
+void TimelineView::itemsChanged()
 {
-    if (!m_session)
-        return;
-    const Replay& replay = m_session->replay();
-    m_device = m_session->device();
-    m_allocs = TimelineItems::fromAllocations(replay);
-    m_pieces = TimelineItems::fromSegments(replay);
-    // One colour per allocation everywhere: by address (colors.h, as MemoryViz.js hashes block addresses).
     auto colorsOf = [](const TimelineItems& items, std::vector<uint32_t>& out) {
+        const size_t from = std::min(out.size(), items.count());
         out.resize(items.count());
-        for (size_t k = 0; k < items.count(); ++k)
+        for (size_t k = from; k < items.count(); ++k)
             out[k] = colors::allocation(items.address[k]).rgb();
     };
     colorsOf(m_allocs, m_allocColors);
@@ -120,6 +117,19 @@ void TimelineView::onDeviceChanged()
     m_allocPieceValid = false;
     m_annotations = m_session->annotations();
     m_ooms = m_session->oomIndices();
+}
+
+void TimelineView::onDeviceChanged()
+{
+    if (!m_session)
+        return;
+    const Replay& replay = m_session->replay();
+    m_device = m_session->device();
+    m_allocs = TimelineItems::fromAllocations(replay);
+    m_pieces = TimelineItems::fromSegments(replay);
+    m_allocColors.clear();
+    m_pieceColors.clear();
+    itemsChanged();
     m_hoverPiece = NoTimelineItem;
     m_hoverOutline = {};
     m_selectOutline = {};
@@ -144,20 +154,9 @@ void TimelineView::onGrown()
     const bool atEnd = last >= m_axis.entryCount();
     const double width = m_geometry.span();
     const Replay& replay = m_session->replay();
-    m_allocs.extendAllocations(replay);
+    m_allocs.extendAllocations(replay); // items only append: their colours stay
     m_pieces.extendSegments(replay);
-    auto colorsOf = [](const TimelineItems& items, std::vector<uint32_t>& out) {
-        const size_t from = std::min(out.size(), items.count());
-        out.resize(items.count());
-        for (size_t k = from; k < items.count(); ++k)
-            out[k] = colors::allocation(items.address[k]).rgb();
-    };
-    colorsOf(m_allocs, m_allocColors);
-    colorsOf(m_pieces, m_pieceColors);
-    m_allocPiece.clear();
-    m_allocPieceValid = false;
-    m_annotations = m_session->annotations();
-    m_ooms = m_session->oomIndices();
+    itemsChanged();
     m_hitGeneration = UINT64_MAX;
     m_plotValid = false;
     m_overviewKeyDevice = -1;

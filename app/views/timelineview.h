@@ -114,6 +114,7 @@ private:
 
     void onDeviceChanged();
     void onGrown();
+    void itemsChanged();
     void onCursorChanged();
     QString cursorLabel(int64_t cursor) const;
     QRegion cursorRegion(int64_t cursor) const;

@@ -4,6 +4,7 @@
 // zoom; growth waits for a reader holding the document. Offscreen, GUI thread (filter jobs on the thread pool).
 #include "apptestutil.h"
 #include "models/eventlistmodel.h"
+#include "model/replayextender.h"
 #include "models/livedocument.h"
 #include "views/documentwindow.h"
 #include "views/eventlistview.h"
@@ -37,32 +38,8 @@ struct FileSource {
     int64_t joinAt = 0;
     int64_t next = 0; // next entry (replay index) to send
 
-    model::Snapshot initial() const
-    {
-        const model::ReplayState st = ref.stateAt(joinAt);
-        model::Snapshot s;
-        for (const model::ReplaySegment& rs : st.segments) {
-            model::Segment seg;
-            seg.device = device;
-            seg.address = rs.address;
-            seg.totalSize = rs.totalSize;
-            seg.stream = rs.stream;
-            seg.poolId = rs.poolId;
-            seg.isExpandable = rs.isExpandable;
-            seg.blockBegin = uint32_t(s.blocks.size());
-            for (uint32_t b = rs.blockBegin; b < rs.blockBegin + rs.blockCount; ++b) {
-                model::Block block;
-                block.address = st.blocks[b].address;
-                block.size = st.blocks[b].size;
-                block.requestedSize = st.blocks[b].requestedSize;
-                block.state = st.blocks[b].state;
-                s.blocks.push_back(block);
-            }
-            seg.blockCount = uint32_t(s.blocks.size()) - seg.blockBegin;
-            s.segments.push_back(seg);
-        }
-        return s;
-    }
+    // (Its stacks name the file's tables: the live document has none of them and leaves them empty.)
+    model::Snapshot initial() const { return model::snapshotOfState(ref.stateAt(joinAt), device); }
 
     void defineStacks(LiveDocument& live) const
     {
