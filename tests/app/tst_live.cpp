@@ -9,6 +9,9 @@
 #include "views/mainwindow.h"
 #include "views/rankgroupview.h"
 
+#include "client/agentclient.h"
+#include "wire/decoder.h"
+
 #include <QCoreApplication>
 #include <QImage>
 #include <QProcess>
@@ -20,6 +23,12 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <atomic>
+#include <thread>
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -124,6 +133,7 @@ private Q_SLOTS:
     void attachDialogListsEndpoints();
     void screenshotOption();
     void noAgent();
+    void malformedPublisher();
 };
 
 void TestLive::recordsWholeJob()
@@ -552,6 +562,53 @@ void TestLive::noAgent()
     QVERIFY(!bad.start());
     QCOMPARE(bad.latest().state, LiveState::Failed);
     QVERIFY(bad.latest().message.startsWith(QStringLiteral("udp://x: ")));
+}
+
+// Something on the endpoint that speaks ZeroMQ but not memscope's protocol: the state reply has a wrong magic and
+// a newer version. The tab fails with one line naming the endpoint and the reason; nothing crashes.
+void TestLive::malformedPublisher()
+{
+    QTemporaryDir dir;
+    const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/impostor");
+    zmq::context_t context;
+    zmq::socket_t pub(context, zmq::socket_type::pub);
+    zmq::socket_t router(context, zmq::socket_type::router);
+    pub.bind(endpoint.toStdString());
+    router.bind(client::stateEndpointFor(endpoint.toStdString()));
+    // Answers every state request with a frame from a future protocol version.
+    std::atomic<bool> stop { false };
+    std::thread impostor([&] {
+        while (!stop) {
+            zmq::pollitem_t item { router.handle(), 0, ZMQ_POLLIN, 0 };
+            zmq::poll(&item, 1, std::chrono::milliseconds(20));
+            if (!(item.revents & ZMQ_POLLIN))
+                continue;
+            std::vector<zmq::message_t> request;
+            (void)zmq::recv_multipart(router, std::back_inserter(request));
+            if (request.empty())
+                continue;
+            std::vector<uint8_t> reply = wire::encodeState(wire::makeHello(1, 1, "impostor", "0"), 0, {}, {});
+            reply[4] = 0x63; // version 99
+            router.send(zmq::buffer(request.front().data(), request.front().size()), zmq::send_flags::sndmore);
+            router.send(zmq::buffer(reply), zmq::send_flags::none);
+            // And some noise on the events socket.
+            const char garbage[] = "not a batch";
+            pub.send(zmq::str_buffer("E"), zmq::send_flags::sndmore);
+            pub.send(zmq::buffer(garbage, sizeof garbage), zmq::send_flags::none);
+        }
+    });
+    LiveWindow live(endpoint);
+    QSignalSpy settled(&live, &LiveWindow::settled);
+    const bool ended = settled.wait(15000);
+    stop = true;
+    impostor.join();
+    QVERIFY(ended);
+    const LiveUpdate& last = live.receiver()->latest();
+    QCOMPARE(last.state, LiveState::Failed);
+    QVERIFY2(last.message.startsWith(endpoint), qPrintable(last.message)); // (its state socket: endpoint-state)
+    QVERIFY2(last.message.contains(QStringLiteral("version")), qPrintable(last.message));
+    QVERIFY(!live.documentWindow());
+    QVERIFY(live.statusText().contains(QStringLiteral("failed")));
 }
 
 QTEST_MAIN(TestLive)
