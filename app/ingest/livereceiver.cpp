@@ -161,6 +161,8 @@ void LiveReceiver::run()
     options.curveServerKeyFile = m_curveServerKey.toStdString();
     options.curveSecretKeyFile = m_curveSecretKey.toStdString();
     Listener listener;
+    if (m_incremental)
+        listener.recorder().setKeepTaken(false); // the GUI's LiveDocument keeps (and bounds) the history
     const wire::Recorder& recorder = listener.recorder();
     client::AgentClient agent(options, listener);
     uint64_t serial = 0;

@@ -73,6 +73,28 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
     m_document->snapshot = m_snapshot;
 }
 
+LiveDocument::LiveDocument(QString path, LiveDocument& previous)
+    : LiveDocument(std::move(path), *previous.m_snapshot, int(previous.m_extenders.size()))
+{
+    const Snapshot& old = *previous.m_snapshot;
+    for (const auto& [agentId, oldId] : previous.m_stacks) {
+        std::vector<FrameId> frames;
+        for (const FrameId* f = old.stackBegin(oldId); f != old.stackEnd(oldId); ++f) {
+            const Frame& fr = old.frame(*f);
+            frames.push_back(m_interner->frame(m_snapshot->strings.intern(old.str(fr.name)),
+                                               m_snapshot->strings.intern(old.str(fr.filename)), fr.line));
+        }
+        m_stacks[agentId] = m_interner->stack(frames);
+    }
+    m_blockVersions = previous.m_blockVersions;
+    m_segmentVersions = previous.m_segmentVersions;
+    m_pendingStacks = std::move(previous.m_pendingStacks);
+    m_pendingAnnotations = std::move(previous.m_pendingAnnotations);
+    m_queue.assign(previous.m_queue.begin() + ptrdiff_t(previous.m_queueHead), previous.m_queue.end());
+    previous.m_queue.clear();
+    previous.m_queueHead = 0;
+}
+
 void LiveDocument::defineStack(uint64_t agentId, std::vector<LiveFrame> frames)
 {
     if (agentId != 0)
@@ -108,6 +130,65 @@ void LiveDocument::applyDefinitions()
         s.hasAnnotationsKey = true;
     }
     m_pendingAnnotations.clear();
+}
+
+size_t LiveDocument::memoryBytes() const
+{
+    size_t bytes = 0;
+    for (const auto& trace : m_snapshot->deviceTraces)
+        bytes += trace.capacity() * sizeof(TraceEntry);
+    for (const Replay& r : m_document->replays)
+        bytes += r.memoryBytes();
+    return bytes;
+}
+
+void LiveDocument::writeFinalState(Snapshot& out) const
+{
+    out.segments.clear();
+    out.blocks.clear();
+    const StringId large = out.strings.intern("large"), small = out.strings.intern("small");
+    for (const Replay& replay : m_document->replays) {
+        const Snapshot state = snapshotOfState(replay.stateAt(replay.entryCount()), replay.device());
+        for (Segment seg : state.segments) {
+            const uint32_t first = seg.blockBegin;
+            seg.blockBegin = uint32_t(out.blocks.size());
+            // PyTorch's small pool has 2 MiB segments (CUDACachingAllocator.cpp, kSmallBuffer).
+            seg.segmentType = !seg.isExpandable && seg.totalSize == (ByteCount(2) << 20) ? small : large;
+            seg.hasFrames = true;
+            for (uint32_t b = first; b < first + seg.blockCount; ++b) {
+                Block block = state.blocks[b];
+                block.hasFrames = block.hasRequestedSize = block.hasAddress = true;
+                out.blocks.push_back(block);
+            }
+            out.segments.push_back(seg);
+        }
+    }
+}
+
+std::shared_ptr<Snapshot> LiveDocument::copySnapshot() const
+{
+    const Snapshot& s = *m_snapshot;
+    auto out = std::make_shared<Snapshot>();
+    // Interning every string in id order gives every string the same id in the copy.
+    for (uint32_t id = 1; id < s.strings.size(); ++id)
+        out->strings.intern(s.str(StringId { id }));
+    out->frames = s.frames;
+    out->stackOffsets = s.stackOffsets;
+    out->stackFrames = s.stackFrames;
+    out->deviceTraces = s.deviceTraces;
+    out->annotations = s.annotations;
+    out->streams = s.streams;
+    out->hasDeviceTraces = true;
+    out->hasAnnotationsKey = true;
+    writeFinalState(*out);
+    return out;
+}
+
+std::shared_ptr<const Snapshot> LiveDocument::finish()
+{
+    const std::unique_lock lock(*m_document->growth); // jobs reading the old document are done with it
+    writeFinalState(*m_snapshot);
+    return m_snapshot;
 }
 
 StackId LiveDocument::stackOf(uint64_t agentId) const

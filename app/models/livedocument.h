@@ -54,6 +54,9 @@ public:
     // device beyond it are dropped and counted. The document's snapshot keeps this state as its segments and
     // blocks: the replays know every later state (wire::Recorder::snapshot() is the recording as a file).
     LiveDocument(QString path, const model::Snapshot& initial, int deviceCount);
+    // Continues `previous` after its finish() (a bounded history rotates to a new document): the new join state is
+    // its final state; its stack definitions, its address versions and what it still had queued carry over.
+    LiveDocument(QString path, LiveDocument& previous);
 
     std::shared_ptr<const Document> document() const { return m_document; }
 
@@ -70,6 +73,15 @@ public:
     size_t queued() const { return m_queue.size() - m_queueHead; }
     uint64_t dropped() const { return m_dropped; } // entries of devices beyond deviceCount
 
+    // Memory held by the history (traces and replays), for a bound on it.
+    size_t memoryBytes() const;
+    // The whole recording as a file holds it (PyTorch's format: segments and blocks of the state after the last
+    // entry applied, every trace entry, annotations): a copy, O(entries); the document goes on growing.
+    std::shared_ptr<model::Snapshot> copySnapshot() const;
+    // The same without a copy, for a document that is done (rotated out): its snapshot's segments and blocks become
+    // the final state. Nothing may be appended afterwards.
+    std::shared_ptr<const model::Snapshot> finish();
+
     // Whether flush() has anything to apply.
     bool hasPending() const { return queued() > 0 || !m_pendingStacks.empty() || !m_pendingAnnotations.empty(); }
 
@@ -82,6 +94,9 @@ private:
     };
     model::StackId stackOf(uint64_t agentId) const;
     void applyDefinitions();
+    // Segments and blocks of every device's state after its last entry, into `out` (whose tables are this
+    // document's or a copy with the same ids).
+    void writeFinalState(model::Snapshot& out) const;
 
     std::shared_ptr<Document> m_document;
     std::shared_ptr<model::Snapshot> m_snapshot; // == m_document->snapshot

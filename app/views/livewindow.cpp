@@ -11,6 +11,12 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFutureWatcher>
+#include <QMenu>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QToolButton>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QLineEdit>
@@ -57,7 +63,16 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     triggers->setObjectName(QStringLiteral("liveTriggers"));
     triggers->setToolTip(tr("Save the recording automatically when reserved memory crosses a threshold or at an OOM"));
     connect(triggers, &QPushButton::clicked, this, &LiveWindow::chooseTrigger);
+    m_history = new QToolButton(this);
+    m_history->setObjectName(QStringLiteral("liveHistory"));
+    m_history->setText(tr("Earlier history"));
+    m_history->setToolTip(tr("Parts of this recording written to disk to bound its memory: open one in a tab"));
+    m_history->setPopupMode(QToolButton::InstantPopup);
+    m_historyMenu = new QMenu(m_history);
+    m_history->setMenu(m_historyMenu);
+    m_history->hide();
     bar->addWidget(m_status, 1);
+    bar->addWidget(m_history);
     bar->addWidget(triggers);
     bar->addWidget(m_save);
     m_layout->addLayout(bar);
@@ -65,6 +80,14 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_placeholder->setAlignment(Qt::AlignCenter);
     m_layout->addWidget(m_placeholder, 1);
 
+    // The history bound and where what passes it goes (QSettings live/historyLimitMiB, default 4096, and
+    // live/spillFolder, default the app's cache folder).
+    const QSettings settings;
+    m_historyLimit = size_t(std::max(0LL, settings.value(QStringLiteral("live/historyLimitMiB"), 4096).toLongLong()))
+        << 20;
+    const QString defaultFolder
+        = QStandardPaths::writableLocation(QStandardPaths::CacheLocation) + QStringLiteral("/live-history");
+    m_spillFolder = settings.value(QStringLiteral("live/spillFolder"), defaultFolder).toString();
     m_flushTimer->setSingleShot(true);
     connect(m_flushTimer, &QTimer::timeout, this, &LiveWindow::flush);
     m_sinceGrowth.start();
@@ -105,6 +128,10 @@ QString LiveWindow::statusText() const
     text += QStringLiteral(" — ") + LiveReceiver::stateName(u.state);
     if (m_trigger.isOn())
         text += tr(" — triggers on (%n saved)", nullptr, int(m_triggered.size()));
+    if (!m_spilled.isEmpty())
+        text += tr(" — earlier history: %n file(s) in %1", nullptr, int(m_spilled.size())).arg(m_spillFolder);
+    if (!m_spillError.isEmpty())
+        text += QStringLiteral(" — ") + m_spillError;
     if (const size_t behind = backlog(); behind > 0)
         text += tr(" — behind by %L1 events").arg(qulonglong(behind));
     if (u.stats.resyncNeeded())
@@ -118,7 +145,8 @@ bool LiveWindow::isSettled() const
 {
     const LiveUpdate& u = m_receiver->latest();
     const bool ended = u.state == LiveState::Exited || u.state == LiveState::Failed || u.state == LiveState::Stopped;
-    return ended && backlog() == 0 && !m_growthPending && (m_live == nullptr || !m_live->hasPending());
+    return ended && backlog() == 0 && !m_growthPending && (m_live == nullptr || !m_live->hasPending())
+        && m_writing == 0;
 }
 
 void LiveWindow::checkSettled()
@@ -139,19 +167,6 @@ void LiveWindow::onUpdate(const LiveUpdate& update)
         takeDelta(*update.delta);
     if (!m_live && update.snapshot && !m_document)
         showDocument(makeDocument(endpoint(), update.snapshot)); // ended before any delta: the whole recording
-    if (update.snapshot && !m_savePath.isEmpty()) {
-        const QString path = std::exchange(m_savePath, QString());
-        QString error;
-        if (io::Error e = io::saveSnapshot(*update.snapshot, path.toStdString()))
-            error = QString::fromStdString(e.toString());
-        if (std::exchange(m_saveIsTrigger, false)) {
-            if (error.isEmpty())
-                m_triggered << path;
-            Q_EMIT triggered(path, error);
-        } else if (!error.isEmpty()) {
-            QMessageBox::warning(this, tr("Save failed"), error);
-        }
-    }
     if (update.state == LiveState::Failed && !m_document)
         m_placeholder->setText(update.message);
     m_save->setEnabled(m_live != nullptr || update.snapshot != nullptr);
@@ -233,10 +248,33 @@ void LiveWindow::flush()
     m_document->session()->documentGrew();
     checkTriggers();
     m_growthCostMs = cost.elapsed();
+    if (m_historyLimit > 0 && m_live->memoryBytes() > m_historyLimit)
+        rotate();
     m_sinceGrowth.restart();
     Q_EMIT grew();
     m_status->setText(statusText());
     checkSettled();
+}
+
+// After a rotation: a new DocumentWindow on the new document, with the old one's device, dock layout and follow
+// mode; the old one goes (its document lives on while the spill writer holds it).
+void LiveWindow::replaceDocument(std::shared_ptr<const Document> document)
+{
+    DocumentWindow* old = m_document;
+    auto* next = new DocumentWindow(std::move(document), this);
+    next->setWindowFlags(Qt::Widget);
+    if (old) {
+        const std::vector<int> devices = next->session()->devices();
+        if (std::find(devices.begin(), devices.end(), old->session()->device()) != devices.end())
+            next->session()->setDevice(old->session()->device());
+        next->restoreState(old->saveState());
+        m_layout->replaceWidget(old, next);
+        old->hide();
+        old->deleteLater();
+    }
+    m_document = next;
+    next->show();
+    Q_EMIT documentChanged(next);
 }
 
 void LiveWindow::showDocument(std::shared_ptr<const Document> document)
@@ -294,13 +332,72 @@ void LiveWindow::checkTriggers()
         }
         m_checkedUpTo[d] = replay.entryCount();
     }
-    if (reason.isEmpty() || !m_savePath.isEmpty())
-        return; // nothing crossed, or a save is on its way already
+    if (reason.isEmpty())
+        return;
     const uint32_t pid = m_receiver->latest().pid;
-    m_savePath = QDir(m_trigger.folder)
-                     .filePath(QStringLiteral("memscope-%1-%2-%3.pickle").arg(pid).arg(reason).arg(++m_triggerCount));
-    m_saveIsTrigger = true;
-    m_receiver->requestSnapshot();
+    const QString path = QDir(m_trigger.folder)
+                             .filePath(QStringLiteral("memscope-%1-%2-%3.pickle").arg(pid).arg(reason).arg(++m_triggerCount));
+    writeInBackground(m_live->copySnapshot(), path, [this, path](const QString& error) {
+        if (error.isEmpty())
+            m_triggered << path;
+        Q_EMIT triggered(path, error);
+        m_status->setText(statusText());
+    });
+}
+
+// Writes `snapshot` to `path` on the thread pool; `done` gets an error line or "" on the GUI thread (not at all if
+// this window is gone by then).
+void LiveWindow::writeInBackground(std::shared_ptr<const model::Snapshot> snapshot, const QString& path,
+                                   std::function<void(const QString&)> done)
+{
+    ++m_writing;
+    auto* watcher = new QFutureWatcher<QString>(this);
+    connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, done = std::move(done)] {
+        watcher->deleteLater();
+        --m_writing;
+        done(watcher->result());
+        checkSettled();
+    });
+    watcher->setFuture(QtConcurrent::run([snapshot = std::move(snapshot), path]() -> QString {
+        if (io::Error e = io::saveSnapshot(*snapshot, path.toStdString()))
+            return QString::fromStdString(e.toString());
+        return {};
+    }));
+}
+
+// The history passed its bound: the document so far is written to the spill folder as a snapshot file (PyTorch's
+// format, openable like any other) and the tab goes on with a new document that starts from its final state.
+void LiveWindow::rotate()
+{
+    std::shared_ptr<const model::Snapshot> done = m_live->finish();
+    auto next = std::make_unique<LiveDocument>(endpoint(), *m_live);
+    m_live = std::move(next);
+    QDir().mkpath(m_spillFolder);
+    const QString path = QDir(m_spillFolder)
+                             .filePath(QStringLiteral("memscope-%1-part%2.pickle")
+                                           .arg(m_receiver->latest().pid)
+                                           .arg(m_spilled.size() + m_spillsWriting + 1, 3, 10, QLatin1Char('0')));
+    ++m_spillsWriting;
+    writeInBackground(std::move(done), path, [this, path](const QString& error) {
+        --m_spillsWriting;
+        if (error.isEmpty())
+            m_spilled << path;
+        else
+            m_spillError = error;
+        updateHistoryMenu();
+        m_status->setText(statusText());
+    });
+    m_checkedUpTo.assign(m_checkedUpTo.size(), 0); // the triggers look at the new document from its start
+    replaceDocument(m_live->document());
+}
+
+void LiveWindow::updateHistoryMenu()
+{
+    m_historyMenu->clear();
+    for (const QString& path : m_spilled) {
+        m_historyMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { Q_EMIT openRequested(path); });
+    }
+    m_history->setVisible(!m_spilled.isEmpty());
 }
 
 void LiveWindow::chooseTrigger()
@@ -341,20 +438,9 @@ void LiveWindow::chooseTrigger()
 
 QString LiveWindow::saveSnapshot(const QString& path) const
 {
-    const LiveUpdate& u = m_receiver->latest();
-    const std::shared_ptr<const model::Snapshot> snap = u.snapshot;
-    if (!snap)
+    if (!m_live)
         return tr("%1: nothing recorded yet from %2").arg(path, endpoint());
-    const size_t recorded = std::accumulate(snap->deviceTraces.begin(), snap->deviceTraces.end(), size_t(0),
-                                            [](size_t n, const auto& t) { return n + t.size(); });
-    const std::shared_ptr<const model::Snapshot> shown = snapshot();
-    const size_t applied = shown ? std::accumulate(shown->deviceTraces.begin(), shown->deviceTraces.end(), size_t(0),
-                                                   [](size_t n, const auto& t) { return n + t.size(); })
-                                 : 0;
-    if (recorded < applied + backlog())
-        return tr("%1: the copy of the recording from %2 is older than what is shown; use Save… to take a fresh one")
-            .arg(path, endpoint());
-    if (io::Error e = io::saveSnapshot(*snap, path.toStdString()))
+    if (io::Error e = io::saveSnapshot(*m_live->copySnapshot(), path.toStdString()))
         return QString::fromStdString(e.toString());
     return {};
 }
@@ -365,15 +451,12 @@ void LiveWindow::chooseSave()
                                                       tr("Snapshots (*.pickle *.json)"));
     if (path.isEmpty())
         return;
-    const LiveState state = m_receiver->latest().state;
-    if (state == LiveState::Exited || state == LiveState::Failed || state == LiveState::Stopped) {
-        const QString error = saveSnapshot(path);
+    if (!m_live)
+        return;
+    writeInBackground(m_live->copySnapshot(), path, [this](const QString& error) {
         if (!error.isEmpty())
             QMessageBox::warning(this, tr("Save failed"), error);
-        return;
-    }
-    m_savePath = path; // written when the receiver's copy arrives (onUpdate)
-    m_receiver->requestSnapshot();
+    });
 }
 
 } // namespace memscope::app

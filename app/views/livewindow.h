@@ -16,9 +16,12 @@
 #include <QElapsedTimer>
 #include <QWidget>
 
+#include <functional>
 #include <memory>
 
 class QLabel;
+class QMenu;
+class QToolButton;
 class QPushButton;
 class QTimer;
 class QVBoxLayout;
@@ -61,16 +64,24 @@ public:
     DocumentWindow* documentWindow() const { return m_document; }
     // The snapshot the views show (the live document's: the join state plus every entry applied), or null.
     std::shared_ptr<const model::Snapshot> snapshot() const;
-    // The whole recording as a file would hold it, as of the last time the receiver made one (at the end, or
-    // after saveSnapshot asked); may be null while the job runs.
+    // The receiver's last copy of the allocator state (at the end of the recording); null while the job runs.
     std::shared_ptr<const model::Snapshot> latestSnapshot() const { return m_receiver->latest().snapshot; }
     QString statusText() const;
     // True once the recording ended (goodbye, failure, stop) and everything received is shown.
     bool isSettled() const;
-    // Writes the recording to `path` (format by suffix, io::saveSnapshot) if the receiver has made it since the
-    // last entry (always true once the recording ended); an error line, or "" when written. While the job runs,
-    // chooseSave() asks the receiver for a fresh copy and writes it when it comes.
+    // Writes what is shown (the current document: since the tab started, or since its last rotation) to `path`
+    // (format by suffix, io::saveSnapshot); an error line, or "" when written. Save… does the same on the thread
+    // pool.
     QString saveSnapshot(const QString& path) const;
+    // Bounded history: when the document's memory passes `bytes` (0: no bound) it is written to `folder` as a
+    // snapshot file and the tab continues with a new document from its final state. Defaults from QSettings.
+    void setHistoryLimit(size_t bytes, const QString& folder)
+    {
+        m_historyLimit = bytes;
+        m_spillFolder = folder;
+    }
+    // Files the bounded history wrote, oldest first.
+    const QStringList& spilledFiles() const { return m_spilled; }
     void setTrigger(LiveTrigger trigger);
     const LiveTrigger& trigger() const { return m_trigger; }
     // Files the triggers wrote, oldest first.
@@ -88,6 +99,8 @@ Q_SIGNALS:
     void grew();
     // A trigger wrote `path` (or failed to: `error`).
     void triggered(const QString& path, const QString& error);
+    // The user asked to open an earlier part of the history (a spilled file).
+    void openRequested(const QString& path);
 
 private:
     void onUpdate(const LiveUpdate& update);
@@ -98,6 +111,11 @@ private:
     void checkSettled();
     void checkTriggers();
     void chooseTrigger();
+    void rotate();
+    void replaceDocument(std::shared_ptr<const Document> document);
+    void updateHistoryMenu();
+    void writeInBackground(std::shared_ptr<const model::Snapshot> snapshot, const QString& path,
+                           std::function<void(const QString&)> done);
 
     LiveReceiver* m_receiver = nullptr;
     std::unique_ptr<LiveDocument> m_live;
@@ -110,9 +128,15 @@ private:
     QElapsedTimer m_sinceGrowth;
     qint64 m_growthCostMs = 0;
     bool m_growthPending = false; // entries applied that the views have not heard of
-    QString m_savePath; // a save waiting for the receiver's copy
-    bool m_saveIsTrigger = false;
     LiveTrigger m_trigger;
+    size_t m_historyLimit = 0;
+    QString m_spillFolder;
+    QStringList m_spilled;
+    int m_spillsWriting = 0;
+    QString m_spillError;
+    int m_writing = 0; // background writes in flight
+    QToolButton* m_history = nullptr;
+    QMenu* m_historyMenu = nullptr;
     QStringList m_triggered;
     std::vector<int64_t> m_checkedUpTo; // per device: states already checked by the triggers
     std::vector<uint8_t> m_armed; // per device: reserved memory is at or below the threshold since the last firing

@@ -566,6 +566,7 @@ LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect, const 
         if (live == currentLive())
             updateStatus();
     });
+    connect(live, &LiveWindow::openRequested, this, &MainWindow::openFile);
     connect(live->receiver(), &LiveReceiver::finished, this, [this, live](LiveState state) {
         if (state == LiveState::Failed)
             showError(live->receiver()->latest().message);

@@ -478,6 +478,13 @@ void Recorder::takeDelta(Delta& out)
         if (auto it = m_stacks.find(key); it != m_stacks.end())
             out.stacks.emplace_back(key, it->second);
     m_newStacks.clear();
+    if (!m_keepTaken) {
+        // The taker keeps the history: the Recorder's memory stays the state, not the run.
+        m_entries.clear();
+        m_notes.clear();
+        m_deltaEntries = m_deltaNotes = 0;
+        m_joinDevices = m_devices;
+    }
 }
 
 // The snapshot of `devices` with the first `entries` trace entries and `notes` annotations.

@@ -139,6 +139,10 @@ public:
     };
     model::Snapshot joinSnapshot() const;
     void takeDelta(Delta& out);
+    // false: takeDelta() hands the entries over for good (the taker keeps the history, e.g. bounded, as the app's
+    // live view does), so the Recorder holds only the allocator state; snapshot() then has the entries not taken
+    // yet, and joinSnapshot() the state they apply to. true (the default) keeps everything for snapshot().
+    void setKeepTaken(bool keep) { m_keepTaken = keep; }
 
 private:
     struct Block {
@@ -181,6 +185,7 @@ private:
     std::vector<Device> m_joinDevices; // the state the first entry applies to (joinSnapshot)
     size_t m_deltaEntries = 0, m_deltaNotes = 0; // taken by takeDelta so far
     std::vector<uint64_t> m_newStacks; // stack keys defined since the last takeDelta
+    bool m_keepTaken = true;
     std::vector<Note> m_notes; // external annotations (resyncs)
     uint32_t m_epoch = 0; // job restarts seen
     uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)

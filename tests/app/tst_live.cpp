@@ -134,6 +134,7 @@ private Q_SLOTS:
     void screenshotOption();
     void noAgent();
     void malformedPublisher();
+    void historyIsBoundedAndSpilled();
 };
 
 void TestLive::recordsWholeJob()
@@ -170,7 +171,6 @@ void TestLive::recordsWholeJob()
     QVERIFY(last.snapshot);
     QCOMPARE(live.snapshot()->deviceTraces.size(), size_t(1));
     QCOMPARE(uint64_t(live.snapshot()->deviceTraces[0].size()), last.stats.applied);
-    QCOMPARE(uint64_t(last.snapshot->deviceTraces[0].size()), last.stats.applied);
     QCOMPARE(live.backlog(), size_t(0));
     QCOMPARE(documents.count(), 1); // one document, grown in place
     // The state the views show at the end equals the recorder's, exactly (two engines: the recorder's state maps
@@ -609,6 +609,54 @@ void TestLive::malformedPublisher()
     QVERIFY2(last.message.contains(QStringLiteral("version")), qPrintable(last.message));
     QVERIFY(!live.documentWindow());
     QVERIFY(live.statusText().contains(QStringLiteral("failed")));
+}
+
+// A bound on the history in memory: the tab writes the document to disk as a snapshot file each time it passes the
+// bound and goes on from its final state. The parts join up exactly, and together hold every event.
+void TestLive::historyIsBoundedAndSpilled()
+{
+    QTemporaryDir dir;
+    QProcess demo;
+    const QString endpoint = startDemo(
+        demo, { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
+                QStringLiteral("--events"), QStringLiteral("150000"), QStringLiteral("--rate"),
+                QStringLiteral("150000"), QStringLiteral("--delay"), QStringLiteral("500") });
+    QVERIFY(!endpoint.isEmpty());
+    LiveWindow live(endpoint);
+    const size_t limit = size_t(6) << 20;
+    const QString folder = dir.filePath(QStringLiteral("history"));
+    live.setHistoryLimit(limit, folder);
+    QSignalSpy settled(&live, &LiveWindow::settled);
+    QVERIFY(settled.wait(60000));
+    QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
+    const LiveUpdate& last = live.receiver()->latest();
+    QCOMPARE(last.state, LiveState::Exited);
+    QCOMPARE(last.stats.lost, uint64_t(0));
+
+    const QStringList parts = live.spilledFiles();
+    QVERIFY2(parts.size() >= 2, qPrintable(QString::number(parts.size())));
+    QVERIFY(live.statusText().contains(QStringLiteral("earlier history")));
+    Session* session = live.documentWindow()->session();
+    uint64_t total = uint64_t(session->entryCount());
+    QStringList previousEnd;
+    for (const QString& part : parts) {
+        QVERIFY(part.startsWith(folder));
+        const io::LoadResult r = io::loadSnapshot(part.toStdString());
+        QVERIFY2(r.ok(), r.error.toString().c_str());
+        const model::Replay replay = model::Replay::build(*r.snapshot, 0);
+        QCOMPARE(replay.warnings(), 0u);
+        total += uint64_t(replay.entryCount());
+        // Each part starts where the one before ended.
+        if (!previousEnd.isEmpty())
+            QCOMPARE(stateLines(replay.stateAt(0)), previousEnd);
+        previousEnd = stateLines(*r.snapshot);
+    }
+    QCOMPARE(stateLines(session->replay().stateAt(0)), previousEnd);
+    QCOMPARE(total, last.stats.applied); // nothing lost across the parts
+    // The document shown holds only what came after the last part: its history stays near the bound.
+    QVERIFY(uint64_t(session->entryCount()) < last.stats.applied / 2);
+    QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLines(*last.snapshot));
+    QVERIFY(test::saveScreenshot(live, QStringLiteral("live-history"), QSize(1400, 800)));
 }
 
 QTEST_MAIN(TestLive)
