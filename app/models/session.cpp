@@ -225,11 +225,11 @@ std::vector<AnnotationSpan> Session::annotations() const
     return out;
 }
 
-std::vector<int64_t> Session::oomIndices() const
+std::vector<int64_t> Session::oomIndices(int64_t fromEntry) const
 {
     std::vector<int64_t> out;
     const auto& e = entries();
-    for (size_t i = 0; i < e.size(); ++i)
+    for (size_t i = size_t(std::max<int64_t>(0, fromEntry)); i < e.size(); ++i)
         if (e[i].action == Action::Oom)
             out.push_back(int64_t(i) + 1);
     return out;

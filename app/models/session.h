@@ -112,7 +112,8 @@ public:
     void setFrameFilter(bool on);
 
     std::vector<AnnotationSpan> annotations() const; // of the current device, by begin
-    std::vector<int64_t> oomIndices() const; // state indices right after each oom entry of the current device
+    // State indices right after each oom entry of the current device (from entry `fromEntry` on).
+    std::vector<int64_t> oomIndices(int64_t fromEntry = 0) const;
 
     // Text for people. Names follow PyTorch's viewer: b<hex address>_<version> for blocks, s<...> for segments.
     QString allocationName(model::AllocationId id) const;

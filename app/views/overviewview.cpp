@@ -29,10 +29,18 @@ namespace overview {
     MinMaxBlocks MinMaxBlocks::build(std::span<const int64_t> values)
     {
         MinMaxBlocks out;
+        out.extend(values);
+        return out;
+    }
+
+    void MinMaxBlocks::extend(std::span<const int64_t> values)
+    {
+        // The last block may have been partial: redo it, then the new ones.
+        const size_t from = minIndex.empty() ? 0 : minIndex.size() - 1;
         const size_t count = (values.size() + BlockSize - 1) / BlockSize;
-        out.minIndex.resize(count);
-        out.maxIndex.resize(count);
-        for (size_t b = 0; b < count; ++b) {
+        minIndex.resize(count);
+        maxIndex.resize(count);
+        for (size_t b = from; b < count; ++b) {
             const size_t begin = b * BlockSize, end = std::min(values.size(), begin + BlockSize);
             size_t lo = begin, hi = begin;
             for (size_t i = begin + 1; i < end; ++i) {
@@ -41,10 +49,9 @@ namespace overview {
                 if (values[i] > values[hi])
                     hi = i;
             }
-            out.minIndex[b] = uint32_t(lo);
-            out.maxIndex[b] = uint32_t(hi);
+            minIndex[b] = uint32_t(lo);
+            maxIndex[b] = uint32_t(hi);
         }
-        return out;
     }
 
     std::vector<SeriesPoint> downsampleMinMax(std::span<const int64_t> values, std::span<const int64_t> boundaries,
@@ -234,15 +241,7 @@ OverviewView::OverviewView(Session* session, QWidget* parent)
             m_grownWhileHidden = true; // charts cost: catch up when shown (showEvent)
             return;
         }
-        // Keep a zoomed range; a view of everything goes on showing everything.
-        const bool all = m_xMin <= 0 && m_xMax >= axisValueOf(previous);
-        const double xMin = m_xMin, xMax = m_xMax;
-        rebuild();
-        if (!all) {
-            m_xMin = xMin;
-            m_xMax = xMax;
-            refresh();
-        }
+        takeInGrowth(previous);
     });
     connect(session, &Session::timeAxisChanged, this, &OverviewView::rebuild);
 
@@ -282,17 +281,40 @@ void OverviewView::rebuild()
     m_blocks.clear();
     for (const auto* v : { &s.allocated, &s.active, &s.reserved, &s.largestFree })
         m_blocks.push_back(overview::MinMaxBlocks::build(*v));
-    ByteCount peak = 0;
-    for (const auto* v : { &s.reserved, &s.active, &s.allocated })
-        if (!v->empty())
-            peak = std::max(peak, *std::max_element(v->begin(), v->end()));
-    // One unit per device, so that zooming never changes it.
+    (void)n;
+    updateTitles();
+    showAll();
+}
+
+void OverviewView::updateTitles()
+{
+    const Replay& replay = m_session->replay();
+    // One unit per device, so that zooming never changes it (the peaks are the series' maxima).
+    const ByteCount peak
+        = std::max({ replay.peakReserved().bytes, replay.peakActive().bytes, replay.peakAllocated().bytes });
     m_bytesPerUnit = double(peak) >= GiB ? GiB : MiB;
     m_y->setTitleText(m_bytesPerUnit == GiB ? tr("GiB") : tr("MiB"));
     m_x->setTitleText(m_session->timeAxis() == TimeAxis::Index ? tr("event index") : tr("time (s)"));
-    m_chart->setTitle(n == 0 ? tr("GPU %1 (no trace recorded)").arg(m_session->device())
-                             : tr("GPU %1").arg(m_session->device()));
-    showAll();
+    m_chart->setTitle(m_session->entryCount() == 0 ? tr("GPU %1 (no trace recorded)").arg(m_session->device())
+                                                   : tr("GPU %1").arg(m_session->device()));
+}
+
+void OverviewView::takeInGrowth(int64_t previous)
+{
+    const ReplaySeries& s = m_session->replay().series();
+    if (m_blocks.size() != 4) {
+        rebuild();
+        return;
+    }
+    size_t k = 0;
+    for (const auto* v : { &s.allocated, &s.active, &s.reserved, &s.largestFree })
+        m_blocks[k++].extend(*v);
+    updateTitles();
+    // Keep a zoomed range; a view of everything goes on showing everything.
+    if (m_xMin <= 0 && m_xMax >= axisValueOf(previous))
+        showAll();
+    else
+        refresh();
 }
 
 void OverviewView::showAll()

@@ -38,6 +38,8 @@ namespace overview {
         static constexpr int64_t BlockSize = 64;
         std::vector<uint32_t> minIndex, maxIndex;
         static MinMaxBlocks build(std::span<const int64_t> values); // O(samples); any thread
+        // The same as build(values) for `values` that grew (appended to) since this was built: O(new samples).
+        void extend(std::span<const int64_t> values);
     };
 
     // Min/max reduction: for every bucket [boundaries[k], boundaries[k + 1]) (ascending state indices, clamped to
@@ -86,6 +88,8 @@ private:
     double axisValueOf(int64_t stateIndex) const; // x axis value (index or seconds) of a state
     int64_t stateOfAxisValue(double x) const;
     void rebuild(); // device or time axis changed: reset the zoom and refresh
+    void takeInGrowth(int64_t previous); // a live document grew: extend the blocks, keep a zoomed range
+    void updateTitles(); // units from the device's peaks, axis titles, chart title
     void refresh(); // recompute the reduced series for the visible range and plot width
     void scheduleRefresh();
     void updateCursorLine();

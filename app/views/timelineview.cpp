@@ -103,7 +103,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
 // What follows the item lists: colours for the items without one (one colour per allocation everywhere, by
 // address: colors.h, as MemoryViz.js hashes block addresses), the segment each allocation starts in (lazily),
 // annotations and OOM marks.
-void TimelineView::itemsChanged()
+void TimelineView::itemsChanged(int64_t fromEntry)
 {
     auto colorsOf = [](const TimelineItems& items, std::vector<uint32_t>& out) {
         const size_t from = std::min(out.size(), items.count());
@@ -116,7 +116,10 @@ void TimelineView::itemsChanged()
     m_allocPiece.clear();
     m_allocPieceValid = false;
     m_annotations = m_session->annotations();
-    m_ooms = m_session->oomIndices();
+    if (fromEntry == 0)
+        m_ooms.clear();
+    const std::vector<int64_t> more = m_session->oomIndices(fromEntry);
+    m_ooms.insert(m_ooms.end(), more.begin(), more.end());
 }
 
 void TimelineView::onDeviceChanged()
@@ -154,9 +157,10 @@ void TimelineView::onGrown()
     const bool atEnd = last >= m_axis.entryCount();
     const double width = m_geometry.span();
     const Replay& replay = m_session->replay();
+    const int64_t previous = m_allocs.entryCount;
     m_allocs.extendAllocations(replay); // items only append: their colours stay
     m_pieces.extendSegments(replay);
-    itemsChanged();
+    itemsChanged(previous);
     m_hitGeneration = UINT64_MAX;
     m_plotValid = false;
     m_overviewKeyDevice = -1;

@@ -114,7 +114,7 @@ private:
 
     void onDeviceChanged();
     void onGrown();
-    void itemsChanged();
+    void itemsChanged(int64_t fromEntry = 0);
     void onCursorChanged();
     QString cursorLabel(int64_t cursor) const;
     QRegion cursorRegion(int64_t cursor) const;
