@@ -1,20 +1,25 @@
 // AttachDialog (attachdialog.h).
 #include "views/attachdialog.h"
 
+#include "client/agentclient.h"
+
 #include <QDateTime>
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QFormLayout>
+#include <QFutureWatcher>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPushButton>
 #include <QSettings>
 #include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <csignal>
 #include <sys/stat.h>
@@ -76,6 +81,33 @@ std::vector<FoundEndpoint> discoverEndpoints()
         return a.alive != b.alive ? a.alive : a.pid > b.pid;
     });
     return found;
+}
+
+AgentInfo queryAgent(const QString& endpoint, int timeoutMs)
+{
+    struct Hello : client::Listener {
+        void onState(const wire::DecodedState& state, const client::StateChange&) override
+        {
+            info.answered = true;
+            info.devices = state.hello.deviceCount;
+            info.agentVersion = QString::fromUtf8(state.hello.agentVersion);
+            info.host = QString::fromUtf8(state.hello.host);
+            info.startedMsecsSinceEpoch = qint64(state.hello.clockBaseNs / 1000000);
+        }
+        void onEvents(std::span<const wire::EventRecord>) override { }
+        void onError(const client::ClientError& e) override { info.error = QString::fromStdString(e.message); }
+        AgentInfo info;
+    } listener;
+    client::ClientOptions options;
+    options.endpoint = endpoint.toStdString();
+    options.answerTimeout = std::chrono::milliseconds(timeoutMs);
+    client::AgentClient agent(options, listener);
+    if (!agent.start())
+        return listener.info;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (!listener.info.answered && listener.info.error.isEmpty() && std::chrono::steady_clock::now() < deadline)
+        agent.poll(std::chrono::milliseconds(20));
+    return listener.info;
 }
 
 AttachDialog::AttachDialog(QWidget* parent)
@@ -148,6 +180,7 @@ namespace {
 
 void AttachDialog::refresh()
 {
+    ++m_generation;
     m_list->clear();
     QStringList listed;
     for (const FoundEndpoint& e : discoverEndpoints()) {
@@ -156,14 +189,41 @@ void AttachDialog::refresh()
             text += e.alive ? tr(" — pid %1").arg(e.pid) : tr(" — pid %1, exited").arg(e.pid);
         if (e.alive && e.ageSeconds >= 0)
             text += tr(", publishing for %1").arg(formatAge(e.ageSeconds));
-        if (!e.commandLine.isEmpty())
-            text += QStringLiteral(" — ") + e.commandLine.left(120);
         auto* item = new QListWidgetItem(text, m_list);
+        item->setData(Qt::UserRole + 1, text); // the head; the agent's answer goes between it and the command
+        item->setData(Qt::UserRole + 2, e.commandLine.left(120));
+        if (!e.commandLine.isEmpty())
+            item->setText(text + QStringLiteral(" — ") + e.commandLine.left(120));
         item->setData(Qt::UserRole, e.endpoint);
         item->setToolTip(e.commandLine);
         if (!e.alive)
             item->setForeground(palette().color(QPalette::Disabled, QPalette::Text));
         listed << e.endpoint;
+        if (!e.alive)
+            continue;
+        // The agent's own word on its devices, version and host, asked off the GUI thread; the row gains it.
+        auto* watcher = new QFutureWatcher<AgentInfo>(this);
+        const int generation = m_generation;
+        const QString endpoint = e.endpoint;
+        connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, generation, endpoint] {
+            watcher->deleteLater();
+            if (generation != m_generation)
+                return;
+            const AgentInfo info = watcher->result();
+            for (int row = 0; row < m_list->count(); ++row) {
+                QListWidgetItem* it = m_list->item(row);
+                if (it->data(Qt::UserRole).toString() != endpoint || !info.answered)
+                    continue;
+                const QString devices
+                    = info.devices == 1 ? tr("1 device") : tr("%1 devices").arg(info.devices);
+                QString text = it->data(Qt::UserRole + 1).toString()
+                    + tr(" — %1, agent %2 on %3").arg(devices, info.agentVersion, info.host);
+                if (const QString command = it->data(Qt::UserRole + 2).toString(); !command.isEmpty())
+                    text += QStringLiteral(" — ") + command;
+                it->setText(text);
+            }
+        });
+        watcher->setFuture(QtConcurrent::run(queryAgent, endpoint, 800));
     }
     for (const QString& recent : recentEndpoints()) {
         if (listed.contains(recent))

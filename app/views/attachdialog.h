@@ -26,6 +26,18 @@ struct FoundEndpoint {
 // The agents' default sockets, newest pid first. Reads $XDG_RUNTIME_DIR and /tmp/memscope-$UID.
 std::vector<FoundEndpoint> discoverEndpoints();
 
+// What an agent says of itself (its Hello), asked with one state request.
+struct AgentInfo {
+    bool answered = false;
+    int devices = 0;
+    QString agentVersion;
+    QString host;
+    qint64 startedMsecsSinceEpoch = 0; // the agent's clock base
+    QString error; // when it did not answer in time, or spoke something else
+};
+// Asks the agent at `endpoint` for its state and keeps the Hello; waits at most `timeoutMs`. Any thread.
+AgentInfo queryAgent(const QString& endpoint, int timeoutMs);
+
 class AttachDialog : public QDialog {
     Q_OBJECT
 public:
@@ -49,6 +61,7 @@ private:
     QLineEdit* m_edit = nullptr;
     QLineEdit* m_serverKey = nullptr;
     QLineEdit* m_secretKey = nullptr;
+    int m_generation = 0; // refresh() count: answers from an older scan are dropped
 };
 
 } // namespace memscope::app

@@ -495,8 +495,15 @@ void TestLive::attachDialogListsEndpoints()
     AttachDialog dialog;
     const QStringList rows = dialog.listedRows();
     qputenv("XDG_RUNTIME_DIR", saved);
-    demo.kill();
-    demo.waitForFinished(5000);
+    // (The demo waits 5 s before its first step: it answers state requests meanwhile; killed at the end.)
+    struct KillAtEnd {
+        QProcess& p;
+        ~KillAtEnd()
+        {
+            p.kill();
+            p.waitForFinished(5000);
+        }
+    } killAtEnd { demo };
 
     QVERIFY(std::any_of(found.begin(), found.end(), [&](const FoundEndpoint& e) {
         return e.endpoint == endpoint && e.alive && e.pid == pid && e.commandLine.contains(QStringLiteral("demo"))
@@ -512,11 +519,20 @@ void TestLive::attachDialogListsEndpoints()
     QVERIFY2(rows.contains(QStringLiteral("tcp://gpu-node-7:5555 — recent")), qPrintable(rows.join(u'\n')));
     QVERIFY2(rows.contains(QStringLiteral("ipc://%1/memscope-99999999 — pid 99999999, exited").arg(runtime.path())),
              qPrintable(rows.join(u'\n')));
+    // The agent answers for itself: devices, version, host.
+    auto* list = dialog.findChild<QListWidget*>(QStringLiteral("endpoints"));
+    QVERIFY(list);
+    QTRY_VERIFY2_WITH_TIMEOUT(list->item(0)->text().contains(QStringLiteral("1 device, agent ")),
+                              qPrintable(list->item(0)->text()),
+                              5000);
+    const AgentInfo info = queryAgent(endpoint, 2000);
+    QVERIFY(info.answered);
+    QCOMPARE(info.devices, 1);
+    QVERIFY(!info.agentVersion.isEmpty());
+    QVERIFY(!queryAgent(QStringLiteral("ipc://%1/memscope-99999999").arg(runtime.path()), 300).answered);
     QCOMPARE(dialog.endpoint(), endpoint); // the live one first, preselected
     QVERIFY(dialog.curveServerKey().isEmpty());
     QVERIFY(test::saveScreenshot(dialog, QStringLiteral("live-attach-dialog"), QSize(760, 420)));
-    auto* list = dialog.findChild<QListWidget*>(QStringLiteral("endpoints"));
-    QVERIFY(list);
     list->setCurrentRow(int(rows.indexOf(QStringLiteral("tcp://gpu-node-7:5555 — recent"))));
     QCOMPARE(dialog.endpoint(), QStringLiteral("tcp://gpu-node-7:5555"));
     QCOMPARE(dialog.curveServerKey(), QStringLiteral("/keys/agent.pub"));
