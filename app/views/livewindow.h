@@ -86,6 +86,8 @@ public:
     const LiveTrigger& trigger() const { return m_trigger; }
     // Files the triggers wrote, oldest first.
     const QStringList& triggeredFiles() const { return m_triggered; }
+    // Save…: asks for a file name, then writes what is shown there on the thread pool.
+    void chooseSave();
     // Entries received but not shown yet.
     size_t backlog() const { return m_live ? m_live->queued() : 0; }
 
@@ -107,7 +109,6 @@ private:
     void takeDelta(const wire::Recorder::Delta& delta);
     void flush();
     void showDocument(std::shared_ptr<const Document> document);
-    void chooseSave();
     void checkSettled();
     void checkTriggers();
     void chooseTrigger();

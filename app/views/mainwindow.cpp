@@ -159,6 +159,13 @@ void MainWindow::buildMenus()
     file->addSeparator();
     file->addAction(tr("&Attach to Job…"), this, &MainWindow::chooseAttach)
         ->setToolTip(tr("Record a running PyTorch job through its memscope agent and watch it live"));
+    QAction* saveLive = file->addAction(tr("&Save Live Recording…"), this, [this] {
+        if (LiveWindow* live = currentLive())
+            live->chooseSave();
+    });
+    saveLive->setObjectName(QStringLiteral("saveLiveAction"));
+    saveLive->setShortcut(QKeySequence::Save);
+    saveLive->setToolTip(tr("Write what the current live tab has recorded as a snapshot (pickle or JSON)"));
     file->addAction(tr("Compare &Files…"), this, &MainWindow::chooseCompareFiles)
         ->setObjectName(QStringLiteral("compareFilesAction"));
     file->addAction(tr("Compare Two &Moments…"), this, &MainWindow::chooseCompareMoments)

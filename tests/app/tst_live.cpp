@@ -127,6 +127,7 @@ private Q_SLOTS:
     void keepsMovedCursor();
     void attachMidRun();
     void reconnectsToRestartedJob();
+    void reconnectsAfterKilledJob();
     void floodIsReportedAndRepaired();
     void ranksSideBySide();
     void triggerSavesOnReservedThreshold();
@@ -331,6 +332,48 @@ void TestLive::reconnectsToRestartedJob()
 
 // A job publishing faster than its agent's (deliberately tiny) ring drains: records are dropped and counted, the
 // tab says so, resynchronises from the agent's state, and ends exactly in the state the job itself dumps at exit.
+// The job is killed (no goodbye) and started again at the same endpoint: the tab notices the silence, keeps what it
+// has, picks the new run up and ends exactly in its state.
+void TestLive::reconnectsAfterKilledJob()
+{
+    QTemporaryDir dir;
+    const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job");
+    QProcess first;
+    QCOMPARE(startDemo(first, { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
+                                QStringLiteral("10000000"), QStringLiteral("--rate"), QStringLiteral("20000"),
+                                QStringLiteral("--delay"), QStringLiteral("300") }),
+             endpoint);
+    LiveWindow live(endpoint, LiveWindow::AfterExit::Reconnect);
+    QTRY_VERIFY_WITH_TIMEOUT(live.documentWindow() && live.documentWindow()->session()->entryCount() > 2000, 20000);
+    first.kill();
+    QVERIFY(first.waitForFinished(5000));
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Silent, 10000);
+    Session* session = live.documentWindow()->session();
+    const int64_t kept = session->entryCount();
+    QVERIFY(live.statusText().contains(QStringLiteral("silent")));
+
+    QProcess second;
+    QCOMPARE(startDemo(second, { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
+                                 QStringLiteral("15000"), QStringLiteral("--rate"), QStringLiteral("20000"),
+                                 QStringLiteral("--delay"), QStringLiteral("300") }),
+             endpoint);
+    const QString reference = dir.filePath(QStringLiteral("second.pickle"));
+    QProcess record;
+    record.start(binary("memscope-cli"), { QStringLiteral("record"), endpoint, QStringLiteral("-o"), reference });
+    QVERIFY(second.waitForFinished(30000) || second.state() == QProcess::NotRunning);
+    QVERIFY(record.waitForFinished(30000) || record.state() == QProcess::NotRunning);
+    QCOMPARE(record.exitCode(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().stats.restarts, uint64_t(1), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > kept + 1000, 10000);
+    QCOMPARE(live.documentWindow()->session(), session); // what the killed run recorded stays
+    QCOMPARE(session->replay().warnings(), 0u);
+    const io::LoadResult whole = io::loadSnapshot(reference.toStdString());
+    QVERIFY(whole.ok());
+    QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLines(*whole.snapshot));
+    live.receiver()->stop();
+}
+
 void TestLive::floodIsReportedAndRepaired()
 {
     QTemporaryDir dir;
