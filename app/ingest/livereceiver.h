@@ -1,12 +1,12 @@
-// LiveReceiver: attaches to a running job's agent (docs/protocol.md, the Clone pattern) and keeps an immutable
-// model::Snapshot of what it has recorded so far. One QThread, started by start() and owned by this object, owns a
-// client::AgentClient (common/client: the SUB and DEALER sockets, decoding, automatic resyncs after gaps,
-// reconnection to a restarted job) feeding one wire::Recorder; nothing else touches them. About every 250 ms (at
-// once at a goodbye, a resync or restart, when the agent goes silent, or on an error) the thread copies the
-// Recorder's snapshot into a shared_ptr<const Snapshot> and hands it, with the counters, to the GUI thread as a
-// queued call, which emits updated(). The LiveReceiver object itself lives on, and is called from, the GUI thread;
-// stop() (and the destructor) ask the thread to end and join it (it polls every 50 ms, so this waits at most about
-// that long).
+// LiveReceiver: attaches to a running job's agent (docs/protocol.md, the Clone pattern). One QThread, started by
+// start() and owned by this object, owns a client::AgentClient (common/client: the SUB and DEALER sockets, decoding,
+// automatic resyncs after gaps, reconnection to a restarted job) feeding one wire::Recorder; nothing else touches
+// them. The thread hands immutable LiveUpdates (counters, state, and what was recorded) to the GUI thread as queued
+// calls, which emit updated(): in incremental mode (the app's live tabs) the join state once and then the Recorder's
+// deltas about every 30 ms, the Recorder keeping only the allocator state; otherwise a copy of the Recorder's whole
+// snapshot about every 250 ms. Either way at once at a goodbye, a resync or restart, when the agent goes silent, or
+// on an error. The LiveReceiver object itself lives on, and is called from, the GUI thread; stop() (and the
+// destructor) ask the thread to end and join it (it polls every 50 ms, so this waits at most about that long).
 #pragma once
 
 #include "client/agentclient.h"
@@ -92,7 +92,8 @@ public:
     static QString stateName(LiveState state); // "connecting", "live", "silent", "the job exited", "reconnecting…"
 
 Q_SIGNALS:
-    // On the GUI thread, at most about every 250 ms while events flow, and once when the recording ends.
+    // On the GUI thread, at most about every 30 ms (incremental) or 250 ms while events flow, and once when the
+    // recording ends.
     void updated(const memscope::app::LiveUpdate& update);
     // The recording ended: Exited, Failed or Stopped (after the last updated()).
     void finished(memscope::app::LiveState state);
