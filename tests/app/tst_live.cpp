@@ -59,6 +59,20 @@ QString startDemo(QProcess& demo, const QStringList& args,
     return QString::fromUtf8(demo.readLine()).trimmed();
 }
 
+// Runs `memscope-cli demo ARGS` at `endpoint` to its end while `memscope-cli record` writes the whole run to
+// `reference` (for comparing a live tab's final state with).
+void runRecorded(const QStringList& args, const QString& endpoint, const QString& reference)
+{
+    QProcess demo;
+    QCOMPARE(startDemo(demo, args), endpoint);
+    QProcess record;
+    record.start(binary("memscope-cli"), { QStringLiteral("record"), endpoint, QStringLiteral("-o"), reference });
+    // (waitForFinished is false for a process that has finished already.)
+    QVERIFY(demo.waitForFinished(30000) || demo.state() == QProcess::NotRunning);
+    QVERIFY(record.waitForFinished(30000) || record.state() == QProcess::NotRunning);
+    QCOMPARE(record.exitCode(), 0);
+}
+
 // "memscope-cli demo: 297 steps, 50069 events in 2.50 s, 0 lost": the events (the last sequence published).
 qint64 demoEvents(const QString& output)
 {
@@ -302,14 +316,10 @@ void TestLive::reconnectsToRestartedJob()
     const int64_t firstRun = session->entryCount();
 
     // The next run: recorded whole by `memscope-cli record` for reference.
-    QProcess second;
-    QCOMPARE(startDemo(second, args), endpoint);
     const QString reference = dir.filePath(QStringLiteral("second.pickle"));
-    QProcess record;
-    record.start(binary("memscope-cli"), { QStringLiteral("record"), endpoint, QStringLiteral("-o"), reference });
-    QVERIFY(second.waitForFinished(30000) || second.state() == QProcess::NotRunning);
-    QVERIFY(record.waitForFinished(30000) || record.state() == QProcess::NotRunning);
-    QCOMPARE(record.exitCode(), 0);
+    runRecorded(args, endpoint, reference);
+    if (QTest::currentTestFailed())
+        return;
     QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().stats.restarts, uint64_t(1), 20000);
     QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
     QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > firstRun + 1000, 10000);
@@ -352,17 +362,12 @@ void TestLive::reconnectsAfterKilledJob()
     const int64_t kept = session->entryCount();
     QVERIFY(live.statusText().contains(QStringLiteral("silent")));
 
-    QProcess second;
-    QCOMPARE(startDemo(second, { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
-                                 QStringLiteral("15000"), QStringLiteral("--rate"), QStringLiteral("20000"),
-                                 QStringLiteral("--delay"), QStringLiteral("300") }),
-             endpoint);
     const QString reference = dir.filePath(QStringLiteral("second.pickle"));
-    QProcess record;
-    record.start(binary("memscope-cli"), { QStringLiteral("record"), endpoint, QStringLiteral("-o"), reference });
-    QVERIFY(second.waitForFinished(30000) || second.state() == QProcess::NotRunning);
-    QVERIFY(record.waitForFinished(30000) || record.state() == QProcess::NotRunning);
-    QCOMPARE(record.exitCode(), 0);
+    runRecorded({ QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"), QStringLiteral("15000"),
+                  QStringLiteral("--rate"), QStringLiteral("20000"), QStringLiteral("--delay"), QStringLiteral("300") },
+                endpoint, reference);
+    if (QTest::currentTestFailed())
+        return;
     QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().stats.restarts, uint64_t(1), 20000);
     QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
     QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > kept + 1000, 10000);
