@@ -76,8 +76,15 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
 LiveDocument::LiveDocument(QString path, LiveDocument& previous)
     : LiveDocument(std::move(path), *previous.m_snapshot, int(previous.m_extenders.size()))
 {
-    const Snapshot& old = *previous.m_snapshot;
-    for (const auto& [agentId, oldId] : previous.m_stacks) {
+    adoptStacksAndQueue(previous);
+    m_blockVersions = previous.m_blockVersions;
+    m_segmentVersions = previous.m_segmentVersions;
+}
+
+void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
+{
+    const Snapshot& old = *from.m_snapshot;
+    for (const auto& [agentId, oldId] : from.m_stacks) {
         std::vector<FrameId> frames;
         for (const FrameId* f = old.stackBegin(oldId); f != old.stackEnd(oldId); ++f) {
             const Frame& fr = old.frame(*f);
@@ -86,13 +93,206 @@ LiveDocument::LiveDocument(QString path, LiveDocument& previous)
         }
         m_stacks[agentId] = m_interner->stack(frames);
     }
-    m_blockVersions = previous.m_blockVersions;
-    m_segmentVersions = previous.m_segmentVersions;
-    m_pendingStacks = std::move(previous.m_pendingStacks);
-    m_pendingAnnotations = std::move(previous.m_pendingAnnotations);
-    m_queue.assign(previous.m_queue.begin() + ptrdiff_t(previous.m_queueHead), previous.m_queue.end());
-    previous.m_queue.clear();
-    previous.m_queueHead = 0;
+    for (auto& def : from.m_pendingStacks)
+        m_pendingStacks.push_back(std::move(def));
+    for (auto& note : from.m_pendingAnnotations)
+        m_pendingAnnotations.push_back(std::move(note));
+    from.m_pendingStacks.clear();
+    from.m_pendingAnnotations.clear();
+    m_queue.insert(m_queue.end(), from.m_queue.begin() + ptrdiff_t(from.m_queueHead), from.m_queue.end());
+    from.m_queue.clear();
+    from.m_queueHead = 0;
+}
+
+namespace {
+
+    // Pseudo agent ids for stacks that come from snapshots rather than from the agent (whose ids are the restart
+    // count in the high half and the agent's id in the low one: far below these).
+    constexpr uint64_t EarlierStacks = uint64_t(1) << 62;
+    constexpr uint64_t CurrentStacks = uint64_t(1) << 61;
+
+    std::vector<LiveFrame> framesOf(const Snapshot& s, StackId id)
+    {
+        std::vector<LiveFrame> out;
+        for (const FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f) {
+            const Frame& fr = s.frame(*f);
+            out.push_back({ std::string(s.str(fr.name)), std::string(s.str(fr.filename)), int32_t(fr.line) });
+        }
+        return out;
+    }
+
+    // Synthetic entries that turn `from` into `to` (two states of one device): removals first (blocks, then
+    // segments that are not the same in `to`), then additions (segments, then blocks), as wire::Recorder::resync
+    // does for a fresh state. Block stacks of `to` are named `toStacks | id`.
+    std::vector<LiveEntry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
+                                  uint64_t toStacks)
+    {
+        auto sameSegment = [](const ReplaySegment& a, const ReplaySegment& b) {
+            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream
+                && a.poolId == b.poolId && a.isExpandable == b.isExpandable;
+        };
+        auto find = [](const std::vector<ReplaySegment>& segs, DeviceAddr address) -> const ReplaySegment* {
+            auto it = std::lower_bound(segs.begin(), segs.end(), address,
+                                       [](const ReplaySegment& s, DeviceAddr a) { return s.address < a; });
+            return it != segs.end() && it->address == address ? &*it : nullptr;
+        };
+        auto sameBlock = [](const ReplayBlock& a, const ReplayBlock& b) {
+            return a.address == b.address && a.size == b.size && a.requestedSize == b.requestedSize
+                && a.state == b.state;
+        };
+        std::vector<LiveEntry> out;
+        auto add = [&](Action action, DeviceAddr address, ByteCount size, int64_t stream) -> LiveEntry& {
+            LiveEntry e;
+            e.action = action;
+            e.device = uint8_t(device);
+            e.address = address;
+            e.size = size;
+            e.stream = stream;
+            e.timeUs = timeUs;
+            out.push_back(e);
+            return out.back();
+        };
+        auto blockKept = [&](const ReplaySegment& seg, const ReplayBlock& b, const ReplayState& other) {
+            const ReplaySegment* o = find(other.segments, seg.address);
+            if (!o || !sameSegment(seg, *o))
+                return false;
+            for (uint32_t k = o->blockBegin; k < o->blockBegin + o->blockCount; ++k)
+                if (sameBlock(other.blocks[k], b))
+                    return true;
+            return false;
+        };
+        for (const ReplaySegment& seg : from.segments) {
+            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
+                const ReplayBlock& b = from.blocks[k];
+                if (b.state == BlockState::Inactive || blockKept(seg, b, to))
+                    continue;
+                if (b.state == BlockState::ActiveAllocated)
+                    add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
+                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
+            }
+        }
+        for (const ReplaySegment& seg : from.segments) {
+            const ReplaySegment* o = find(to.segments, seg.address);
+            if (!o || !sameSegment(seg, *o))
+                add(seg.isExpandable ? Action::SegmentUnmap : Action::SegmentFree, seg.address, seg.totalSize,
+                    seg.stream);
+        }
+        for (const ReplaySegment& seg : to.segments) {
+            const ReplaySegment* o = find(from.segments, seg.address);
+            if (!o || !sameSegment(seg, *o))
+                add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
+                    seg.stream)
+                    .poolId
+                    = seg.poolId;
+        }
+        for (const ReplaySegment& seg : to.segments) {
+            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
+                const ReplayBlock& b = to.blocks[k];
+                if (b.state == BlockState::Inactive || blockKept(seg, b, from))
+                    continue;
+                LiveEntry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
+                a.blockSize = b.size;
+                a.stack = raw(b.stack) == 0 ? 0 : toStacks | raw(b.stack);
+                if (b.state == BlockState::ActivePendingFree)
+                    add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
+            }
+        }
+        return out;
+    }
+
+    void copyTables(const Snapshot& from, Snapshot& to)
+    {
+        // Interning every string in id order gives every string the same id in the copy.
+        for (uint32_t id = 1; id < from.strings.size(); ++id)
+            to.strings.intern(from.str(StringId { id }));
+        to.frames = from.frames;
+        to.stackOffsets = from.stackOffsets;
+        to.stackFrames = from.stackFrames;
+    }
+
+} // namespace
+
+void LiveDocument::appendReplayed(const Snapshot& s, const Replay& replay, uint64_t base)
+{
+    for (uint32_t k = 1; k < s.stackCount(); ++k)
+        defineStack(base | k, framesOf(s, StackId { k }));
+    const int d = replay.device();
+    if (size_t(d) >= s.deviceTraces.size())
+        return;
+    const auto& trace = s.deviceTraces[size_t(d)];
+    std::vector<LiveEntry> entries;
+    entries.reserve(size_t(replay.entryCount()));
+    const auto& pieces = replay.segmentPieces();
+    size_t nextPiece = 0;
+    for (int64_t j = 0; j < replay.entryCount(); ++j) {
+        const TraceEntry& e = trace[size_t(replay.firstEntry() + j)];
+        LiveEntry l;
+        l.action = e.action;
+        l.device = uint8_t(d);
+        l.address = e.addr;
+        l.size = e.size;
+        l.stream = e.stream;
+        l.timeUs = e.timeUs;
+        l.stack = raw(e.stack) == 0 ? 0 : base | raw(e.stack);
+        if (e.action == Action::Alloc && replay.allocationOfEntry(j) != NoAllocation)
+            l.blockSize = replay.allocation(replay.allocationOfEntry(j)).size;
+        // Pieces are by begin index: the one this entry begins, if any, gives the pool.
+        while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < j)
+            ++nextPiece;
+        if (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == j)
+            l.poolId = pieces[nextPiece].poolId;
+        entries.push_back(l);
+    }
+    append(std::move(entries));
+}
+
+std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, const QString& earlierName,
+                                                    LiveDocument& current)
+{
+    const int devices = std::max<int>(int(current.m_extenders.size()), earlier.deviceCount());
+    std::vector<Replay> replays;
+    for (int d = 0; d < devices; ++d)
+        replays.push_back(Replay::build(earlier, d));
+    // The state before the earlier file's first entry, with its tables.
+    Snapshot initial;
+    copyTables(earlier, initial);
+    for (const Replay& r : replays) {
+        const Snapshot state = snapshotOfState(r.stateAt(0), r.device());
+        for (Segment seg : state.segments) {
+            const uint32_t first = seg.blockBegin;
+            seg.blockBegin = uint32_t(initial.blocks.size());
+            initial.blocks.insert(initial.blocks.end(), state.blocks.begin() + first,
+                                  state.blocks.begin() + first + seg.blockCount);
+            initial.segments.push_back(seg);
+        }
+    }
+    auto merged = std::make_unique<LiveDocument>(current.m_document->path, initial, devices);
+    const Snapshot& now = *current.m_snapshot;
+    for (uint32_t k = 1; k < now.stackCount(); ++k)
+        merged->defineStack(CurrentStacks | k, framesOf(now, StackId { k }));
+    for (const Replay& r : replays) {
+        const int d = r.device();
+        merged->appendReplayed(earlier, r, EarlierStacks);
+        // The bridge: from the file's last state to the state the live recording joined at.
+        const auto& liveTrace = size_t(d) < now.deviceTraces.size() ? now.deviceTraces[size_t(d)]
+                                                                   : std::vector<TraceEntry> {};
+        const auto& fileTrace = size_t(d) < earlier.deviceTraces.size() ? earlier.deviceTraces[size_t(d)]
+                                                                        : std::vector<TraceEntry> {};
+        const int64_t fileEnd = fileTrace.empty() ? 0 : fileTrace.back().timeUs;
+        const int64_t joinAt = liveTrace.empty() ? fileEnd : std::max(fileEnd, liveTrace.front().timeUs);
+        const ReplayState to = size_t(d) < current.m_document->replays.size()
+            ? current.m_document->replays[size_t(d)].stateAt(0)
+            : ReplayState {};
+        merged->append(bridge(r.stateAt(r.entryCount()), to, d, joinAt, CurrentStacks));
+        const std::string gap = "memscope: no record between " + earlierName.toStdString() + " and the attach";
+        merged->annotate(d, Annotation::Stage::Start, gap, fileEnd);
+        merged->annotate(d, Annotation::Stage::End, gap, joinAt);
+        if (size_t(d) < current.m_document->replays.size())
+            merged->appendReplayed(now, current.m_document->replays[size_t(d)], CurrentStacks);
+    }
+    merged->adoptStacksAndQueue(current);
+    merged->flush();
+    return merged;
 }
 
 void LiveDocument::defineStack(uint64_t agentId, std::vector<LiveFrame> frames)

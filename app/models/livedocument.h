@@ -58,6 +58,15 @@ public:
     // its final state; its stack definitions, its address versions and what it still had queued carry over.
     LiveDocument(QString path, LiveDocument& previous);
 
+    // The history extended backwards: a new document that starts with `earlier` (a snapshot of the same job taken
+    // before `current` joined: an agent's dump, a recording, PyTorch's own snapshot), from the state at its first
+    // trace entry through its trace, then a bridge of synthetic entries from its final state to `current`'s join
+    // state (what happened in between is unknown: marked with a "memscope: no record between ..." annotation), then
+    // every entry of `current`. `current`'s stack definitions and queue carry over; `current` must not be used
+    // afterwards. O(entries of both). `earlierName` names the file in the annotation.
+    static std::unique_ptr<LiveDocument> prepend(const model::Snapshot& earlier, const QString& earlierName,
+                                                 LiveDocument& current);
+
     std::shared_ptr<const Document> document() const { return m_document; }
 
     // A stack definition: later entries naming `agentId` get its frames (innermost first).
@@ -94,6 +103,9 @@ private:
     };
     model::StackId stackOf(uint64_t agentId) const;
     void applyDefinitions();
+    void adoptStacksAndQueue(LiveDocument& from); // the agent's stack definitions (by content) and the queue
+    // Defines every stack of `s` under `base | id` and appends the entries of `replay` (over s's trace) with them.
+    void appendReplayed(const model::Snapshot& s, const model::Replay& replay, uint64_t base);
     // Segments and blocks of every device's state after its last entry, into `out` (whose tables are this
     // document's or a copy with the same ids).
     void writeFinalState(model::Snapshot& out) const;

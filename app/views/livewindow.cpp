@@ -66,11 +66,12 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_history = new QToolButton(this);
     m_history->setObjectName(QStringLiteral("liveHistory"));
     m_history->setText(tr("Earlier history"));
-    m_history->setToolTip(tr("Parts of this recording written to disk to bound its memory: open one in a tab"));
+    m_history->setToolTip(tr("Prepend a snapshot of this job from before the attach; open the parts of this "
+                             "recording written to disk to bound its memory"));
     m_history->setPopupMode(QToolButton::InstantPopup);
     m_historyMenu = new QMenu(m_history);
     m_history->setMenu(m_historyMenu);
-    m_history->hide();
+    updateHistoryMenu();
     bar->addWidget(m_status, 1);
     bar->addWidget(m_history);
     bar->addWidget(triggers);
@@ -394,10 +395,40 @@ void LiveWindow::rotate()
 void LiveWindow::updateHistoryMenu()
 {
     m_historyMenu->clear();
-    for (const QString& path : m_spilled) {
+    m_historyMenu->addAction(tr("Prepend a Snapshot of This Job…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(
+            this, tr("A snapshot of this job from before the attach"), QString(),
+            tr("Snapshots (*.pickle *.pkl *.json *.xz);;All files (*)"));
+        if (path.isEmpty())
+            return;
+        const QString error = loadEarlierHistory(path);
+        if (!error.isEmpty())
+            QMessageBox::warning(this, tr("Earlier history"), error);
+    });
+    if (!m_spilled.isEmpty())
+        m_historyMenu->addSection(tr("Written to disk (bounded history)"));
+    for (const QString& path : m_spilled)
         m_historyMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { Q_EMIT openRequested(path); });
-    }
-    m_history->setVisible(!m_spilled.isEmpty());
+}
+
+QString LiveWindow::loadEarlierHistory(const QString& path)
+{
+    if (!m_live || !m_document)
+        return tr("%1: nothing recorded yet from %2").arg(path, endpoint());
+    if (!m_spilled.isEmpty() || m_spillsWriting > 0)
+        return tr("%1: this recording's start was written to disk to bound its memory; open those parts instead")
+            .arg(path);
+    const io::LoadResult loaded = io::loadSnapshot(path.toStdString());
+    if (!loaded.ok())
+        return QString::fromStdString(loaded.error.toString());
+    m_live = LiveDocument::prepend(*loaded.snapshot, QFileInfo(path).fileName(), *m_live);
+    // The triggers have seen what was live; the prepended part is history, not news.
+    m_checkedUpTo.clear();
+    for (const model::Replay& r : m_live->document()->replays)
+        m_checkedUpTo.push_back(r.entryCount());
+    replaceDocument(m_live->document());
+    m_status->setText(statusText());
+    return {};
 }
 
 void LiveWindow::chooseTrigger()

@@ -82,6 +82,9 @@ public:
     }
     // Files the bounded history wrote, oldest first.
     const QStringList& spilledFiles() const { return m_spilled; }
+    // Extends the history backwards with a snapshot of the same job from before this tab joined (the agent's dump,
+    // a recording, PyTorch's own snapshot): LiveDocument::prepend. An error line, or "" when done.
+    QString loadEarlierHistory(const QString& path);
     void setTrigger(LiveTrigger trigger);
     const LiveTrigger& trigger() const { return m_trigger; }
     // Files the triggers wrote, oldest first.

@@ -150,6 +150,7 @@ private Q_SLOTS:
     void noAgent();
     void malformedPublisher();
     void historyIsBoundedAndSpilled();
+    void earlierHistoryPrepended();
 };
 
 void TestLive::recordsWholeJob()
@@ -721,6 +722,61 @@ void TestLive::historyIsBoundedAndSpilled()
     QVERIFY(uint64_t(session->entryCount()) < last.stats.applied / 2);
     QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLines(*last.snapshot));
     QVERIFY(test::saveScreenshot(live, QStringLiteral("live-history"), QSize(1400, 800)));
+}
+
+// A recording of the job's first events, made before the tab joined, prepended to the live history: the file's
+// trace, a bridge to the join state (annotated as a gap), then the live entries; every state along the way exact.
+void TestLive::earlierHistoryPrepended()
+{
+    QTemporaryDir dir;
+    QProcess demo;
+    const QString endpoint = startDemo(
+        demo, { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
+                QStringLiteral("--events"), QStringLiteral("40000"), QStringLiteral("--rate"), QStringLiteral("20000"),
+                QStringLiteral("--delay"), QStringLiteral("500") });
+    QVERIFY(!endpoint.isEmpty());
+    // The first 5,000 events, as `memscope-cli record --events` writes them.
+    const QString early = dir.filePath(QStringLiteral("early.pickle"));
+    QProcess record;
+    record.start(binary("memscope-cli"),
+                 { QStringLiteral("record"), endpoint, QStringLiteral("-o"), early, QStringLiteral("--events"),
+                   QStringLiteral("5000") });
+    QVERIFY(record.waitForFinished(30000) || record.state() == QProcess::NotRunning);
+    QCOMPARE(record.exitCode(), 0);
+    QTest::qWait(300); // the job goes on: the tab joins later
+    LiveWindow live(endpoint);
+    QSignalSpy settled(&live, &LiveWindow::settled);
+    QVERIFY(settled.wait(60000));
+    QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
+    const LiveUpdate& last = live.receiver()->latest();
+    QCOMPARE(last.stats.lost, uint64_t(0));
+    Session* before = live.documentWindow()->session();
+    const int64_t liveEntries = before->entryCount();
+    const QStringList joinState = stateLines(before->replay().stateAt(0));
+    const QStringList endState = stateLines(before->replay().stateAt(liveEntries));
+
+    QCOMPARE(live.loadEarlierHistory(dir.filePath(QStringLiteral("missing.pickle"))).isEmpty(), false);
+    QCOMPARE(live.loadEarlierHistory(early), QString());
+    Session* session = live.documentWindow()->session();
+    QVERIFY(session != before);
+    const io::LoadResult file = io::loadSnapshot(early.toStdString());
+    QVERIFY(file.ok());
+    const int64_t fileEntries = int64_t(file.snapshot->deviceTraces[0].size());
+    QVERIFY(fileEntries >= 5000);
+    const model::Replay& r = session->replay();
+    QCOMPARE(r.warnings(), 0u);
+    // file entries, then the bridge, then the live entries
+    const int64_t bridge = r.entryCount() - fileEntries - liveEntries;
+    QVERIFY2(bridge > 0, qPrintable(QString::number(bridge)));
+    QCOMPARE(stateLines(r.stateAt(fileEntries)), stateLines(*file.snapshot));
+    QCOMPARE(stateLines(r.stateAt(fileEntries + bridge)), joinState);
+    QCOMPARE(stateLines(r.stateAt(r.entryCount())), endState);
+    const auto spans = session->annotations();
+    QVERIFY(std::any_of(spans.begin(), spans.end(), [](const AnnotationSpan& a) {
+        return a.name.startsWith(QStringLiteral("memscope: no record between early.pickle"));
+    }));
+    QCOMPARE(session->cursor(), session->entryCount());
+    QVERIFY(test::saveScreenshot(live, QStringLiteral("live-earlier-history"), QSize(1400, 800)));
 }
 
 QTEST_MAIN(TestLive)
