@@ -17,7 +17,12 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
+#include <QApplication>
+#include <QDialog>
+#include <QDoubleSpinBox>
 #include <QListWidget>
+#include <QPushButton>
+#include <QTimer>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -507,6 +512,27 @@ void TestLive::triggerSavesOnReservedThreshold()
     QVERIFY(reserved > trigger.reservedAbove);
     QVERIFY(live.statusText().contains(QStringLiteral("1 saved")));
     QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
+
+    // The Triggers… dialog shows the trigger set, and Cancel changes nothing.
+    live.resize(1200, 700);
+    live.show();
+    auto* button = live.findChild<QPushButton*>(QStringLiteral("liveTriggers"));
+    QVERIFY(button);
+    bool seen = false;
+    QTimer::singleShot(200, &live, [&] {
+        QWidget* dialog = QApplication::activeModalWidget();
+        if (!dialog)
+            return;
+        seen = true;
+        auto* spin = dialog->findChild<QDoubleSpinBox*>();
+        QVERIFY(spin);
+        QCOMPARE(spin->value(), 1.0);
+        QVERIFY(test::saveScreenshot(*dialog, QStringLiteral("live-triggers-dialog"), QSize(520, 180)));
+        qobject_cast<QDialog*>(dialog)->reject();
+    });
+    button->click();
+    QVERIFY(seen);
+    QCOMPARE(live.trigger().reservedAbove, trigger.reservedAbove);
 }
 
 void TestLive::attachDialogListsEndpoints()
