@@ -752,48 +752,8 @@ private:
 
     void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
     {
-        ReplaySeries& s = m_r.m_series;
-        s.allocated.push_back(m_allocated);
-        s.active.push_back(m_active);
-        s.reserved.push_back(m_reserved);
-        s.requested.push_back(m_requested);
-        s.largestFree.push_back(m_gaps.largest());
-        auto peak = [&](Peak& p, ByteCount v) {
-            if (v > p.bytes) {
-                p.bytes = v;
-                p.index = index;
-            }
-        };
-        peak(m_r.m_peakAllocated, m_allocated);
-        peak(m_r.m_peakActive, m_active);
-        peak(m_r.m_peakReserved, m_reserved);
-
-        // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
-        const size_t live = m_liveAllocs.size() + m_livePieces.size();
-        const size_t spacing = std::max<size_t>(m_options.minCheckpointInterval, m_options.checkpointSpacing * live);
-        if (!m_r.m_checkpointIndex.empty() && size_t(index - m_r.m_checkpointIndex.back()) < spacing)
-            return;
-        const auto& allocations = m_r.m_allocations;
-        const auto& pieces = m_r.m_pieces;
-        m_r.m_checkpointIndex.push_back(index);
-        m_r.m_checkpointFirstAlloc.push_back(nextAlloc);
-        m_r.m_checkpointFirstPiece.push_back(nextPiece);
-        // Sort (address, id) pairs rather than ids, so the sort does not chase the allocation records.
-        m_sortScratch.clear();
-        for (uint32_t id : m_liveAllocs)
-            m_sortScratch.emplace_back(allocations[id].address, id);
-        std::sort(m_sortScratch.begin(), m_sortScratch.end());
-        auto& ids = m_r.m_checkpointAllocs;
-        for (const auto& [address, id] : m_sortScratch)
-            ids.push_back(AllocationId { id });
-        m_r.m_checkpointAllocOffsets.push_back(uint32_t(ids.size()));
-        auto& pids = m_r.m_checkpointPieces;
-        const size_t pfrom = pids.size();
-        pids.insert(pids.end(), m_livePieces.begin(), m_livePieces.end());
-        std::sort(pids.begin() + ptrdiff_t(pfrom), pids.end(), [&](uint32_t a, uint32_t b) {
-            return pieces[a].address != pieces[b].address ? pieces[a].address < pieces[b].address : a < b;
-        });
-        m_r.m_checkpointPieceOffsets.push_back(uint32_t(pids.size()));
+        m_r.recordState(index, { m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() }, m_liveAllocs,
+                        m_livePieces, nextAlloc, nextPiece, m_options, m_sortScratch);
     }
 
     void replayForward()
@@ -899,6 +859,50 @@ std::vector<Replay> Replay::buildAll(const Snapshot& snapshot, const ReplayOptio
     for (int d = 0; d < devices; ++d)
         replays.push_back(build(snapshot, d, options));
     return replays;
+}
+
+void Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
+                         std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
+                         const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+{
+    ReplaySeries& s = m_series;
+    s.allocated.push_back(totals.allocated);
+    s.active.push_back(totals.active);
+    s.reserved.push_back(totals.reserved);
+    s.requested.push_back(totals.requested);
+    s.largestFree.push_back(totals.largestFree);
+    auto peak = [&](Peak& p, ByteCount v) {
+        if (v > p.bytes) {
+            p.bytes = v;
+            p.index = index;
+        }
+    };
+    peak(m_peakAllocated, totals.allocated);
+    peak(m_peakActive, totals.active);
+    peak(m_peakReserved, totals.reserved);
+
+    // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
+    const size_t live = liveAllocs.size() + livePieces.size();
+    const size_t spacing = std::max<size_t>(options.minCheckpointInterval, options.checkpointSpacing * live);
+    if (!m_checkpointIndex.empty() && size_t(index - m_checkpointIndex.back()) < spacing)
+        return;
+    m_checkpointIndex.push_back(index);
+    m_checkpointFirstAlloc.push_back(nextAlloc);
+    m_checkpointFirstPiece.push_back(nextPiece);
+    // Sort (address, id) pairs rather than ids, so the sort does not chase the allocation records.
+    scratch.clear();
+    for (uint32_t id : liveAllocs)
+        scratch.emplace_back(m_allocations[id].address, id);
+    std::sort(scratch.begin(), scratch.end());
+    for (const auto& [address, id] : scratch)
+        m_checkpointAllocs.push_back(AllocationId { id });
+    m_checkpointAllocOffsets.push_back(uint32_t(m_checkpointAllocs.size()));
+    const size_t from = m_checkpointPieces.size();
+    m_checkpointPieces.insert(m_checkpointPieces.end(), livePieces.begin(), livePieces.end());
+    std::sort(m_checkpointPieces.begin() + ptrdiff_t(from), m_checkpointPieces.end(), [&](uint32_t a, uint32_t b) {
+        return m_pieces[a].address != m_pieces[b].address ? m_pieces[a].address < m_pieces[b].address : a < b;
+    });
+    m_checkpointPieceOffsets.push_back(uint32_t(m_checkpointPieces.size()));
 }
 
 AllocationId Replay::allocationOfEntry(int64_t entry) const

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -210,6 +211,17 @@ private:
 
     size_t checkpointFor(int64_t index) const;
     void collectPieces(int64_t index, std::vector<uint32_t>& out) const;
+
+    // For both builders (ReplayBuilder's forward pass, ReplayExtender): appends the series values of state `index`
+    // and updates the peaks; keeps a checkpoint when one is due (see ReplayOptions). `liveAllocs` / `livePieces`: what
+    // is live at `index` (any order); `nextAlloc` / `nextPiece`: the first allocation / piece that begins at or
+    // after it. `scratch` is the caller's, reused.
+    struct StateTotals {
+        ByteCount allocated, active, reserved, requested, largestFree;
+    };
+    void recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
+                     std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
+                     const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
 
     int m_device = 0;
     int64_t m_entryCount = 0;

@@ -513,48 +513,11 @@ ByteCount ReplayExtender::largestGap()
     return 0;
 }
 
-// The series values and, when due, a checkpoint of state index m_n (as replay.cpp's recordState).
+// The series values and, when due, a checkpoint of state index m_n (Replay::recordState, as replay.cpp's builder).
 void ReplayExtender::recordState(Replay& r)
 {
-    const TraceIndex index = TraceIndex(m_n);
-    ReplaySeries& s = r.m_series;
-    s.allocated.push_back(m_allocated);
-    s.active.push_back(m_active);
-    s.reserved.push_back(m_reserved);
-    s.requested.push_back(m_requested);
-    s.largestFree.push_back(largestGap());
-    auto peak = [&](Peak& p, ByteCount v) {
-        if (v > p.bytes) {
-            p.bytes = v;
-            p.index = index;
-        }
-    };
-    peak(r.m_peakAllocated, m_allocated);
-    peak(r.m_peakActive, m_active);
-    peak(r.m_peakReserved, m_reserved);
-
-    const size_t live = m_liveAllocs.size() + m_livePieces.size();
-    const size_t spacing = std::max<size_t>(m_options.minCheckpointInterval, m_options.checkpointSpacing * live);
-    if (!r.m_checkpointIndex.empty() && size_t(index - r.m_checkpointIndex.back()) < spacing)
-        return;
-    r.m_checkpointIndex.push_back(index);
-    r.m_checkpointFirstAlloc.push_back(m_nextAlloc);
-    r.m_checkpointFirstPiece.push_back(uint32_t(r.m_pieces.size()));
-    m_sortScratch.clear();
-    for (uint32_t id : m_liveAllocs)
-        m_sortScratch.emplace_back(r.m_allocations[id].address, id);
-    std::sort(m_sortScratch.begin(), m_sortScratch.end());
-    for (const auto& [address, id] : m_sortScratch)
-        r.m_checkpointAllocs.push_back(AllocationId { id });
-    r.m_checkpointAllocOffsets.push_back(uint32_t(r.m_checkpointAllocs.size()));
-    auto& pids = r.m_checkpointPieces;
-    const size_t from = pids.size();
-    pids.insert(pids.end(), m_livePieces.begin(), m_livePieces.end());
-    std::sort(pids.begin() + ptrdiff_t(from), pids.end(), [&](uint32_t a, uint32_t b) {
-        const SegmentPiece &pa = r.m_pieces[a], &pb = r.m_pieces[b];
-        return pa.address != pb.address ? pa.address < pb.address : a < b;
-    });
-    r.m_checkpointPieceOffsets.push_back(uint32_t(pids.size()));
+    r.recordState(TraceIndex(m_n), { m_allocated, m_active, m_reserved, m_requested, largestGap() }, m_liveAllocs,
+                  m_livePieces, m_nextAlloc, uint32_t(r.m_pieces.size()), m_options, m_sortScratch);
 }
 
 } // namespace memscope::model
