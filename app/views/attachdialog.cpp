@@ -210,17 +210,17 @@ void AttachDialog::refresh()
             if (generation != m_generation)
                 return;
             const AgentInfo info = watcher->result();
-            for (int row = 0; row < m_list->count(); ++row) {
-                QListWidgetItem* it = m_list->item(row);
+            for (int r = 0; r < m_list->count(); ++r) {
+                QListWidgetItem* it = m_list->item(r);
                 if (it->data(Qt::UserRole).toString() != endpoint || !info.answered)
                     continue;
                 const QString devices
                     = info.devices == 1 ? tr("1 device") : tr("%1 devices").arg(info.devices);
-                QString text = it->data(Qt::UserRole + 1).toString()
+                QString row = it->data(Qt::UserRole + 1).toString()
                     + tr(" — %1, agent %2 on %3").arg(devices, info.agentVersion, info.host);
                 if (const QString command = it->data(Qt::UserRole + 2).toString(); !command.isEmpty())
-                    text += QStringLiteral(" — ") + command;
-                it->setText(text);
+                    row += QStringLiteral(" — ") + command;
+                it->setText(row);
             }
         });
         watcher->setFuture(QtConcurrent::run(queryAgent, endpoint, 800));

@@ -117,6 +117,8 @@ BENCHMARK(BM_StateAtSyntheticGrowing)->Arg(1'000'000)->Arg(10'000'000)->Unit(ben
 
 } // namespace
 
+namespace {
+
 // Growing a replay forwards as a live view does (model::ReplayExtender): the whole trace appended in chunks of
 // 60,000 entries, about 30 ms of a job publishing 2 M events per second. Reported per chunk: the cost of one
 // refresh, which follows the chunk and the live state, not the trace so far (compare 1 M with 10 M entries).
@@ -158,3 +160,5 @@ void BM_ExtendSyntheticBounded(benchmark::State& state)
     extendBenchmark(state, synthetic(state.range(0), Survivors::Freed));
 }
 BENCHMARK(BM_ExtendSyntheticBounded)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->Iterations(2);
+
+} // namespace
