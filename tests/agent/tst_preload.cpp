@@ -61,6 +61,7 @@ void TestPreload::segmentEventsOfAProbe()
 
     zmq::context_t context;
     zmq::socket_t sub(context, zmq::socket_type::sub);
+    sub.set(zmq::sockopt::linger, 0);
     sub.set(zmq::sockopt::subscribe, "");
     sub.connect(endpoint.toStdString());
     std::this_thread::sleep_for(200ms); // the subscription reaches the PUB socket

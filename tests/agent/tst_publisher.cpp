@@ -247,6 +247,10 @@ public:
         : m_sub(m_context, zmq::socket_type::sub)
         , m_dealer(m_context, zmq::socket_type::dealer)
     {
+        // No linger: a request that never reached a peer that refused us (CURVE) must not hold up the context's
+        // end (zmq_ctx_term waits for unsent messages as long as the linger says; libzmq's default is forever).
+        m_sub.set(zmq::sockopt::linger, 0);
+        m_dealer.set(zmq::sockopt::linger, 0);
         if (curve) {
             for (zmq::socket_t* s : { &m_sub, &m_dealer }) {
                 s->set(zmq::sockopt::curve_serverkey, curve->serverPublic);

@@ -664,6 +664,8 @@ void TestLive::malformedPublisher()
     zmq::context_t context;
     zmq::socket_t pub(context, zmq::socket_type::pub);
     zmq::socket_t router(context, zmq::socket_type::router);
+    pub.set(zmq::sockopt::linger, 0);
+    router.set(zmq::sockopt::linger, 0);
     pub.bind(endpoint.toStdString());
     router.bind(client::stateEndpointFor(endpoint.toStdString()));
     // Answers every state request with a frame from a future protocol version.

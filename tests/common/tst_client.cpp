@@ -56,6 +56,7 @@ public:
             m_curve = *curve;
             // The ZAP handler (RFC 27) must be bound before a CURVE server socket handshakes.
             m_zap = zmq::socket_t(m_context, zmq::socket_type::rep);
+            m_zap.set(zmq::sockopt::linger, 0);
             m_zap.bind("inproc://zeromq.zap.01");
         }
         m_pub = socket(zmq::socket_type::pub);
