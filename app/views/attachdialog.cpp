@@ -35,6 +35,33 @@ namespace {
         return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno == EPERM);
     }
 
+    // When process `pid` started, in seconds since the epoch; 0 when unknown. proc(5): field 22 of /proc/PID/stat is
+    // the start time in clock ticks after boot, and /proc/stat's btime the boot time.
+    qint64 processStartSecsSinceEpoch(qint64 pid)
+    {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+        QFile system(QStringLiteral("/proc/stat"));
+        if (!stat.open(QIODevice::ReadOnly) || !system.open(QIODevice::ReadOnly))
+            return 0;
+        const QByteArray line = stat.readAll();
+        const qsizetype close = line.lastIndexOf(')'); // the command name may hold spaces and parentheses
+        if (close < 0)
+            return 0;
+        const QList<QByteArray> fields = line.mid(close + 2).split(' '); // from field 3 (state) on
+        if (fields.size() < 20)
+            return 0;
+        bool ok = false;
+        const qint64 ticks = fields[19].toLongLong(&ok);
+        const long hz = ::sysconf(_SC_CLK_TCK);
+        if (!ok || hz <= 0)
+            return 0;
+        qint64 boot = 0;
+        for (const QByteArray& l : system.readAll().split('\n'))
+            if (l.startsWith("btime "))
+                boot = l.mid(6).trimmed().toLongLong();
+        return boot > 0 ? boot + ticks / hz : 0;
+    }
+
 } // namespace
 
 std::vector<FoundEndpoint> discoverEndpoints()
@@ -62,6 +89,12 @@ std::vector<FoundEndpoint> discoverEndpoints()
             if (!ok)
                 e.pid = 0;
             e.alive = e.pid == 0 || processAlive(e.pid);
+            // A socket older than the process with its pid is a dead job's whose pid was reused.
+            if (e.alive && e.pid > 0) {
+                const qint64 started = processStartSecsSinceEpoch(e.pid);
+                if (started > 0 && info.lastModified().toSecsSinceEpoch() + 2 < started)
+                    e.alive = false;
+            }
             if (e.pid > 0 && e.alive) {
                 QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(e.pid));
                 if (cmdline.open(QIODevice::ReadOnly)) {

@@ -597,15 +597,22 @@ void TestLive::attachDialogListsEndpoints()
     // The agent answers for itself: devices, version, host.
     auto* list = dialog.findChild<QListWidget*>(QStringLiteral("endpoints"));
     QVERIFY(list);
-    QTRY_VERIFY2_WITH_TIMEOUT(list->item(0)->text().contains(QStringLiteral("1 device, agent ")),
-                              qPrintable(list->item(0)->text()),
+    // (Other jobs may publish on this machine too, in /tmp/memscope-$UID: look for ours.)
+    QListWidgetItem* ours = nullptr;
+    for (int r = 0; r < list->count(); ++r)
+        if (list->item(r)->data(Qt::UserRole).toString() == endpoint)
+            ours = list->item(r);
+    QVERIFY(ours);
+    QTRY_VERIFY2_WITH_TIMEOUT(ours->text().contains(QStringLiteral("1 device, agent ")), qPrintable(ours->text()),
                               5000);
     const AgentInfo info = queryAgent(endpoint, 2000);
     QVERIFY(info.answered);
     QCOMPARE(info.devices, 1);
     QVERIFY(!info.agentVersion.isEmpty());
     QVERIFY(!queryAgent(QStringLiteral("ipc://%1/memscope-99999999").arg(runtime.path()), 300).answered);
-    QCOMPARE(dialog.endpoint(), endpoint); // the live one first, preselected
+    // A live job first, preselected (ours, unless another one publishes on this machine with a higher pid).
+    QVERIFY(!list->item(0)->text().contains(QStringLiteral("exited")));
+    QCOMPARE(dialog.endpoint(), list->item(0)->data(Qt::UserRole).toString());
     QVERIFY(dialog.curveServerKey().isEmpty());
     QVERIFY(test::saveScreenshot(dialog, QStringLiteral("live-attach-dialog"), QSize(760, 420)));
     list->setCurrentRow(int(rows.indexOf(QStringLiteral("tcp://gpu-node-7:5555 — recent"))));
