@@ -13,6 +13,7 @@
 #include "wire/decoder.h"
 
 #include <QCoreApplication>
+#include <QFileInfo>
 #include <QImage>
 #include <QProcess>
 #include <QRegularExpression>
@@ -394,39 +395,48 @@ void TestLive::floodIsReportedAndRepaired()
     env.insert(QStringLiteral("MEMSCOPE_RING_RECORDS"), QStringLiteral("256"));
     env.insert(QStringLiteral("MEMSCOPE_DUMP_ON"), QStringLiteral("exit"));
     env.insert(QStringLiteral("MEMSCOPE_DUMP_PATH"), dump);
+    // The job floods, writes its final state, then stays (answering state requests) until killed below: the viewer
+    // may lag far behind the flood on a busy machine, and repairs only while the agent still answers.
     QProcess demo;
     QCOMPARE(startDemo(demo,
                        { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"), QStringLiteral("300000"),
                          QStringLiteral("--rate"), QStringLiteral("0"), QStringLiteral("--delay"),
-                         QStringLiteral("500"), QStringLiteral("--linger"), QStringLiteral("1500") },
+                         QStringLiteral("500"), QStringLiteral("--linger"), QStringLiteral("120000") },
                        env),
              endpoint);
+    struct KillAtEnd {
+        QProcess& p;
+        ~KillAtEnd()
+        {
+            p.kill();
+            p.waitForFinished(5000);
+        }
+    } killAtEnd { demo };
     LiveWindow live(endpoint);
-    QSignalSpy settled(&live, &LiveWindow::settled);
-    QVERIFY(settled.wait(60000));
-    QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
-    const QString demoErr = QString::fromUtf8(demo.readAllStandardError());
-    const QRegularExpressionMatch m
-        = QRegularExpression(QStringLiteral("(\\d+) lost")).match(demoErr.section(QLatin1Char('\n'), -2));
-    QVERIFY2(m.hasMatch(), qPrintable(demoErr));
-    if (m.captured(1).toULongLong() == 0)
-        QSKIP("the agent kept up with the flood on this machine: nothing to repair");
-
+    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(dump), 60000); // the flood is over
+    const io::LoadResult exitDump = io::loadSnapshot(dump.toStdString());
+    QVERIFY2(exitDump.ok(), exitDump.error.toString().c_str());
+    const QStringList finalState = stateLines(*exitDump.snapshot);
+    // The viewer catches up, repairs, and shows exactly the job's final state.
+    auto shown = [&] {
+        DocumentWindow* doc = live.documentWindow();
+        if (!doc || live.backlog() > 0)
+            return QStringList();
+        const Session* s = doc->session();
+        return stateLines(s->replay().stateAt(s->entryCount()));
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(!live.receiver()->latest().stats.resyncNeeded() && shown() == finalState, 60000);
     const LiveUpdate& last = live.receiver()->latest();
-    QCOMPARE(last.state, LiveState::Exited);
-    QVERIFY(last.stats.lost > 0 || last.stats.missing > 0);
+    if (last.stats.lost == 0 && last.stats.missing == 0)
+        QSKIP("the agent kept up with the flood on this machine: nothing to repair");
     QVERIFY(last.stats.resyncs > 0);
     QVERIFY2(live.statusText().contains(QStringLiteral("resync")), qPrintable(live.statusText()));
-    QVERIFY(!last.stats.resyncNeeded()); // the last loss was repaired before the goodbye
     Session* s = live.documentWindow()->session();
     QCOMPARE(s->replay().warnings(), 0u);
     const auto spans = s->annotations();
     QVERIFY(std::any_of(spans.begin(), spans.end(), [](const AnnotationSpan& a) {
         return a.name.startsWith(QStringLiteral("memscope: resync after"));
     }));
-    const io::LoadResult exitDump = io::loadSnapshot(dump.toStdString());
-    QVERIFY2(exitDump.ok(), exitDump.error.toString().c_str());
-    QCOMPARE(stateLines(s->replay().stateAt(s->entryCount())), stateLines(*exitDump.snapshot));
 }
 
 // Three jobs at once (the ranks of one job): a live tab each and a Ranks tab whose figures follow each job's own
