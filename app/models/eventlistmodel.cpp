@@ -40,9 +40,9 @@ namespace {
                 c = char(c - 'A' + 'a');
     }
 
-    const std::vector<TraceEntry>& traceOf(const Snapshot& s, int device)
+    const Trace& traceOf(const Snapshot& s, int device)
     {
-        static const std::vector<TraceEntry> none;
+        static const Trace none;
         return device >= 0 && size_t(device) < s.deviceTraces.size() ? s.deviceTraces[size_t(device)] : none;
     }
 
@@ -89,7 +89,7 @@ std::vector<uint8_t> stacksMatchingText(const Snapshot& snapshot, std::string_vi
 
 std::vector<uint32_t> filterEntries(const Snapshot& snapshot, int device, const EventFilter& filter, size_t begin)
 {
-    const std::vector<TraceEntry>& trace = traceOf(snapshot, device);
+    const Trace& trace = traceOf(snapshot, device);
     std::vector<uint8_t> stackMatches;
     const bool byText = !filter.frameText.empty();
     if (byText)
@@ -269,7 +269,7 @@ EventListModel::EventListModel(Session* session, QObject* parent)
 
 EventListModel::~EventListModel() = default;
 
-const std::vector<TraceEntry>& EventListModel::rowEntries() const
+const Trace& EventListModel::rowEntries() const
 {
     return traceOf(*m_document->snapshot, m_rowsDevice);
 }

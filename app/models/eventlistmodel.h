@@ -151,7 +151,7 @@ private:
     void onDeviceChanged();
     void onGrown();
     void extendRows();
-    const std::vector<model::TraceEntry>& rowEntries() const;
+    const model::Trace& rowEntries() const;
     QString topFrame(model::StackId stack) const;
     QString addressName(int64_t entry) const;
 

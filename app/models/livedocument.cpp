@@ -275,9 +275,9 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         merged->appendReplayed(earlier, r, EarlierStacks);
         // The bridge: from the file's last state to the state the live recording joined at.
         const auto& liveTrace = size_t(d) < now.deviceTraces.size() ? now.deviceTraces[size_t(d)]
-                                                                   : std::vector<TraceEntry> {};
+                                                                   : Trace {};
         const auto& fileTrace = size_t(d) < earlier.deviceTraces.size() ? earlier.deviceTraces[size_t(d)]
-                                                                        : std::vector<TraceEntry> {};
+                                                                        : Trace {};
         const int64_t fileEnd = fileTrace.empty() ? 0 : fileTrace.back().timeUs;
         const int64_t joinAt = liveTrace.empty() ? fileEnd : std::max(fileEnd, liveTrace.front().timeUs);
         const ReplayState to = size_t(d) < current.m_document->replays.size()

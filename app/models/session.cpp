@@ -75,9 +75,9 @@ void Session::setDevice(int device)
     Q_EMIT cursorChanged(m_cursor);
 }
 
-const std::vector<TraceEntry>& Session::entries() const
+const Trace& Session::entries() const
 {
-    static const std::vector<TraceEntry> none;
+    static const Trace none;
     const auto& traces = snapshot().deviceTraces;
     return size_t(m_device) < traces.size() ? traces[size_t(m_device)] : none;
 }

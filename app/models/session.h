@@ -63,7 +63,7 @@ public:
     int device() const { return m_device; }
     void setDevice(int device);
     const model::Replay& replay() const { return m_document->replays[size_t(m_device)]; }
-    const std::vector<model::TraceEntry>& entries() const;
+    const model::Trace& entries() const;
     int64_t entryCount() const { return replay().entryCount(); } // states are 0..entryCount()
 
     // The cursor: a state index, 0 (before the first entry) .. entryCount() (the snapshot's final state).

@@ -47,7 +47,7 @@ SnapshotSummary summarize(const model::Snapshot& snapshot)
         summary.active += segment.activeSize;
     }
     for (size_t device = 0; device < snapshot.deviceTraces.size(); ++device) {
-        const std::vector<model::TraceEntry>& trace = snapshot.deviceTraces[device];
+        const model::Trace& trace = snapshot.deviceTraces[device];
         if (trace.empty())
             continue; // PyTorch writes one (usually empty) list per visible device
         DeviceSummary& summary = deviceSummary(static_cast<int>(device));

@@ -408,7 +408,7 @@ void OverviewView::refresh()
     const bool steps = m_session->timeAxis() == TimeAxis::Time
         || (bounds.size() >= 2 && bounds.back() - bounds.front() <= width + 2);
     double yMax = 0;
-    auto fill = [&](QLineSeries* series, const std::vector<ByteCount>& values, const overview::MinMaxBlocks& blocks) {
+    auto fill = [&](QLineSeries* series, std::span<const ByteCount> values, const overview::MinMaxBlocks& blocks) {
         const auto points = overview::downsampleMinMax(values, bounds, &blocks);
         QList<QPointF> list;
         list.reserve(qsizetype(points.size()) * (steps ? 2 : 1) + 1);

@@ -91,8 +91,7 @@ NodeId ValueTree::find(NodeId dict, std::string_view key) const
 
 size_t ValueTree::memoryUsage() const
 {
-    return m_nodes.capacity() * sizeof(Node) + m_chunks.capacity() * sizeof(Chunk)
-        + m_children.capacity() * sizeof(NodeId) + m_pool.capacity();
+    return m_nodes.memoryBytes() + m_chunks.memoryBytes() + m_children.memoryBytes() + m_pool.capacity();
 }
 
 } // namespace memscope::io

@@ -6,7 +6,7 @@
 // One ValueTree belongs to one load; it is built by one thread and then only read.
 #pragma once
 
-#include "io/pagearray.h"
+#include "model/growingarray.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -107,9 +107,9 @@ private:
     }
 
     std::span<const uint8_t> m_input;
-    PageArray<Node> m_nodes;
-    PageArray<Chunk> m_chunks;
-    PageArray<NodeId> m_children;
+    model::GrowingArray<Node> m_nodes;
+    model::GrowingArray<Chunk> m_chunks;
+    model::GrowingArray<NodeId> m_children;
     std::string m_pool;
 };
 

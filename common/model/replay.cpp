@@ -266,6 +266,7 @@ namespace {
     }
 
     template <typename T> size_t bytesOf(const std::vector<T>& v) { return v.capacity() * sizeof(T); }
+    template <typename T> size_t bytesOf(const GrowingArray<T>& v) { return v.memoryBytes(); }
 
 } // namespace
 
@@ -823,7 +824,7 @@ private:
     // Backward pass.
     std::vector<Allocation> m_records; // creation order (by free, newest first)
     AddressMap m_open; // address -> record live at the current point
-    std::vector<uint32_t> m_entryRecord; // per entry: the record it changed
+    GrowingArray<uint32_t> m_entryRecord; // per entry: the record it changed
     std::vector<SegmentPiece> m_pieces;
     std::vector<uint32_t> m_openPieces; // piece ids by address
     uint32_t m_preTraceAllocs = 0;

@@ -125,13 +125,13 @@ struct ReplayState {
     std::vector<AllocationId> scratch; // reused by queries; no meaning to callers
 };
 
-// Per-state-index values, one per index 0..n (n + 1 values each).
+// Per-state-index values, one per index 0..n (n + 1 values each). GrowingArrays: a live replay grows them.
 struct ReplaySeries {
-    std::vector<ByteCount> allocated; // Σ active_allocated block bytes
-    std::vector<ByteCount> active; // + active_pending_free block bytes
-    std::vector<ByteCount> reserved; // Σ segment bytes (mapped bytes of expandable segments)
-    std::vector<ByteCount> requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
-    std::vector<ByteCount> largestFree; // largest inactive gap in any segment
+    GrowingArray<ByteCount> allocated; // Σ active_allocated block bytes
+    GrowingArray<ByteCount> active; // + active_pending_free block bytes
+    GrowingArray<ByteCount> reserved; // Σ segment bytes (mapped bytes of expandable segments)
+    GrowingArray<ByteCount> requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
+    GrowingArray<ByteCount> largestFree; // largest inactive gap in any segment
 
     size_t size() const { return allocated.size(); }
     // External fragmentation: reserved bytes not backing an active block, in bytes and as a fraction of reserved
@@ -185,7 +185,7 @@ public:
 
     // Every allocation: those alive before the trace first (by address), then one per alloc entry in trace order.
     // An alloc entry that could not be matched (inconsistent trace, counted in warnings()) has none.
-    const std::vector<Allocation>& allocations() const { return m_allocations; }
+    const GrowingArray<Allocation>& allocations() const { return m_allocations; }
     const Allocation& allocation(AllocationId id) const { return m_allocations[raw(id)]; }
     // The allocation an alloc / free_requested / free_completed entry changed, or NoAllocation (other actions,
     // or an entry that was skipped as inconsistent).
@@ -227,8 +227,8 @@ private:
     int64_t m_entryCount = 0;
     int64_t m_firstEntry = 0;
     uint64_t m_warnings = 0;
-    std::vector<Allocation> m_allocations;
-    std::vector<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX
+    GrowingArray<Allocation> m_allocations; // GrowingArrays: a live replay grows these per entry
+    GrowingArray<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX
     std::vector<SegmentPiece> m_pieces;
     ReplaySeries m_series;
     Peak m_peakAllocated, m_peakActive, m_peakReserved;

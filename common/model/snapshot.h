@@ -7,6 +7,8 @@
 // be read from any number of threads at once.
 #pragma once
 
+#include "model/growingarray.h"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -154,6 +156,9 @@ struct TraceEntry {
     uint32_t extraIndex = UINT32_MAX;
 };
 
+// One device's trace. A GrowingArray, because a live document appends millions of entries a second to it.
+using Trace = GrowingArray<TraceEntry>;
+
 struct Annotation {
     enum class Stage : uint8_t { Start, End, Other };
     Stage stage = Stage::Other;
@@ -209,7 +214,7 @@ struct Snapshot {
     std::vector<Segment> segments; // file order (PyTorch sorts them by address)
     std::vector<Block> blocks;
     std::vector<HistoryItem> history;
-    std::vector<std::vector<TraceEntry>> deviceTraces; // index = device
+    std::vector<Trace> deviceTraces; // index = device
     std::vector<Annotation> annotations;
     std::optional<Value> allocatorSettings;
 

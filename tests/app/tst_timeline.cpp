@@ -708,7 +708,8 @@ private Q_SLOTS:
         std::vector<ByteCount> totals(size_t(replay.entryCount()) + 1);
         if (visible.empty()) {
             const auto& series = replay.series();
-            totals = m == Mode::Allocations ? series.active : series.reserved;
+            const auto& values = m == Mode::Allocations ? series.active : series.reserved;
+            totals.assign(values.begin(), values.end());
         } else {
             for (int64_t s = 0; s <= replay.entryCount(); ++s)
                 totals[size_t(s)] = bruteTotal(replay, m, visible, s);

@@ -311,7 +311,7 @@ public:
     std::unique_ptr<model::Snapshot> snapshot() const
     {
         auto s = std::make_unique<model::Snapshot>();
-        s->deviceTraces = { m_trace };
+        s->deviceTraces = { model::Trace(m_trace.begin(), m_trace.end()) };
         for (const FlatSegment& f : m_truth.back()) {
             model::Segment seg;
             seg.address = f.address;
@@ -673,7 +673,7 @@ void TestReplay::seriesMatchState()
         QVERIFY(series.fragmentationRatio(k) >= 0.0 && series.fragmentationRatio(k) <= 1.0);
     }
     // The peaks are the series' maxima, at their first index.
-    auto checkPeak = [](const std::vector<ByteCount>& v, model::Peak p) {
+    auto checkPeak = [](std::span<const ByteCount> v, model::Peak p) {
         const auto it = std::max_element(v.begin(), v.end());
         return p.bytes == *it && p.index == it - v.begin();
     };
@@ -691,7 +691,7 @@ void TestReplay::forwardReplayAgrees()
     const auto replay = model::Replay::build(*s, device);
     const auto indices = sampleIndices(replay.entryCount(), isBig(*s, device), 400);
     const auto& trace
-        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : std::vector<model::TraceEntry> {};
+        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : model::Trace {};
     ForwardModel model;
     model::ReplayState state;
     int64_t applied = 0;
@@ -712,7 +712,7 @@ void TestReplay::allocationIntervals()
     QVERIFY(s);
     const auto replay = model::Replay::build(*s, device);
     const auto& trace
-        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : std::vector<model::TraceEntry> {};
+        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : model::Trace {};
     const auto& allocations = replay.allocations();
     size_t allocEntries = 0;
     for (size_t j = 0; j < trace.size(); ++j) {

@@ -233,7 +233,7 @@ namespace {
         {
             const auto& trace = size_t(m_device) < m_snapshot.deviceTraces.size()
                 ? m_snapshot.deviceTraces[size_t(m_device)]
-                : std::vector<model::TraceEntry> {};
+                : model::Trace {};
             for (size_t i = 0; i < trace.size(); ++i) {
                 const model::TraceEntry& t = trace[i];
                 switch (t.action) {

@@ -1,0 +1,209 @@
+// Tests of model::GrowingArray against std::vector as the oracle: every operation, on both sides of the switch from
+// the heap to a mapping of its own (and across mremap growth), with element types that have default member values.
+#include "model/growingarray.h"
+#include "model/snapshot.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <span>
+#include <vector>
+
+using memscope::model::GrowingArray;
+
+namespace {
+
+// A value with non-zero defaults, as the model's records have (TraceEntry::extraIndex, Allocation::allocIndex).
+struct Record {
+    int64_t a = -1;
+    uint32_t b = 0xffffffffu;
+    uint32_t c = 7;
+    bool operator==(const Record&) const = default;
+};
+
+template <typename T> bool same(const GrowingArray<T>& g, const std::vector<T>& v)
+{
+    return g.size() == v.size() && std::equal(g.begin(), g.end(), v.begin());
+}
+
+} // namespace
+
+class TestGrowingArray : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    // Random appends, inserts, erases and resizes agree with std::vector at every step, from empty to well past
+    // the size where the array moves into a mapping.
+    void randomOperationsMatchVector_data();
+    void randomOperationsMatchVector();
+    void crossesIntoMappingKeepingContents();
+    void copiesAreDeepAndMovesSteal();
+    void resizeValueInitialises();
+    void appendOfItsOwnElements();
+    void memoryCountsWrittenPartOfMapping();
+    void worksAsSpanAndWithAlgorithms();
+};
+
+void TestGrowingArray::randomOperationsMatchVector_data()
+{
+    QTest::addColumn<int>("steps");
+    QTest::addColumn<int>("seed");
+    QTest::newRow("small") << 200 << 1;
+    QTest::newRow("medium") << 3000 << 2;
+    QTest::newRow("large") << 20000 << 3;
+}
+
+void TestGrowingArray::randomOperationsMatchVector()
+{
+    QFETCH(int, steps);
+    QFETCH(int, seed);
+    std::mt19937_64 rng { uint64_t(seed) };
+    GrowingArray<Record> g;
+    std::vector<Record> v;
+    bool wasMapped = false;
+    for (int step = 0; step < steps; ++step) {
+        const int op = int(rng() % 10);
+        const Record r { int64_t(rng() % 1000), uint32_t(step), uint32_t(seed) };
+        if (op < 5) {
+            g.push_back(r);
+            v.push_back(r);
+        } else if (op == 5) {
+            std::vector<Record> more(rng() % 300, r);
+            g.append(more.begin(), more.end());
+            v.insert(v.end(), more.begin(), more.end());
+        } else if (op == 6 && !v.empty()) {
+            const size_t at = rng() % (v.size() + 1);
+            const Record two[2] = { r, Record {} };
+            g.insert(g.begin() + at, two, two + 2);
+            v.insert(v.begin() + ptrdiff_t(at), two, two + 2);
+        } else if (op == 7 && !v.empty()) {
+            const size_t at = rng() % v.size();
+            const size_t n = std::min<size_t>(rng() % 5, v.size() - at);
+            g.erase(g.begin() + at, g.begin() + at + n);
+            v.erase(v.begin() + ptrdiff_t(at), v.begin() + ptrdiff_t(at + n));
+        } else if (op == 8) {
+            const size_t n = v.size() + rng() % 64;
+            g.resize(n);
+            v.resize(n);
+        } else if (!v.empty()) {
+            g.pop_back();
+            v.pop_back();
+            g.emplace_back(r);
+            v.emplace_back(r);
+        }
+        wasMapped |= g.isMapped();
+        QVERIFY2(same(g, v), qPrintable(QStringLiteral("step %1, op %2").arg(step).arg(op)));
+        QVERIFY(g.capacity() >= g.size());
+    }
+    if (steps >= 20000)
+        QVERIFY(wasMapped); // the test did cover the mapping
+}
+
+void TestGrowingArray::crossesIntoMappingKeepingContents()
+{
+    GrowingArray<uint64_t> g;
+    const size_t heapLimit = GrowingArray<uint64_t>::MappedBytes / sizeof(uint64_t);
+    size_t firstMapped = 0;
+    // Several mremap growths: from heap into a mapping, then 2 MiB, 4 MiB, ... 32 MiB of capacity.
+    for (uint64_t i = 0; i < 4 * heapLimit * 8; ++i) {
+        g.push_back(i * 2654435761u);
+        if (!firstMapped && g.isMapped())
+            firstMapped = g.size();
+    }
+    QVERIFY(firstMapped > 0 && firstMapped <= heapLimit + 1);
+    for (uint64_t i = 0; i < g.size(); ++i)
+        QCOMPARE(g[i], i * 2654435761u);
+    g.clear();
+    QVERIFY(g.empty());
+    QVERIFY(g.isMapped()); // clear keeps the storage, as std::vector's does
+    g.shrink_to_fit();
+    QVERIFY(!g.isMapped());
+    QCOMPARE(g.capacity(), size_t(0));
+}
+
+void TestGrowingArray::copiesAreDeepAndMovesSteal()
+{
+    GrowingArray<int> small { 1, 2, 3 };
+    GrowingArray<int> big(size_t(1) << 20, 5); // 4 MiB: mapped
+    QVERIFY(big.isMapped());
+    for (GrowingArray<int>* source : { &small, &big }) {
+        GrowingArray<int> copy = *source;
+        QVERIFY(copy == *source);
+        QVERIFY(copy.data() != source->data());
+        copy[0] = 42;
+        QVERIFY(!(copy == *source)); // writing the copy leaves the source alone
+        const int* storage = copy.data();
+        GrowingArray<int> moved = std::move(copy);
+        QCOMPARE(moved.data(), storage);
+        QVERIFY(copy.empty()); // NOLINT(bugprone-use-after-move): a moved-from array is empty
+        GrowingArray<int> assigned;
+        assigned = moved;
+        QVERIFY(assigned == moved);
+        assigned = { 9, 8 };
+        QCOMPARE(assigned.size(), size_t(2));
+        QCOMPARE(assigned.back(), 8);
+    }
+}
+
+void TestGrowingArray::resizeValueInitialises()
+{
+    GrowingArray<Record> g;
+    g.resize(100000); // across the mapping switch
+    QVERIFY(std::all_of(g.begin(), g.end(), [](const Record& r) { return r == Record {}; }));
+    g.resize(10);
+    g.resize(20, Record { 1, 2, 3 });
+    QVERIFY(std::all_of(g.begin(), g.begin() + 10, [](const Record& r) { return r == Record {}; }));
+    QVERIFY(std::all_of(g.begin() + 10, g.end(), [](const Record& r) { return r == Record { 1, 2, 3 }; }));
+    g.assign(3, Record { 4, 5, 6 });
+    QCOMPARE(g.size(), size_t(3));
+    QVERIFY(g.front() == (Record { 4, 5, 6 }));
+}
+
+void TestGrowingArray::appendOfItsOwnElements()
+{
+    // Appending a range of the array itself must survive the reallocation that appending causes.
+    GrowingArray<int> g;
+    for (int i = 0; i < 16; ++i)
+        g.push_back(i);
+    std::vector<int> v(g.begin(), g.end());
+    for (int round = 0; round < 18; ++round) { // 16 << 18 ints: well into the mapping
+        g.append(g.begin(), g.end());
+        v.insert(v.end(), v.begin(), v.end());
+        g.push_back(g[0]); // push_back of its own element at a full capacity
+        v.push_back(v[0]);
+    }
+    QVERIFY(same(g, v));
+}
+
+void TestGrowingArray::memoryCountsWrittenPartOfMapping()
+{
+    GrowingArray<uint64_t> g;
+    g.reserve(size_t(64) << 20); // 512 MiB of capacity, never written
+    QVERIFY(g.isMapped());
+    QCOMPARE(g.memoryBytes(), size_t(0));
+    g.resize(1000);
+    QCOMPARE(g.memoryBytes(), size_t(8000));
+    GrowingArray<uint64_t> heap;
+    heap.reserve(100);
+    QCOMPARE(heap.memoryBytes(), size_t(800));
+}
+
+void TestGrowingArray::worksAsSpanAndWithAlgorithms()
+{
+    GrowingArray<int64_t> g;
+    for (int64_t i = 0; i < 1000; ++i)
+        g.push_back((i * 7919) % 1000);
+    const std::span<const int64_t> view = g;
+    QCOMPARE(view.size(), g.size());
+    QCOMPARE(std::accumulate(view.begin(), view.end(), int64_t(0)), int64_t(999 * 1000 / 2));
+    std::sort(g.begin(), g.end());
+    QVERIFY(std::is_sorted(g.begin(), g.end()));
+    QCOMPARE(*std::lower_bound(g.begin(), g.end(), 500), int64_t(500));
+    QCOMPARE(std::distance(g.rbegin(), g.rend()), ptrdiff_t(1000));
+    memscope::model::Trace trace(3);
+    QCOMPARE(trace[2].extraIndex, UINT32_MAX); // the model's records keep their defaults
+}
+
+QTEST_GUILESS_MAIN(TestGrowingArray)
+#include "tst_growingarray.moc"
