@@ -139,11 +139,13 @@ namespace {
             items.byEnd.push_back(k);
             items.endByEnd.push_back(items.end[k]);
         }
-        // Pending items: few (record_stream); rebuilt from those kept plus the changed ones.
-        std::vector<uint8_t> isChanged(count, 0);
-        for (TimelineItem k : changed)
-            isChanged[k] = 1;
-        std::erase_if(items.byPending, [&](TimelineItem k) { return isChanged[k] != 0; });
+        // Pending items: few (record_stream); rebuilt from those kept plus the changed ones. O(changed log changed),
+        // never O(items): a live document grows by a few thousand items at a time onto millions.
+        std::vector<TimelineItem> changedSorted = changed;
+        std::sort(changedSorted.begin(), changedSorted.end());
+        std::erase_if(items.byPending, [&](TimelineItem k) {
+            return std::binary_search(changedSorted.begin(), changedSorted.end(), k);
+        });
         for (TimelineItem k : changed)
             if (items.pendingFrom[k] < items.end[k])
                 items.byPending.push_back(k);
