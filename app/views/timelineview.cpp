@@ -473,7 +473,7 @@ void TimelineView::ensureOverview()
     m_overviewKeyTime = m_axis.isTime();
     // ≈ one point per pixel: the largest value of each overview column (STYLE.md, charts reduced before painting).
     const ReplaySeries& series = m_session->replay().series();
-    const std::vector<ByteCount>& values = m_showSegments ? series.reserved : series.active;
+    const auto& values = m_showSegments ? series.reserved : series.active;
     std::vector<int64_t> lo, hi;
     m_axis.columnRanges(m_axis.domainBegin(), m_axis.domainEnd(), std::max(size.width(), 1), lo, hi);
     m_overview.assign(lo.size(), 0);
