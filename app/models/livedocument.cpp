@@ -99,9 +99,15 @@ void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
         m_pendingAnnotations.push_back(std::move(note));
     from.m_pendingStacks.clear();
     from.m_pendingAnnotations.clear();
-    m_queue.insert(m_queue.end(), from.m_queue.begin() + ptrdiff_t(from.m_queueHead), from.m_queue.end());
+    if (!from.m_queue.empty() && from.m_queueHead > 0) {
+        auto& front = from.m_queue.front();
+        front.erase(front.begin(), front.begin() + ptrdiff_t(from.m_queueHead));
+    }
+    for (auto& batch : from.m_queue)
+        append(std::move(batch));
     from.m_queue.clear();
     from.m_queueHead = 0;
+    from.m_queued = 0;
 }
 
 namespace {
@@ -401,12 +407,10 @@ StackId LiveDocument::stackOf(uint64_t agentId) const
 
 void LiveDocument::append(std::vector<LiveEntry> entries)
 {
-    if (m_queueHead == m_queue.size()) {
-        m_queue = std::move(entries);
-        m_queueHead = 0;
+    if (entries.empty())
         return;
-    }
-    m_queue.insert(m_queue.end(), entries.begin(), entries.end());
+    m_queued += entries.size();
+    m_queue.push_back(std::move(entries)); // a batch of its own: queueing copies nothing
 }
 
 size_t LiveDocument::flush(size_t maxEntries)
@@ -429,54 +433,60 @@ size_t LiveDocument::flush(size_t maxEntries)
         return v;
     };
     const size_t applied = std::min(queued(), maxEntries);
-    const size_t limit = m_queueHead + applied;
     const size_t devices = m_extenders.size();
-    // Entries are appended per device in runs, so that each extender sees its device's entries in order.
-    size_t i = m_queueHead;
-    while (i < limit) {
-        const uint8_t device = m_queue[i].device;
-        size_t end = i;
-        m_entryScratch.clear();
-        m_detailScratch.clear();
-        for (; end < limit && m_queue[end].device == device; ++end) {
-            const LiveEntry& l = m_queue[end];
-            TraceEntry e;
-            e.action = l.action;
-            e.hasFrames = true;
-            e.addr = l.address;
-            e.size = l.size;
-            e.stream = l.stream;
-            e.timeUs = l.timeUs;
-            e.stack = stackOf(l.stack);
-            switch (l.action) {
-            case Action::FreeCompleted: e.version = version(m_blockVersions, l.address, true); break;
-            case Action::Alloc:
-            case Action::FreeRequested: e.version = version(m_blockVersions, l.address, false); break;
-            case Action::SegmentFree:
-            case Action::SegmentUnmap: e.version = version(m_segmentVersions, l.address, true); break;
-            case Action::SegmentAlloc:
-            case Action::SegmentMap: e.version = version(m_segmentVersions, l.address, false); break;
-            default: break;
+    size_t done = 0;
+    while (done < applied) {
+        const std::vector<LiveEntry>& batch = m_queue.front();
+        const size_t limit = std::min(batch.size(), m_queueHead + (applied - done));
+        // Entries are appended per device in runs, so that each extender sees its device's entries in order.
+        size_t i = m_queueHead;
+        while (i < limit) {
+            const uint8_t device = batch[i].device;
+            size_t end = i;
+            m_entryScratch.clear();
+            m_detailScratch.clear();
+            for (; end < limit && batch[end].device == device; ++end) {
+                const LiveEntry& l = batch[end];
+                TraceEntry e;
+                e.action = l.action;
+                e.hasFrames = true;
+                e.addr = l.address;
+                e.size = l.size;
+                e.stream = l.stream;
+                e.timeUs = l.timeUs;
+                e.stack = stackOf(l.stack);
+                switch (l.action) {
+                case Action::FreeCompleted: e.version = version(m_blockVersions, l.address, true); break;
+                case Action::Alloc:
+                case Action::FreeRequested: e.version = version(m_blockVersions, l.address, false); break;
+                case Action::SegmentFree:
+                case Action::SegmentUnmap: e.version = version(m_segmentVersions, l.address, true); break;
+                case Action::SegmentAlloc:
+                case Action::SegmentMap: e.version = version(m_segmentVersions, l.address, false); break;
+                default: break;
+                }
+                if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
+                    s.streams.push_back(l.stream);
+                m_entryScratch.push_back(e);
+                m_detailScratch.push_back({ l.blockSize, l.poolId });
             }
-            if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
-                s.streams.push_back(l.stream);
-            m_entryScratch.push_back(e);
-            m_detailScratch.push_back({ l.blockSize, l.poolId });
+            if (device < devices) {
+                auto& trace = s.deviceTraces[device];
+                trace.append(m_entryScratch.begin(), m_entryScratch.end());
+                m_extenders[device].append(m_document->replays[device], m_entryScratch, m_detailScratch);
+            } else {
+                m_dropped += end - i;
+            }
+            i = end;
         }
-        if (device < devices) {
-            auto& trace = s.deviceTraces[device];
-            trace.insert(trace.end(), m_entryScratch.begin(), m_entryScratch.end());
-            m_extenders[device].append(m_document->replays[device], m_entryScratch, m_detailScratch);
-        } else {
-            m_dropped += end - i;
+        done += limit - m_queueHead;
+        m_queueHead = limit;
+        if (m_queueHead == batch.size()) {
+            m_queue.pop_front();
+            m_queueHead = 0;
         }
-        i = end;
     }
-    m_queueHead = limit;
-    if (m_queueHead == m_queue.size()) {
-        m_queue.clear();
-        m_queueHead = 0;
-    }
+    m_queued -= applied;
     return applied;
 }
 

@@ -18,6 +18,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -79,7 +80,7 @@ public:
     // Applies what was queued (at most `maxEntries` entries, so that the caller can keep its event loop turning)
     // unless a reader holds the document; the number of entries applied (0 when busy).
     size_t flush(size_t maxEntries = SIZE_MAX);
-    size_t queued() const { return m_queue.size() - m_queueHead; }
+    size_t queued() const { return m_queued; }
     uint64_t dropped() const { return m_dropped; } // entries of devices beyond deviceCount
 
     // Memory held by the history (traces and replays), for a bound on it.
@@ -119,8 +120,9 @@ private:
     std::unordered_map<int64_t, int> m_streamSeen;
     std::vector<std::pair<uint64_t, std::vector<LiveFrame>>> m_pendingStacks;
     std::vector<PendingAnnotation> m_pendingAnnotations;
-    std::vector<LiveEntry> m_queue;
-    size_t m_queueHead = 0;
+    std::deque<std::vector<LiveEntry>> m_queue; // batches as appended
+    size_t m_queueHead = 0; // entries of the front batch already applied
+    size_t m_queued = 0;
     std::vector<model::TraceEntry> m_entryScratch;
     std::vector<model::EntryDetail> m_detailScratch;
     uint64_t m_dropped = 0;
