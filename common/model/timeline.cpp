@@ -111,11 +111,12 @@ namespace {
     template <typename Fill> void extendItems(TimelineItems& items, int64_t entryCount, size_t count, Fill fill)
     {
         const TraceIndex oldEnd = TraceIndex(items.entryCount);
+        const TraceIndex newEnd = TraceIndex(entryCount);
         const size_t oldCount = items.count();
-        // The items alive at the old end are the last run of byEnd (end == old entry count).
+        // The items alive at the old end are the last run of byEnd (end == old entry count), in index order.
         const size_t open = size_t(std::lower_bound(items.endByEnd.begin(), items.endByEnd.end(), oldEnd)
                                    - items.endByEnd.begin());
-        std::vector<TimelineItem> changed(items.byEnd.begin() + ptrdiff_t(open), items.byEnd.end());
+        std::vector<TimelineItem> wereOpen(items.byEnd.begin() + ptrdiff_t(open), items.byEnd.end());
         items.byEnd.resize(open);
         items.endByEnd.resize(open);
         items.begin.resize(count);
@@ -123,28 +124,35 @@ namespace {
         items.size.resize(count);
         items.pendingFrom.resize(count);
         items.address.resize(count);
-        for (TimelineItem k : changed)
+        // Every changed item ends at or after the old end, every kept one before it, so byEnd stays what finish()
+        // makes (a stable sort by end) by appending the changed ones in (end, index) order: those that ended since
+        // (few: the frees among the new entries) sorted, then those still alive at the new end, which are in index
+        // order already (the ones alive before, in index order, then the new ones). O(changed), plus a sort of the
+        // ended ones: a live timeline grows by a few thousand entries at a time onto millions of items.
+        std::vector<TimelineItem> ended, stillOpen, changed;
+        stillOpen.reserve(wereOpen.size());
+        auto place = [&](TimelineItem k) {
             fill(k);
-        for (size_t k = oldCount; k < count; ++k) {
-            fill(TimelineItem(k));
-            changed.push_back(TimelineItem(k));
-        }
+            (items.end[k] < newEnd ? ended : stillOpen).push_back(k);
+            changed.push_back(k);
+        };
+        for (TimelineItem k : wereOpen)
+            place(k);
+        for (size_t k = oldCount; k < count; ++k)
+            place(TimelineItem(k));
         items.entryCount = entryCount;
-        // Every changed item ends at or after the old end, every kept one before it: appending them in (end, index)
-        // order keeps byEnd what finish() makes (a stable sort by end).
-        std::sort(changed.begin(), changed.end(), [&](TimelineItem a, TimelineItem b) {
+        std::sort(ended.begin(), ended.end(), [&](TimelineItem a, TimelineItem b) {
             return items.end[a] != items.end[b] ? items.end[a] < items.end[b] : a < b;
         });
-        for (TimelineItem k : changed) {
-            items.byEnd.push_back(k);
-            items.endByEnd.push_back(items.end[k]);
-        }
+        for (const auto* part : { &ended, &stillOpen })
+            for (TimelineItem k : *part) {
+                items.byEnd.push_back(k);
+                items.endByEnd.push_back(items.end[k]);
+            }
         // Pending items: few (record_stream); rebuilt from those kept plus the changed ones. O(changed log changed),
-        // never O(items): a live document grows by a few thousand items at a time onto millions.
-        std::vector<TimelineItem> changedSorted = changed;
-        std::sort(changedSorted.begin(), changedSorted.end());
+        // never O(items).
         std::erase_if(items.byPending, [&](TimelineItem k) {
-            return std::binary_search(changedSorted.begin(), changedSorted.end(), k);
+            return std::binary_search(changed.begin(), changed.end(), k);
         });
         for (TimelineItem k : changed)
             if (items.pendingFrom[k] < items.end[k])
@@ -223,28 +231,52 @@ std::vector<TimelineItem> pieceOfAllocations(const Replay& replay)
 }
 
 void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible, std::span<const int64_t> lo,
-                   std::span<const int64_t> hi, TimelineColumns& out)
+                   std::span<const int64_t> hi, TimelineColumns& out, size_t firstColumn)
 {
     const size_t columns = std::min(lo.size(), hi.size());
+    const size_t known = out.walk.empty() ? 0 : out.walk.size() - 1; // columns of the earlier call
+    firstColumn = std::min({ firstColumn, columns, known });
     out.state.resize(columns);
     out.total.resize(columns);
     out.maxTotal = 0;
-    if (columns == 0)
+    for (size_t x = 0; x < firstColumn; ++x)
+        out.maxTotal = std::max(out.maxTotal, out.total[x]);
+    if (columns == 0) {
+        out.walk.clear();
         return;
+    }
+    if (firstColumn == columns) { // nothing changed; the walk after the last column is where column `columns` began
+        out.walk.resize(columns + 1);
+        return;
+    }
     const int64_t n = items.entryCount;
     // What each item adds to the total while live: 0 when hidden or never live, so the walk below tests nothing.
+    // Resuming, the flags of the items known before are what they were: only the new ones are computed (an item
+    // that was live at the old end keeps its begin and its size; its end only moves later).
     std::vector<ByteCount>& effective = out.scratch;
+    const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(effective.size(), items.count())) : 0;
     effective.resize(items.count());
-    for (TimelineItem k = 0; k < items.count(); ++k)
+    for (TimelineItem k = knownItems; k < items.count(); ++k)
         effective[k] = (visible.empty() || visible[k]) && everLive(items, k) ? items.size[k] : 0;
 
-    int64_t s = std::clamp<int64_t>(lo[0], 0, n);
-    size_t nextAdd = firstBeginningAtOrAfter(items, s);
-    size_t nextRemove = firstEndingAtOrAfter(items, s);
+    int64_t s;
+    size_t nextAdd, nextRemove;
     ByteCount total = 0;
-    for (TimelineItem k = 0; k < nextAdd; ++k)
-        if (items.end[k] >= s)
-            total += effective[k];
+    if (firstColumn > 0) {
+        const TimelineColumns::Walk& w = out.walk[firstColumn];
+        s = w.state;
+        nextAdd = w.nextAdd;
+        nextRemove = w.nextRemove;
+        total = w.total;
+    } else {
+        out.walk.clear();
+        s = std::clamp<int64_t>(lo[0], 0, n);
+        nextAdd = firstBeginningAtOrAfter(items, s);
+        nextRemove = firstEndingAtOrAfter(items, s);
+        for (TimelineItem k = 0; k < nextAdd; ++k)
+            if (items.end[k] >= s)
+                total += effective[k];
+    }
     const TraceIndex* const begins = items.begin.data();
     const TraceIndex* const ends = items.endByEnd.data();
     const TimelineItem* const byEnd = items.byEnd.data();
@@ -259,7 +291,9 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
         ++s;
     };
 
-    for (size_t x = 0; x < columns; ++x) {
+    out.walk.resize(columns + 1);
+    for (size_t x = firstColumn; x < columns; ++x) {
+        out.walk[x] = { s, nextAdd, nextRemove, total };
         const int64_t first = std::clamp<int64_t>(lo[x], 0, n);
         const int64_t last = std::clamp<int64_t>(hi[x], first + 1, n + 1); // exclusive
         while (s < first)
@@ -277,6 +311,7 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
         out.total[x] = best;
         out.maxTotal = std::max(out.maxTotal, best);
     }
+    out.walk[columns] = { s, nextAdd, nextRemove, total };
 }
 
 void TimelineStack::bind(const TimelineItems* items, std::span<const uint8_t> visible, std::span<const uint32_t> colors)

@@ -28,13 +28,14 @@ constexpr TimelineItem NoTimelineItem = UINT32_MAX;
 // Invariant: begin is non-decreasing, so an item added later always stacks on top of every live one.
 struct TimelineItems {
     int64_t entryCount = 0; // states are 0..entryCount
-    std::vector<TraceIndex> begin; // entry index that adds it; -1: live before the trace
-    std::vector<TraceIndex> end; // entry index that removes it; entryCount: live at the end
-    std::vector<ByteCount> size;
-    std::vector<TraceIndex> pendingFrom; // INT32_MAX: never pending
-    std::vector<DeviceAddr> address;
-    std::vector<TimelineItem> byEnd; // every item, ordered by end (then by index)
-    std::vector<TraceIndex> endByEnd; // end[byEnd[i]]: the same order, without the indirection
+    // GrowingArrays: a live document's timeline appends to them at its rate.
+    GrowingArray<TraceIndex> begin; // entry index that adds it; -1: live before the trace
+    GrowingArray<TraceIndex> end; // entry index that removes it; entryCount: live at the end
+    GrowingArray<ByteCount> size;
+    GrowingArray<TraceIndex> pendingFrom; // INT32_MAX: never pending
+    GrowingArray<DeviceAddr> address;
+    GrowingArray<TimelineItem> byEnd; // every item, ordered by end (then by index)
+    GrowingArray<TraceIndex> endByEnd; // end[byEnd[i]]: the same order, without the indirection
     std::vector<TimelineItem> byPending; // the items that are ever pending, ordered by pendingFrom
     std::vector<TraceIndex> pendingByPending; // pendingFrom[byPending[i]]
 
@@ -67,13 +68,27 @@ struct TimelineColumns {
     std::vector<int64_t> state; // per column: the state shown
     std::vector<ByteCount> total; // per column: the stacked bytes of that state (visible items only)
     ByteCount maxTotal = 0;
+    // Where the walk stood when each column began, and after the last one, so that a later call can resume at a
+    // column (sampleColumns).
+    struct Walk {
+        int64_t state;
+        size_t nextAdd, nextRemove;
+        ByteCount total;
+    };
+    std::vector<Walk> walk;
     std::vector<ByteCount> scratch; // reused by sampleColumns; no meaning to callers
 };
 
-// Picks the state of every column (pass 1: running totals only, O(items begun before lo[0] + entries in view)).
+// Picks the state of every column (pass 1: running totals only, O(items + entries in view)).
 // `visible` (one flag per item) may be empty: everything is visible.
+//
+// With `firstColumn` > 0 it resumes: columns before it keep what `out` holds, and the walk goes on from where it
+// stood at that column, O(items added since + entries from there). For a live document's timeline, whose old
+// columns do not change when entries are appended. `out` must hold the result of an earlier call with the same
+// `visible` flags for the items it knew, on the same items since grown only by TimelineItems::extend*, and the
+// same lo[x], hi[x] for every x < firstColumn; firstColumn must not exceed that call's column count.
 void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible, std::span<const int64_t> lo,
-                   std::span<const int64_t> hi, TimelineColumns& out);
+                   std::span<const int64_t> hi, TimelineColumns& out, size_t firstColumn = 0);
 
 // The live items at one state, bottom first, maintained incrementally as the state moves forward: an item that
 // begins is appended (it has the largest index of all live ones), an item that ends leaves a tombstone (size 0) that

@@ -206,7 +206,8 @@ void TestReplayExtender::timelineItemsGrowToo_data()
     QTest::addRow("transformer_train.pickle/800") << QStringLiteral("transformer_train.pickle") << 800;
 }
 
-// Timeline items extended after every append equal the items made from scratch of the grown replay.
+// Timeline items extended after every append equal the items made from scratch of the grown replay, and columns
+// sampled again from the first one that changed equal columns sampled from scratch.
 void TestReplayExtender::timelineItemsGrowToo()
 {
     QFETCH(QString, file);
@@ -227,6 +228,39 @@ void TestReplayExtender::timelineItemsGrowToo()
             && a.pendingFrom == b.pendingFrom && a.address == b.address && a.byEnd == b.byEnd
             && a.endByEnd == b.endByEnd && a.byPending == b.byPending && a.pendingByPending == b.pendingByPending;
     };
+    // Columns as a live timeline lays them out: a fixed domain (the final length), split into equal columns, of
+    // which those that begin within the data are sampled; a column's state range grows as entries arrive.
+    const int64_t finalCount = ref.entryCount() - k;
+    constexpr int64_t Columns = 97;
+    auto layout = [&](int64_t n, std::vector<int64_t>& lo, std::vector<int64_t>& hi) {
+        lo.clear();
+        hi.clear();
+        for (int64_t x = 0; x < Columns && x * finalCount / Columns <= n; ++x) {
+            lo.push_back(x * finalCount / Columns);
+            hi.push_back(std::min(std::max((x + 1) * finalCount / Columns, lo.back() + 1), n + 1));
+        }
+    };
+    model::TimelineColumns resumedAllocs, resumedPieces;
+    std::vector<int64_t> oldLo, oldHi, lo, hi;
+    int resumedLate = 0; // resumes that kept some columns
+    // Resuming at the first column whose range changed gives what sampling every column again gives.
+    auto checkResume = [&](const model::TimelineItems& items, model::TimelineColumns& resumed, const char* what) {
+        size_t first = 0;
+        while (first < std::min(oldLo.size(), lo.size()) && oldLo[first] == lo[first] && oldHi[first] == hi[first])
+            ++first;
+        model::sampleColumns(items, {}, lo, hi, resumed, first);
+        resumedLate += first > 0;
+        model::TimelineColumns fresh;
+        model::sampleColumns(items, {}, lo, hi, fresh);
+        if (resumed.state != fresh.state || resumed.total != fresh.total || resumed.maxTotal != fresh.maxTotal)
+            QFAIL(qPrintable(QStringLiteral("%1 columns resumed at %2 differ at %3 entries")
+                                 .arg(QLatin1String(what))
+                                 .arg(first)
+                                 .arg(items.entryCount)));
+    };
+    layout(0, lo, hi);
+    model::sampleColumns(allocs, {}, lo, hi, resumedAllocs);
+    model::sampleColumns(pieces, {}, lo, hi, resumedPieces);
     int appends = 0;
     for (int64_t j = k; j < ref.entryCount(); j += chunk) {
         const int64_t take = std::min<int64_t>(chunk, ref.entryCount() - j);
@@ -237,10 +271,18 @@ void TestReplayExtender::timelineItemsGrowToo()
             QFAIL(qPrintable(QStringLiteral("allocation items differ after %1 entries").arg(j + take - k)));
         if (!same(pieces, model::TimelineItems::fromSegments(grown)))
             QFAIL(qPrintable(QStringLiteral("segment items differ after %1 entries").arg(j + take - k)));
+        oldLo = lo;
+        oldHi = hi;
+        layout(grown.entryCount(), lo, hi);
+        checkResume(allocs, resumedAllocs, "allocation");
+        checkResume(pieces, resumedPieces, "segment");
+        if (QTest::currentTestFailed())
+            return;
         ++appends;
     }
     QVERIFY(appends > 1);
     QVERIFY(allocs.count() > 0);
+    QVERIFY(resumedLate > 0);
 }
 
 // Blocks freed by the user while another stream still uses them (record_stream): pending across appends.
