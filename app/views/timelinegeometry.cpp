@@ -30,6 +30,14 @@ StateAxis StateAxis::time(std::vector<int64_t> stateTimesUs)
     return a;
 }
 
+void StateAxis::appendTimes(std::span<const int64_t> moreStateTimesUs)
+{
+    for (int64_t t : moreStateTimesUs)
+        m_times.push_back(std::max(t, m_times.back()));
+    m_entryCount = int64_t(m_times.size()) - 1;
+    m_timePad = std::max(1.0, double(m_times.back() - m_times.front()) * 0.002);
+}
+
 double StateAxis::domainBegin() const { return m_isTime ? double(m_times.front()) : 0.0; }
 
 double StateAxis::domainEnd() const { return m_isTime ? double(m_times.back()) + m_timePad : double(m_entryCount + 1); }

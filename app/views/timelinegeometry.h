@@ -9,6 +9,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace memscope::app {
@@ -22,6 +23,9 @@ public:
     static StateAxis index(int64_t entryCount);
     // times: one per state (entryCount + 1 values).
     static StateAxis time(std::vector<int64_t> stateTimesUs);
+    // A time axis grown by states entryCount + 1, ...: their times, one per new state. Same result as time() of all
+    // of them, O(new states).
+    void appendTimes(std::span<const int64_t> moreStateTimesUs);
 
     bool isTime() const { return m_isTime; }
     int64_t entryCount() const { return m_entryCount; } // states are 0..entryCount

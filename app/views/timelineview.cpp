@@ -162,15 +162,14 @@ void TimelineView::onGrown()
     m_pieces.extendSegments(replay);
     itemsChanged(previous);
     m_hitGeneration = UINT64_MAX;
-    m_plotValid = false;
-    m_overviewKeyDevice = -1;
+    // The plot stays valid: ensurePlot() renders only the columns the new entries changed (m_plotEntries tells).
     m_allocVisible.clear(); // sized by the item counts: made again by onFilterChanged
     m_pieceVisible.clear();
     onFilterChanged();
-    rebuildAxis(); // shows everything
+    rebuildAxis(AxisChange::Grown); // shows everything
     if (!wasReset) {
         if (atEnd)
-            m_geometry.setRange(m_geometry.domainEnd - width, m_geometry.domainEnd);
+            m_geometry.setRange(m_axis.domainEnd() - width, m_axis.domainEnd());
         else
             m_geometry.setRange(m_axis.stateBegin(first), m_axis.stateBegin(last + 1));
     }
@@ -244,21 +243,36 @@ void TimelineView::onFilterChanged()
     update();
 }
 
-void TimelineView::rebuildAxis()
+void TimelineView::rebuildAxis(AxisChange change)
 {
     if (!m_session)
         return;
     const int64_t n = m_session->entryCount();
-    if (m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty()) {
+    const bool time = m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty();
+    if (time && change == AxisChange::Grown && m_axis.isTime() && m_axis.entryCount() <= n) {
+        std::vector<int64_t> more;
+        more.reserve(size_t(n - m_axis.entryCount()));
+        for (int64_t s = m_axis.entryCount() + 1; s <= n; ++s)
+            more.push_back(m_session->timeUsAt(s));
+        m_axis.appendTimes(more);
+    } else if (time) {
         std::vector<int64_t> times(size_t(n) + 1);
         for (int64_t s = 0; s <= n; ++s)
             times[size_t(s)] = m_session->timeUsAt(s);
         m_axis = StateAxis::time(std::move(times));
-        m_geometry.setDomain(m_axis.domainBegin(), m_axis.domainEnd(), 4.0);
     } else {
         m_axis = StateAxis::index(n);
-        m_geometry.setDomain(m_axis.domainBegin(), m_axis.domainEnd(), std::min<double>(8.0, double(n + 1)));
     }
+    // A live document's domain runs ahead of its data by LiveDomainAhead and grows in steps, so that the columns
+    // of what is already drawn keep their states while entries arrive (ensurePlot renders only the new ones). The
+    // columns beyond the data stay empty.
+    double end = m_axis.domainEnd();
+    if (m_session->document().isLive()) {
+        if (change != AxisChange::Grown || m_liveDomainEnd < end)
+            m_liveDomainEnd = m_axis.domainBegin() + (end - m_axis.domainBegin()) * LiveDomainAhead;
+        end = m_liveDomainEnd;
+    }
+    m_geometry.setDomain(m_axis.domainBegin(), end, time ? 4.0 : std::min<double>(8.0, double(n + 1)));
     const QSignalBlocker block(m_timeButton);
     m_timeButton->setChecked(m_axis.isTime());
     m_timeButton->setEnabled(!m_session->entries().empty());
@@ -385,14 +399,35 @@ void TimelineView::ensurePlot()
                         m_filterGeneration,
                         pal.color(QPalette::Base).rgb(),
                         pal.color(QPalette::Text).rgb() };
-    if (m_plotValid && key == m_plotKey)
+    // The entries the views were told of (Session::grown): a live document may have more already.
+    const TimelineItems& its = items();
+    const int64_t entries = its.entryCount;
+    if (m_plotValid && key == m_plotKey && m_plotEntries == entries)
         return;
 
     QElapsedTimer timer;
     timer.start();
-    const TimelineItems& its = items();
-    m_axis.columnRanges(m_geometry.begin, m_geometry.end, pixels.width(), m_lo, m_hi);
-    sampleColumns(its, visible(), m_lo, m_hi, m_columns);
+    std::vector<int64_t> lo, hi;
+    m_axis.columnRanges(m_geometry.begin, m_geometry.end, pixels.width(), lo, hi);
+    // Columns that begin past the data (a live domain runs ahead of it) show nothing.
+    const double columnWidth = (m_geometry.end - m_geometry.begin) / pixels.width();
+    size_t dataColumns = lo.size();
+    while (dataColumns > 0 && m_geometry.begin + double(dataColumns - 1) * columnWidth >= m_axis.domainEnd())
+        --dataColumns;
+    lo.resize(dataColumns);
+    hi.resize(dataColumns);
+    // Only entries were appended since the last render, with the same range and everything else: the columns
+    // before the first whose state range changed are as they were (appending changes no earlier state).
+    size_t first = 0;
+    const bool grownOnly = m_plotValid && key == m_plotKey && m_plotEntries < entries;
+    if (grownOnly) {
+        const size_t common = std::min(m_lo.size(), lo.size());
+        while (first < common && m_lo[first] == lo[first] && m_hi[first] == hi[first])
+            ++first;
+    }
+    m_lo = std::move(lo);
+    m_hi = std::move(hi);
+    sampleColumns(its, visible(), m_lo, m_hi, m_columns, first);
     // Headroom above the largest total; with annotations or OOMs, enough for their label rows too, so that the
     // labels never cover the data.
     double headroom = Headroom;
@@ -400,7 +435,17 @@ void TimelineView::ensurePlot()
         const double reserved = LabelRows * (fontMetrics().height() + 3) + 6;
         headroom = std::max(headroom, plot.height() / std::max(1.0, plot.height() - reserved));
     }
-    m_geometry.bytesTop = std::max(double(m_columns.maxTotal) * headroom, 1024.0);
+    // A live document's scale keeps room to grow (up to LiveBytesAhead × what its data needs), so that a new scale,
+    // which renders every column again, is rare; a render of everything keeps that scale too when it fits.
+    const double needed = std::max(double(m_columns.maxTotal) * headroom, 1024.0);
+    double bytesTop = needed;
+    if (m_session->document().isLive()) {
+        const double kept = m_geometry.bytesTop;
+        bytesTop = kept >= needed && kept <= needed * LiveBytesAhead ? kept : needed * LiveBytesAhead;
+    }
+    if (bytesTop != m_geometry.bytesTop)
+        first = 0;
+    m_geometry.bytesTop = bytesTop;
 
     if (m_plot.size() != pixels || m_plot.format() != QImage::Format_RGB32)
         m_plot = QImage(pixels, QImage::Format_RGB32);
@@ -416,23 +461,30 @@ void TimelineView::ensurePlot()
     raster.background = base.rgb();
     raster.neutral = mix(base, text, 0.45).rgb();
     raster.pending = colors::pendingFree().rgb();
+    // The columns past the data: background.
+    const int width = pixels.width();
+    const int columns = int(dataColumns);
+    if (columns < width)
+        for (int y = 0; y < pixels.height(); ++y)
+            std::fill_n(raster.pixels + ptrdiff_t(y) * raster.stride + columns, width - columns, raster.background);
 
     // Columns are independent given a stack at each part's first column: split them over the cores (the GUI
     // thread takes the first part and waits for the rest; an idle pool thread or the GUI thread itself runs them).
-    const int width = pixels.width();
-    const int parts = width >= 256 ? std::clamp(QThread::idealThreadCount(), 1, MaxRenderThreads) : 1;
+    // A render of the new columns only is small: one part.
+    const int from = int(first);
+    const int parts = columns - from >= 256 ? std::clamp(QThread::idealThreadCount(), 1, MaxRenderThreads) : 1;
     while (int(m_parts.size()) < parts)
         m_parts.push_back(std::make_unique<RenderPart>());
     const Replay& replay = m_session->replay();
     const bool segments = m_showSegments;
     auto renderPart = [&, this](int i) {
         RenderPart& part = *m_parts[size_t(i)];
-        const int first = width * i / parts, end = width * (i + 1) / parts;
-        if (first >= end)
+        const int begin = from + (columns - from) * i / parts, end = from + (columns - from) * (i + 1) / parts;
+        if (begin >= end)
             return;
         part.stack.bind(&its, visible(), itemColors());
         part.stack.setColours(tallBytes(raster), raster.neutral, raster.pending); // before stacking: no re-stack
-        const int64_t state = m_columns.state[size_t(first)];
+        const int64_t state = m_columns.state[size_t(begin)];
         if (segments) {
             part.stack.reset(state);
         } else {
@@ -443,7 +495,7 @@ void TimelineView::ensurePlot()
                            [](AllocationId a) { return raw(a); });
             part.stack.reset(state, part.liveItems);
         }
-        rasterize(part.stack, m_columns, raster, part.scratch, first, end);
+        rasterize(part.stack, m_columns, raster, part.scratch, begin, end);
     };
     std::vector<QFuture<void>> futures;
     for (int i = 1; i < parts; ++i)
@@ -453,9 +505,11 @@ void TimelineView::ensurePlot()
         f.waitForFinished();
 
     m_renderMs = double(timer.nsecsElapsed()) / 1e6;
+    m_renderFirstColumn = from;
     ++m_renderCount;
     ++m_renderGeneration;
     m_plotKey = key;
+    m_plotEntries = entries;
     m_plotValid = true;
 }
 
@@ -464,27 +518,43 @@ void TimelineView::ensureOverview()
     if (!m_session)
         return;
     const QSize size = m_layout.overview.size();
-    if (size == m_overviewKeySize && m_device == m_overviewKeyDevice && m_showSegments == m_overviewKeySegments
-        && m_axis.isTime() == m_overviewKeyTime)
+    const int64_t entries = items().entryCount; // as ensurePlot
+    const bool same = size == m_overviewKeySize && m_device == m_overviewKeyDevice
+        && m_showSegments == m_overviewKeySegments && m_axis.isTime() == m_overviewKeyTime
+        && m_geometry.domainBegin == m_overviewKeyBegin && m_geometry.domainEnd == m_overviewKeyEnd;
+    if (same && entries == m_overviewKeyEntries)
         return;
     m_overviewKeySize = size;
     m_overviewKeyDevice = m_device;
     m_overviewKeySegments = m_showSegments;
     m_overviewKeyTime = m_axis.isTime();
+    m_overviewKeyBegin = m_geometry.domainBegin;
+    m_overviewKeyEnd = m_geometry.domainEnd;
+    m_overviewKeyEntries = entries;
     // ≈ one point per pixel: the largest value of each overview column (STYLE.md, charts reduced before painting).
+    // Over the whole domain (a live one runs ahead of the data: columns past it stay 0). When only entries were
+    // appended, the columns before the first whose state range changed keep their value.
     const ReplaySeries& series = m_session->replay().series();
     const auto& values = m_showSegments ? series.reserved : series.active;
     std::vector<int64_t> lo, hi;
-    m_axis.columnRanges(m_axis.domainBegin(), m_axis.domainEnd(), std::max(size.width(), 1), lo, hi);
-    m_overview.assign(lo.size(), 0);
-    m_overviewMax = 0;
-    for (size_t x = 0; x < lo.size(); ++x) {
+    const int width = std::max(size.width(), 1);
+    m_axis.columnRanges(m_geometry.domainBegin, m_geometry.domainEnd, width, lo, hi);
+    const double columnWidth = (m_geometry.domainEnd - m_geometry.domainBegin) / width;
+    size_t first = 0;
+    if (same && m_overviewLo.size() == lo.size())
+        while (first < lo.size() && m_overviewLo[first] == lo[first] && m_overviewHi[first] == hi[first])
+            ++first;
+    m_overview.resize(lo.size(), 0);
+    for (size_t x = first; x < lo.size(); ++x) {
         ByteCount best = 0;
-        for (int64_t s = lo[x]; s < hi[x] && s < int64_t(values.size()); ++s)
-            best = std::max(best, values[size_t(s)]);
+        if (m_geometry.domainBegin + double(x) * columnWidth < m_axis.domainEnd())
+            for (int64_t s = lo[x]; s < hi[x] && s <= entries; ++s)
+                best = std::max(best, values[size_t(s)]);
         m_overview[x] = best;
-        m_overviewMax = std::max(m_overviewMax, best);
     }
+    m_overviewMax = m_overview.empty() ? 0 : *std::max_element(m_overview.begin(), m_overview.end());
+    m_overviewLo = std::move(lo);
+    m_overviewHi = std::move(hi);
 }
 
 void TimelineView::ensureOutline(Outline& outline, TimelineItem item)

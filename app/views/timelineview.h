@@ -67,6 +67,8 @@ public:
     // Milliseconds the last full render of the plot took (sampling + rasterising), and how many it did.
     double lastRenderMs() const { return m_renderMs; }
     int renderCount() const { return m_renderCount; }
+    // The first column the last render drew: 0 unless a live document grew (then only the columns it changed).
+    int lastRenderFirstColumn() const { return m_renderFirstColumn; }
 
 Q_SIGNALS:
     void visibleRangeChanged(int64_t first, int64_t last);
@@ -120,7 +122,9 @@ private:
     QRegion cursorRegion(int64_t cursor) const;
     void onFilterChanged();
     void onTimeAxisChanged();
-    void rebuildAxis();
+    // How the axis is made again: from scratch (a new device, axis kind, ...) or after entries were appended.
+    enum class AxisChange : uint8_t { Rebuilt, Grown };
+    void rebuildAxis(AxisChange change = AxisChange::Rebuilt);
     void relayout();
     void setRange(double begin, double end);
     void emitRangeIfChanged();
@@ -170,12 +174,18 @@ private:
 
     StateAxis m_axis;
     TimelineGeometry m_geometry;
+    // A live document's domain end, ahead of its data (rebuildAxis): x LiveDomainAhead of the data's length when
+    // the data reaches it. Its y scale keeps room to grow likewise (ensurePlot).
+    static constexpr double LiveDomainAhead = 1.25;
+    static constexpr double LiveBytesAhead = 1.25;
+    double m_liveDomainEnd = 0;
     TimelineLayout m_layout;
     std::pair<int64_t, int64_t> m_emittedRange { -1, -1 };
 
     // The cached plot and what its columns show.
     QImage m_plot;
     PlotKey m_plotKey;
+    int64_t m_plotEntries = 0; // the entry count the plot was rendered with (a live document grows)
     bool m_plotValid = false;
     uint64_t m_renderGeneration = 0;
     model::TimelineColumns m_columns;
@@ -192,6 +202,7 @@ private:
     std::vector<model::TimelineItem> m_liveItems;
     double m_renderMs = 0;
     int m_renderCount = 0;
+    int m_renderFirstColumn = 0;
 
     // Hit testing reuses a stack positioned at the last column asked about.
     model::TimelineStack m_hitStack;
@@ -203,6 +214,9 @@ private:
     QSize m_overviewKeySize;
     int m_overviewKeyDevice = -1;
     bool m_overviewKeySegments = false, m_overviewKeyTime = false;
+    double m_overviewKeyBegin = 0, m_overviewKeyEnd = 0;
+    int64_t m_overviewKeyEntries = -1;
+    std::vector<int64_t> m_overviewLo, m_overviewHi; // the state range of each overview column
 
     Outline m_hoverOutline, m_selectOutline;
     int64_t m_paintedCursor = -1; // the cursor the last paint drew (-1: none), for partial updates

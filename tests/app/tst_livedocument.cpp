@@ -11,6 +11,7 @@
 #include "views/timelineview.h"
 
 #include <QAbstractItemModelTester>
+#include <QDir>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -86,6 +87,8 @@ private Q_SLOTS:
     void growsLikeTheFile_data();
     void growsLikeTheFile();
     void viewsFollowGrowth();
+    void timelineRendersOnlyNewColumns_data();
+    void timelineRendersOnlyNewColumns();
     void growthWaitsForReaders();
 };
 
@@ -228,6 +231,63 @@ void TestLiveDocument::viewsFollowGrowth()
     for (int row = allocRows; row < model->rowCount(); ++row)
         QCOMPARE(session->entries()[size_t(model->entryOfRow(row))].action, model::Action::Alloc);
     QVERIFY(test::saveScreenshot(window, QStringLiteral("live-document-grown"), QSize(1400, 900)));
+}
+
+void TestLiveDocument::timelineRendersOnlyNewColumns_data()
+{
+    QTest::addColumn<bool>("timeAxis");
+    QTest::newRow("index axis") << false;
+    QTest::newRow("time axis") << true;
+}
+
+// A live timeline renders only the columns new entries changed (its domain runs ahead of the data, so the old
+// columns keep their states): after every growth the picture equals a render of everything from scratch.
+void TestLiveDocument::timelineRendersOnlyNewColumns()
+{
+    QFETCH(bool, timeAxis);
+    FileSource src;
+    src.file = load("transformer_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    src.joinAt = src.ref.entryCount() / 3;
+    src.next = src.joinAt;
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    src.defineStacks(live);
+    live.append(src.take(300));
+    live.flush();
+
+    Session session(live.document());
+    session.setTimeAxis(timeAxis ? TimeAxis::Time : TimeAxis::Index);
+    TimelineView view(&session);
+    view.resize(900, 420);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    session.documentGrew();
+    view.grab(); // the first render
+    int partial = 0;
+    for (int round = 0; round < 12; ++round) {
+        live.append(src.take(150));
+        live.flush();
+        session.documentGrew();
+        const int before = view.renderCount();
+        const QImage grown = view.grab().toImage();
+        QCOMPARE(view.renderCount(), before + 1);
+        partial += view.lastRenderFirstColumn() > 0;
+        // Everything again: another size and back change the plot's key (and keep its scale).
+        view.resize(700, 420);
+        view.grab();
+        view.resize(900, 420);
+        const QImage fresh = view.grab().toImage();
+        QCOMPARE(view.lastRenderFirstColumn(), 0);
+        if (grown != fresh) {
+            grown.save(QDir::temp().filePath(QStringLiteral("memscope-grown.png")));
+            fresh.save(QDir::temp().filePath(QStringLiteral("memscope-fresh.png")));
+            QFAIL(qPrintable(QStringLiteral("round %1: the grown picture differs from a full render (saved in %2)")
+                                 .arg(round)
+                                 .arg(QDir::tempPath())));
+        }
+    }
+    QVERIFY(partial > 0); // some growth did render fewer columns than all
 }
 
 void TestLiveDocument::growthWaitsForReaders()
