@@ -6,6 +6,7 @@
 
 #include <QChart>
 #include <QChartView>
+#include <QElapsedTimer>
 #include <QEvent>
 #include <QGraphicsLineItem>
 #include <QLegend>
@@ -37,6 +38,7 @@ namespace overview {
     {
         // The last block may have been partial: redo it, then the new ones.
         const size_t from = minIndex.empty() ? 0 : minIndex.size() - 1;
+        samples = values.size();
         const size_t count = (values.size() + BlockSize - 1) / BlockSize;
         minIndex.resize(count);
         maxIndex.resize(count);
@@ -244,6 +246,9 @@ OverviewView::OverviewView(Session* session, QWidget* parent)
         takeInGrowth(previous);
     });
     connect(session, &Session::timeAxisChanged, this, &OverviewView::rebuild);
+    m_growthTimer = new QTimer(this);
+    m_growthTimer->setSingleShot(true);
+    connect(m_growthTimer, &QTimer::timeout, this, &OverviewView::applyGrowth);
 
     applyPalette();
     rebuild();
@@ -311,10 +316,32 @@ void OverviewView::takeInGrowth(int64_t previous)
         m_blocks[k++].extend(*v);
     updateTitles();
     // Keep a zoomed range; a view of everything goes on showing everything.
-    if (m_xMin <= 0 && m_xMax >= axisValueOf(previous))
+    if (!m_growthPending)
+        m_growthShowsAll = m_xMin <= 0 && m_xMax >= axisValueOf(previous);
+    m_growthPending = true;
+    // A summary chart, and Qt Charts re-lays out every point of a series it is given: while a document grows, at
+    // most every LiveRefreshMs (longer if a refresh costs more), so that the plots beside it keep their frame rate.
+    const qint64 due = std::max<qint64>(LiveRefreshMs, 4 * m_growthRefreshMs);
+    const qint64 since = m_sinceGrowthRefresh.isValid() ? m_sinceGrowthRefresh.elapsed() : due;
+    if (since >= due)
+        applyGrowth();
+    else if (!m_growthTimer->isActive())
+        m_growthTimer->start(int(due - since));
+}
+
+void OverviewView::applyGrowth()
+{
+    if (!std::exchange(m_growthPending, false))
+        return;
+    m_growthTimer->stop();
+    QElapsedTimer cost;
+    cost.start();
+    if (m_growthShowsAll)
         showAll();
     else
         refresh();
+    m_growthRefreshMs = cost.elapsed();
+    m_sinceGrowthRefresh.start();
 }
 
 void OverviewView::showAll()
@@ -372,7 +399,8 @@ void OverviewView::scheduleRefresh()
 void OverviewView::refresh()
 {
     const ReplaySeries& s = m_session->replay().series();
-    const int64_t samples = int64_t(s.size());
+    // The states the views were told of: a live document may have grown since (Session::grown comes after).
+    const int64_t samples = m_blocks.size() == 4 ? int64_t(m_blocks[0].samples) : int64_t(s.size());
     const int width = std::max(1, int(m_chart->plotArea().width()));
     m_refreshedWidth = int(m_chart->plotArea().width());
 
@@ -409,7 +437,8 @@ void OverviewView::refresh()
         || (bounds.size() >= 2 && bounds.back() - bounds.front() <= width + 2);
     double yMax = 0;
     auto fill = [&](QLineSeries* series, std::span<const ByteCount> values, const overview::MinMaxBlocks& blocks) {
-        const auto points = overview::downsampleMinMax(values, bounds, &blocks);
+        const auto points = overview::downsampleMinMax(values.first(std::min(values.size(), size_t(samples))), bounds,
+                                                       &blocks);
         QList<QPointF> list;
         list.reserve(qsizetype(points.size()) * (steps ? 2 : 1) + 1);
         for (const overview::SeriesPoint& p : points) {

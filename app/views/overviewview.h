@@ -8,6 +8,7 @@
 
 #include "models/session.h"
 
+#include <QElapsedTimer>
 #include <QWidget>
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 QT_BEGIN_NAMESPACE
 class QChart;
+class QTimer;
 class QChartView;
 class QGraphicsLineItem;
 class QLineSeries;
@@ -37,6 +39,7 @@ namespace overview {
     struct MinMaxBlocks {
         static constexpr int64_t BlockSize = 64;
         std::vector<uint32_t> minIndex, maxIndex;
+        size_t samples = 0; // the values it covers (a live document's series may have grown past them)
         static MinMaxBlocks build(std::span<const int64_t> values); // O(samples); any thread
         // The same as build(values) for `values` that grew (appended to) since this was built: O(new samples).
         void extend(std::span<const int64_t> values);
@@ -110,6 +113,15 @@ private:
     std::vector<overview::MinMaxBlocks> m_blocks; // per series, in series() order, of the device shown
     double m_xMin = 0, m_xMax = 1; // visible x range, in axis units
     bool m_grownWhileHidden = false; // a live document grew while this view was hidden
+    // Growth is shown at a pace (takeInGrowth): whether it is due, whether the view then shows everything, when it
+    // was shown last and what that cost.
+    static constexpr qint64 LiveRefreshMs = 100;
+    void applyGrowth();
+    QTimer* m_growthTimer = nullptr;
+    bool m_growthPending = false;
+    bool m_growthShowsAll = false;
+    QElapsedTimer m_sinceGrowthRefresh;
+    qint64 m_growthRefreshMs = 0;
     double m_bytesPerUnit = 1024.0 * 1024.0;
     int m_refreshedWidth = -1; // plot width the series were reduced for
     bool m_refreshPending = false;
