@@ -8,6 +8,10 @@ namespace memscope::io {
 
 void ValueTree::reserveFor(uint64_t bytes)
 {
+    // Filled at once from the input: huge pages fault far less (GrowingArray::setHugePages).
+    m_nodes.setHugePages(true);
+    m_children.setHugePages(true);
+    m_chunks.setHugePages(true);
     m_nodes.reserve(bytes / 11 + 16);
     m_children.reserve(bytes / 4 + 16);
     m_chunks.reserve(bytes / 70 + 16);
