@@ -34,14 +34,14 @@
 namespace memscope::app {
 
 namespace {
-    // The views hear of growth at most this often (from the start of one growth to the next: 40 a second, so
-    // that they repaint 30 times a second or more with the event loop's own delays), and never more often than
-    // 4 × their last cost.
-    constexpr qint64 MinGrowthIntervalMs = 25;
+    // The views hear of growth at most this often (from the start of one growth to the next: 50 a second, so that
+    // they repaint 30 times a second or more with the event loop's own delays during a flood; bench_live), and
+    // never more often than 4 × their last cost.
+    constexpr qint64 MinGrowthIntervalMs = 20;
     constexpr qint64 GrowthCostFactor = 4;
     // Applying entries: slices of this many (~2 ms), for at most this long per turn of the event loop.
     constexpr size_t FlushSlice = 5000;
-    constexpr qint64 FlushBudgetMs = 12;
+    constexpr qint64 FlushBudgetMs = 8;
 } // namespace
 
 LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* parent, const Keys& keys)
