@@ -42,6 +42,8 @@ namespace overview {
         const size_t count = (values.size() + BlockSize - 1) / BlockSize;
         minIndex.resize(count);
         maxIndex.resize(count);
+        minValue.resize(count);
+        maxValue.resize(count);
         for (size_t b = from; b < count; ++b) {
             const size_t begin = b * BlockSize, end = std::min(values.size(), begin + BlockSize);
             size_t lo = begin, hi = begin;
@@ -53,6 +55,8 @@ namespace overview {
             }
             minIndex[b] = uint32_t(lo);
             maxIndex[b] = uint32_t(hi);
+            minValue[b] = values[lo];
+            maxValue[b] = values[hi];
         }
     }
 
@@ -70,22 +74,27 @@ namespace overview {
             const int64_t end = std::clamp<int64_t>(boundaries[k + 1], 0, n);
             if (begin >= end)
                 continue;
-            // Strict comparisons over ascending candidates keep the first occurrence, with or without blocks.
+            // Strict comparisons over ascending candidates keep the first occurrence, with or without blocks. A
+            // block is its minimum for the low side and its maximum for the high one (first occurrences each),
+            // read from the blocks so that a wide bucket walks them in order instead of jumping into the values.
             int64_t lo = begin, hi = begin;
+            int64_t loValue = values[size_t(begin)], hiValue = loValue;
             auto consider = [&](int64_t i) {
-                if (values[size_t(i)] < values[size_t(lo)])
-                    lo = i;
-                if (values[size_t(i)] > values[size_t(hi)])
-                    hi = i;
+                const int64_t v = values[size_t(i)];
+                if (v < loValue)
+                    lo = i, loValue = v;
+                if (v > hiValue)
+                    hi = i, hiValue = v;
             };
-            if (blocks && end - begin > 2 * B) {
+            if (blocks && end - begin > 2 * B && size_t(end) <= blocks->samples) {
                 const int64_t firstBlock = (begin + B - 1) / B, endBlock = end / B;
                 for (int64_t i = begin + 1; i < firstBlock * B; ++i)
                     consider(i);
                 for (int64_t b = firstBlock; b < endBlock; ++b) {
-                    const int64_t bMin = blocks->minIndex[size_t(b)], bMax = blocks->maxIndex[size_t(b)];
-                    consider(std::min(bMin, bMax));
-                    consider(std::max(bMin, bMax));
+                    if (blocks->minValue[size_t(b)] < loValue)
+                        lo = blocks->minIndex[size_t(b)], loValue = blocks->minValue[size_t(b)];
+                    if (blocks->maxValue[size_t(b)] > hiValue)
+                        hi = blocks->maxIndex[size_t(b)], hiValue = blocks->maxValue[size_t(b)];
                 }
                 for (int64_t i = std::max(endBlock * B, begin + 1); i < end; ++i)
                     consider(i);
@@ -320,13 +329,12 @@ void OverviewView::takeInGrowth(int64_t previous)
         m_growthShowsAll = m_xMin <= 0 && m_xMax >= axisValueOf(previous);
     m_growthPending = true;
     // A summary chart, and Qt Charts re-lays out every point of a series it is given: while a document grows, at
-    // most every LiveRefreshMs (longer if a refresh costs more), so that the plots beside it keep their frame rate.
+    // most every LiveRefreshMs (longer if a refresh costs more), and in an event of its own, so that the plots
+    // beside it keep their frame rate and the growth they are told of costs what they take in.
     const qint64 due = std::max<qint64>(LiveRefreshMs, 4 * m_growthRefreshMs);
     const qint64 since = m_sinceGrowthRefresh.isValid() ? m_sinceGrowthRefresh.elapsed() : due;
-    if (since >= due)
-        applyGrowth();
-    else if (!m_growthTimer->isActive())
-        m_growthTimer->start(int(due - since));
+    if (!m_growthTimer->isActive())
+        m_growthTimer->start(int(std::max<qint64>(0, due - since)));
 }
 
 void OverviewView::applyGrowth()

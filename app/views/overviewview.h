@@ -35,10 +35,11 @@ namespace overview {
     };
 
     // The index of the minimum and of the maximum (first occurrence) of every block of BlockSize samples, so that a
-    // bucket of many samples costs its blocks plus two partial blocks instead of every sample. 8 bytes per block.
+    // bucket of many samples costs its blocks plus two partial blocks instead of every sample. 24 bytes per block.
     struct MinMaxBlocks {
         static constexpr int64_t BlockSize = 64;
         std::vector<uint32_t> minIndex, maxIndex;
+        std::vector<int64_t> minValue, maxValue; // values[minIndex[b]], values[maxIndex[b]]
         size_t samples = 0; // the values it covers (a live document's series may have grown past them)
         static MinMaxBlocks build(std::span<const int64_t> values); // O(samples); any thread
         // The same as build(values) for `values` that grew (appended to) since this was built: O(new samples).
