@@ -12,6 +12,8 @@
 // std::vector, growing invalidates pointers into it. Not thread-safe; the owner's rules apply.
 #pragma once
 
+#include "model/prefault.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cstddef>
@@ -89,6 +91,7 @@ public:
         std::swap(m_capacity, other.m_capacity);
         std::swap(m_mappedBytes, other.m_mappedBytes);
         std::swap(m_hugePages, other.m_hugePages);
+        std::swap(m_prefaulted, other.m_prefaulted);
     }
     friend void swap(GrowingArray& a, GrowingArray& b) noexcept { a.swap(b); }
 
@@ -113,6 +116,21 @@ public:
     // ones), but each fault then clears 2 MiB at once, which stalls an array that grows while someone waits: off by
     // default (a live document's arrays: bench_live's longest GUI stall went from 0.3-0.7 s to under 0.1 s).
     void setHugePages(bool on) { m_hugePages = on; }
+
+    // Has the pages of the next `elements` elements past the size (within the capacity) made present by the
+    // prefault thread (model/prefault.h), so that the appends that write them do not stop on page faults. For an
+    // array that keeps growing while someone waits (a live document's); nothing for one on the heap.
+    void prefaultAhead(size_t elements)
+    {
+        if (m_mappedBytes == 0)
+            return;
+        const size_t want = std::min(m_capacity, m_size + elements);
+        const size_t from = std::max(m_prefaulted, m_size);
+        if (want <= from)
+            return;
+        prefaultAsync(m_data + from, (want - from) * sizeof(T));
+        m_prefaulted = want;
+    }
 
     // Whether the elements live in a mapping of their own (tests, memory accounting).
     bool isMapped() const { return m_mappedBytes > 0; }
@@ -282,6 +300,7 @@ private:
                 throw std::bad_alloc();
             if (m_size > 0)
                 std::memcpy(p, static_cast<const void*>(m_data), m_size * sizeof(T));
+            m_prefaulted = m_size;
             std::free(static_cast<void*>(m_data));
         }
         m_mappedBytes = mapped;
@@ -298,7 +317,7 @@ private:
         else
             std::free(static_cast<void*>(m_data));
         m_data = nullptr;
-        m_size = m_capacity = m_mappedBytes = 0;
+        m_size = m_capacity = m_mappedBytes = m_prefaulted = 0;
     }
 
     T* m_data = nullptr;
@@ -306,6 +325,7 @@ private:
     size_t m_capacity = 0;
     size_t m_mappedBytes = 0; // length of the mapping; 0: on the heap
     bool m_hugePages = false;
+    size_t m_prefaulted = 0; // elements of the mapping whose pages were asked for (prefaultAhead)
 };
 
 } // namespace memscope::model

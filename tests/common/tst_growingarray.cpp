@@ -11,6 +11,9 @@
 #include <span>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 using memscope::model::GrowingArray;
 
 namespace {
@@ -43,6 +46,7 @@ private Q_SLOTS:
     void appendOfItsOwnElements();
     void memoryCountsWrittenPartOfMapping();
     void worksAsSpanAndWithAlgorithms();
+    void prefaultMakesPagesPresentWithoutWriting();
 };
 
 void TestGrowingArray::randomOperationsMatchVector_data()
@@ -203,6 +207,52 @@ void TestGrowingArray::worksAsSpanAndWithAlgorithms()
     QCOMPARE(std::distance(g.rbegin(), g.rend()), ptrdiff_t(1000));
     memscope::model::Trace trace(3);
     QCOMPARE(trace[2].extraIndex, UINT32_MAX); // the model's records keep their defaults
+}
+
+// The prefault thread makes the pages past the size present (mincore says so) and changes no element, also
+// while the owner goes on appending; an array on the heap asks for nothing.
+void TestGrowingArray::prefaultMakesPagesPresentWithoutWriting()
+{
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    {
+        // MADV_POPULATE_WRITE is Linux 5.14; without it prefaulting is off by design (prefault.h).
+        void* probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        QVERIFY(probe != MAP_FAILED);
+        const bool supported = madvise(probe, page, 23 /* MADV_POPULATE_WRITE */) == 0;
+        munmap(probe, page);
+        if (!supported)
+            QSKIP("this kernel has no MADV_POPULATE_WRITE");
+    }
+    auto residentPages = [&](const void* begin, size_t bytes) {
+        const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+        const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes) & ~(page - 1);
+        std::vector<unsigned char> in((end - first) / page);
+        if (end <= first || mincore(reinterpret_cast<void*>(first), end - first, in.data()) != 0)
+            return size_t(0);
+        return size_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+    };
+    GrowingArray<uint64_t> g;
+    g.reserve(size_t(8) << 20); // 64 MiB of capacity: mapped, nothing present yet
+    QVERIFY(g.isMapped());
+    for (uint64_t i = 0; i < 1000; ++i)
+        g.push_back(i);
+    const size_t ahead = size_t(1) << 20; // 8 MiB of elements
+    const uint64_t* past = g.data() + g.size();
+    QVERIFY(residentPages(past, ahead * sizeof(uint64_t)) < 16);
+    g.prefaultAhead(ahead);
+    // The owner keeps writing meanwhile; the thread must not disturb it.
+    for (uint64_t i = 1000; i < 200000; ++i)
+        g.push_back(i);
+    const size_t pages = ahead * sizeof(uint64_t) / page;
+    QTRY_VERIFY_WITH_TIMEOUT(residentPages(past, ahead * sizeof(uint64_t)) >= pages - 2, 10000);
+    for (uint64_t i = 0; i < g.size(); ++i)
+        QCOMPARE(g[i], i);
+    // Past the requested window, nothing was asked for.
+    QVERIFY(residentPages(g.data() + 1000 + ahead + 1024, ahead * sizeof(uint64_t)) < 16);
+
+    GrowingArray<uint64_t> small { 1, 2, 3 };
+    small.prefaultAhead(ahead); // on the heap: no request, no effect
+    QCOMPARE(small.size(), size_t(3));
 }
 
 QTEST_GUILESS_MAIN(TestGrowingArray)
