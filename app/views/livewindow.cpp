@@ -273,6 +273,12 @@ void LiveWindow::replaceDocument(std::shared_ptr<const Document> document)
         next->restoreState(old->saveState());
         m_layout->replaceWidget(old, next);
         old->hide();
+        // A rotated-out document holds gigabytes: giving them back to the system takes a good part of a second.
+        // Its last reference goes to the thread pool once the old window (and its views) are gone.
+        auto keep = std::make_shared<std::shared_ptr<const Document>>(old->session()->documentPtr());
+        connect(old, &QObject::destroyed, this, [keep] {
+            (void)QtConcurrent::run([document = std::move(*keep)]() mutable { document.reset(); });
+        });
         old->deleteLater();
     }
     m_document = next;
