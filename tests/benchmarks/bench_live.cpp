@@ -1,6 +1,6 @@
 // Benchmark of live attach end to end, offscreen: `memscope-cli demo` (the real allocator and publisher, the binary
 // beside this one) publishing at a given rate, a LiveWindow receiving, recording and growing its document, and
-// the timeline painting. Per rate (events per second, 3 s of events):
+// the timeline painting. Per rate (events per second) and duration (seconds of events):
 //   latency_p50_ms / latency_p99_ms  from an allocator event (its CLOCK_REALTIME stamp in the agent) to the views
 //                                    taking it in (Session::documentGrew), over every event shown
 //   paints_per_s                     timeline repaints per second while events arrive
@@ -49,7 +49,9 @@ public:
 void BM_LiveEndToEnd(benchmark::State& state)
 {
     const int64_t rate = state.range(0);
+    const int64_t seconds = state.range(1);
     std::vector<double> latencies;
+    latencies.reserve(size_t(rate * seconds) + 100000); // growing it here would stall the GUI thread it measures
     double paintsPerSecond = 0, maxStallMs = 0;
     size_t behindMax = 0;
     uint64_t lost = 0;
@@ -62,7 +64,7 @@ void BM_LiveEndToEnd(benchmark::State& state)
             wait.quit();
         });
         demo.start({ QStringLiteral("--rate"), QString::number(rate), QStringLiteral("--events"),
-                     QString::number(rate * 3), QStringLiteral("--delay"), QStringLiteral("500") });
+                     QString::number(rate * seconds), QStringLiteral("--delay"), QStringLiteral("500") });
         if (demo.endpoint().isEmpty())
             wait.exec();
         if (demo.endpoint().isEmpty())
@@ -122,7 +124,14 @@ void BM_LiveEndToEnd(benchmark::State& state)
     state.counters["behind_max"] = double(behindMax);
     state.counters["lost"] = double(lost);
 }
-BENCHMARK(BM_LiveEndToEnd)->Arg(20000)->Arg(200000)->Arg(2000000)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_LiveEndToEnd)
+    ->ArgNames({ "rate", "seconds" })
+    ->Args({ 20000, 3 })
+    ->Args({ 200000, 3 })
+    ->Args({ 2000000, 3 })
+    ->Args({ 2000000, 10 })
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 } // namespace
 
