@@ -390,10 +390,11 @@ std::shared_ptr<Snapshot> LiveDocument::copySnapshot() const
     return out;
 }
 
-std::shared_ptr<const Snapshot> LiveDocument::finish()
+std::shared_ptr<const Snapshot> LiveDocument::finish(Extras topLevel)
 {
     const std::unique_lock lock(*m_document->growth); // jobs reading the old document are done with it
     writeFinalState(*m_snapshot);
+    m_snapshot->topLevelExtras = std::move(topLevel);
     return m_snapshot;
 }
 

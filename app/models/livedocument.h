@@ -89,8 +89,9 @@ public:
     // entry applied, every trace entry, annotations): a copy, O(entries); the document goes on growing.
     std::shared_ptr<model::Snapshot> copySnapshot() const;
     // The same without a copy, for a document that is done (rotated out): its snapshot's segments and blocks become
-    // the final state. Nothing may be appended afterwards.
-    std::shared_ptr<const model::Snapshot> finish();
+    // the final state, `topLevel` its unknown top-level keys (a recording's own, e.g.). Nothing may be appended
+    // afterwards.
+    std::shared_ptr<const model::Snapshot> finish(model::Extras topLevel = {});
 
     // Whether flush() has anything to apply.
     bool hasPending() const { return queued() > 0 || !m_pendingStacks.empty() || !m_pendingAnnotations.empty(); }

@@ -6,6 +6,7 @@
 #include "views/documentwindow.h"
 
 #include <QCheckBox>
+#include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -346,7 +347,9 @@ void LiveWindow::checkTriggers()
     const uint32_t pid = m_receiver->latest().pid;
     const QString path = QDir(m_trigger.folder)
                              .filePath(QStringLiteral("memscope-%1-%2-%3.pickle").arg(pid).arg(reason).arg(++m_triggerCount));
-    writeInBackground(m_live->copySnapshot(), path, [this, path](const QString& error) {
+    std::shared_ptr<model::Snapshot> copy = m_live->copySnapshot();
+    copy->topLevelExtras = recordingInfo();
+    writeInBackground(std::move(copy), path, [this, path](const QString& error) {
         if (error.isEmpty())
             m_triggered << path;
         Q_EMIT triggered(path, error);
@@ -378,7 +381,7 @@ void LiveWindow::writeInBackground(std::shared_ptr<const model::Snapshot> snapsh
 // format, openable like any other) and the tab goes on with a new document that starts from its final state.
 void LiveWindow::rotate()
 {
-    std::shared_ptr<const model::Snapshot> done = m_live->finish();
+    std::shared_ptr<const model::Snapshot> done = m_live->finish(recordingInfo(int(m_spilled.size()) + m_spillsWriting + 1));
     auto next = std::make_unique<LiveDocument>(endpoint(), *m_live);
     m_live = std::move(next);
     QDir().mkpath(m_spillFolder);
@@ -475,24 +478,68 @@ void LiveWindow::chooseTrigger()
     setTrigger(std::move(t));
 }
 
-QString LiveWindow::saveSnapshot(const QString& path) const
+model::Extras LiveWindow::recordingInfo(int part) const
+{
+    const LiveUpdate& u = m_receiver->latest();
+    auto integer = [](int64_t v) {
+        model::Value out;
+        out.kind = model::Value::Kind::Int;
+        out.integer = v;
+        return out;
+    };
+    auto text = [](const QString& v) {
+        model::Value out;
+        out.kind = model::Value::Kind::String;
+        out.text = v.toStdString();
+        return out;
+    };
+    model::Value info;
+    info.kind = model::Value::Kind::Dict;
+    info.entries.emplace_back("format", integer(1));
+    info.entries.emplace_back("endpoint", text(endpoint()));
+    info.entries.emplace_back("host", text(u.host));
+    info.entries.emplace_back("pid", integer(u.pid));
+    info.entries.emplace_back("devices", integer(u.deviceCount));
+    info.entries.emplace_back("events", integer(int64_t(u.stats.applied)));
+    info.entries.emplace_back("lost", integer(int64_t(u.stats.lost + u.stats.agentLost)));
+    info.entries.emplace_back("missing", integer(int64_t(u.stats.missing)));
+    info.entries.emplace_back("gaps", integer(int64_t(u.stats.gaps)));
+    info.entries.emplace_back("resyncs", integer(int64_t(u.stats.resyncs)));
+    info.entries.emplace_back("restarts", integer(int64_t(u.stats.restarts)));
+    info.entries.emplace_back("part", integer(part));
+    info.entries.emplace_back("saved_at_us", integer(QDateTime::currentMSecsSinceEpoch() * 1000));
+    model::Extras out;
+    out.emplace_back("memscope_recording", std::move(info));
+    return out;
+}
+
+QString LiveWindow::saveSnapshot(const QString& path, SaveFormat format) const
 {
     if (!m_live)
         return tr("%1: nothing recorded yet from %2").arg(path, endpoint());
-    if (io::Error e = io::saveSnapshot(*m_live->copySnapshot(), path.toStdString()))
+    std::shared_ptr<model::Snapshot> copy = m_live->copySnapshot();
+    if (format == SaveFormat::Recording)
+        copy->topLevelExtras = recordingInfo();
+    if (io::Error e = io::saveSnapshot(*copy, path.toStdString()))
         return QString::fromStdString(e.toString());
     return {};
 }
 
 void LiveWindow::chooseSave()
 {
+    const QString recording = tr("memscope recording: PyTorch's format, with the job and its losses (*.pickle *.json)");
+    const QString plain = tr("PyTorch snapshot (*.pickle *.json)");
+    QString filter = recording;
     const QString path = QFileDialog::getSaveFileName(this, tr("Save the recording"), QStringLiteral("live.pickle"),
-                                                      tr("Snapshots (*.pickle *.json)"));
+                                                      recording + QStringLiteral(";;") + plain, &filter);
     if (path.isEmpty())
         return;
     if (!m_live)
         return;
-    writeInBackground(m_live->copySnapshot(), path, [this](const QString& error) {
+    std::shared_ptr<model::Snapshot> copy = m_live->copySnapshot();
+    if (filter != plain)
+        copy->topLevelExtras = recordingInfo();
+    writeInBackground(std::move(copy), path, [this](const QString& error) {
         if (!error.isEmpty())
             QMessageBox::warning(this, tr("Save failed"), error);
     });

@@ -69,10 +69,16 @@ public:
     QString statusText() const;
     // True once the recording ended (goodbye, failure, stop) and everything received is shown.
     bool isSettled() const;
-    // Writes what is shown (the current document: since the tab started, or since its last rotation) to `path`
-    // (format by suffix, io::saveSnapshot); an error line, or "" when written. Save… does the same on the thread
-    // pool.
-    QString saveSnapshot(const QString& path) const;
+    // What Save… writes. Both are PyTorch snapshots (pickle, or JSON by the file's suffix) that every tool opens; a
+    // memscope recording also says where it came from and what was lost, under the top-level key
+    // "memscope_recording" (which PyTorch's readers ignore): endpoint, host, pid, devices, events, lost, missing,
+    // gaps, resyncs, restarts, part (of a bounded history; 0: not a part), saved_at_us.
+    enum class SaveFormat : uint8_t { Recording, PyTorch };
+    // Writes what is shown (the current document: since the tab started, or since its last rotation) to `path`;
+    // an error line, or "" when written. Save… does the same on the thread pool.
+    QString saveSnapshot(const QString& path, SaveFormat format = SaveFormat::Recording) const;
+    // The "memscope_recording" key of what is shown now, as `part` of a bounded history (0: not a part).
+    model::Extras recordingInfo(int part = 0) const;
     // Bounded history: when the document's memory passes `bytes` (0: no bound) it is written to `folder` as a
     // snapshot file and the tab continues with a new document from its final state. Defaults from QSettings.
     void setHistoryLimit(size_t bytes, const QString& folder)

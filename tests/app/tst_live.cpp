@@ -213,12 +213,34 @@ void TestLive::recordsWholeJob()
     QVERIFY(live.statusText().contains(QStringLiteral("the job exited")));
     QVERIFY(live.statusText().contains(QString::number(last.stats.applied)));
 
-    // Save… writes what was recorded.
+    // Save… writes what was recorded: as a memscope recording, PyTorch's format plus where it came from and what
+    // was lost (a key PyTorch's readers ignore), or as a plain PyTorch snapshot; both read back whole.
     const QString saved = dir.filePath(QStringLiteral("live.pickle"));
     QCOMPARE(live.saveSnapshot(saved), QString());
     io::LoadResult reread = io::loadSnapshot(saved.toStdString());
     QVERIFY(reread.ok());
     QCOMPARE(uint64_t(reread.snapshot->deviceTraces[0].size()), last.stats.applied);
+    QCOMPARE(reread.snapshot->topLevelExtras.size(), size_t(1));
+    QCOMPARE(reread.snapshot->topLevelExtras[0].first, std::string("memscope_recording"));
+    const model::Value& info = reread.snapshot->topLevelExtras[0].second;
+    auto field = [&](const char* key) -> int64_t {
+        const model::Value* v = info.find(key);
+        return v && v->kind == model::Value::Kind::Int ? v->integer : -1;
+    };
+    QCOMPARE(field("format"), int64_t(1));
+    QVERIFY(last.pid > 0);
+    QCOMPARE(field("pid"), int64_t(last.pid));
+    QCOMPARE(field("events"), int64_t(last.stats.applied));
+    QCOMPARE(field("lost"), int64_t(0));
+    QCOMPARE(field("gaps"), int64_t(0));
+    QCOMPARE(field("part"), int64_t(0));
+    QVERIFY(info.find("endpoint") && info.find("endpoint")->text == live.endpoint().toStdString());
+    const QString plain = dir.filePath(QStringLiteral("plain.json"));
+    QCOMPARE(live.saveSnapshot(plain, LiveWindow::SaveFormat::PyTorch), QString());
+    io::LoadResult plainRead = io::loadSnapshot(plain.toStdString());
+    QVERIFY(plainRead.ok());
+    QVERIFY(plainRead.snapshot->topLevelExtras.empty());
+    QCOMPARE(uint64_t(plainRead.snapshot->deviceTraces[0].size()), last.stats.applied);
 
     QVERIFY(test::saveScreenshot(live, QStringLiteral("live")));
     // The document fills the tab under the status line (not a separate window).
@@ -749,10 +771,16 @@ void TestLive::historyIsBoundedAndSpilled()
     Session* session = live.documentWindow()->session();
     uint64_t total = uint64_t(session->entryCount());
     QStringList previousEnd;
+    int64_t partNumber = 0;
     for (const QString& part : parts) {
         QVERIFY(part.startsWith(folder));
         const io::LoadResult r = io::loadSnapshot(part.toStdString());
         QVERIFY2(r.ok(), r.error.toString().c_str());
+        // Each part is a memscope recording that says which part it is.
+        QCOMPARE(r.snapshot->topLevelExtras.size(), size_t(1));
+        const model::Value* number = r.snapshot->topLevelExtras[0].second.find("part");
+        QVERIFY(number);
+        QCOMPARE(number->integer, ++partNumber);
         const model::Replay replay = model::Replay::build(*r.snapshot, 0);
         QCOMPARE(replay.warnings(), 0u);
         total += uint64_t(replay.entryCount());

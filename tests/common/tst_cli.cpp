@@ -220,6 +220,43 @@ void TestCli::info()
     QVERIFY2(r.out.contains("segments: 14 (25 blocks)"), r.out.constData());
     QVERIFY2(r.out.contains("trace device 0:") && r.out.contains("trace device 1:"), r.out.constData());
     QVERIFY2(r.out.contains("complete (starts with no memory in use)"), r.out.constData());
+    QVERIFY2(!r.out.contains("recording:"), r.out.constData()); // PyTorch's own snapshot
+
+    // A memscope recording (the app's Save) says where it came from: a real snapshot with the key added.
+    io::LoadResult loaded = io::loadSnapshot(snapshot("two_device.pickle").toStdString());
+    QVERIFY(loaded.ok());
+    // (The loader made it and nothing else holds it: adding a key is safe.)
+    auto recording = std::const_pointer_cast<model::Snapshot>(loaded.snapshot);
+    model::Value info;
+    info.kind = model::Value::Kind::Dict;
+    auto add = [&](const char* key, int64_t n, const char* text = nullptr) {
+        model::Value v;
+        v.kind = text ? model::Value::Kind::String : model::Value::Kind::Int;
+        v.integer = n;
+        v.text = text ? text : "";
+        info.entries.emplace_back(key, std::move(v));
+    };
+    add("format", 1);
+    add("endpoint", 0, "ipc:///tmp/job");
+    add("host", 0, "gpu7");
+    add("pid", 4242);
+    add("events", 1234);
+    add("lost", 5);
+    add("gaps", 1);
+    add("resyncs", 1);
+    add("restarts", 0);
+    add("part", 3);
+    recording->topLevelExtras.emplace_back("memscope_recording", std::move(info));
+    recording->topLevelLayout = {}; // PyTorch's key order, then the extras (as the app's recordings are made)
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("recording.pickle"));
+    QVERIFY(!io::saveSnapshot(*recording, path.toStdString()));
+    const Run rec = runCli({ QStringLiteral("info"), path });
+    QCOMPARE(rec.status, 0);
+    QVERIFY2(rec.out.contains("recording: from ipc:///tmp/job (pid 4242 on gpu7), 1234 events, 5 lost, 1 gaps, 1 "
+                              "resyncs, 0 restarts; part 3 of a bounded history"),
+             rec.out.constData());
+    QVERIFY2(rec.out.contains("segments: 14 (25 blocks)"), rec.out.constData());
 }
 
 void TestCli::diffFindsTheLeak()

@@ -141,6 +141,24 @@ std::string info(const std::string& path, const model::Snapshot& s)
     }
     if (!s.hasDeviceTraces || s.entryCount() == 0)
         line("trace", "none recorded (history was off)");
+    // A memscope recording says where it came from (the app's Save, triggers, bounded history parts).
+    for (const auto& [key, value] : s.topLevelExtras) {
+        if (key != "memscope_recording" || value.kind != model::Value::Kind::Dict)
+            continue;
+        auto text = [&](const char* k) {
+            const model::Value* v = value.find(k);
+            return !v ? std::string("?")
+                : v->kind == model::Value::Kind::Int ? std::to_string(v->integer)
+                : v->kind == model::Value::Kind::String ? v->text
+                : std::string("?");
+        };
+        std::string v = "from " + text("endpoint") + " (pid " + text("pid") + " on " + text("host") + "), "
+            + text("events") + " events, " + text("lost") + " lost, " + text("gaps") + " gaps, " + text("resyncs")
+            + " resyncs, " + text("restarts") + " restarts";
+        if (text("part") != "0" && text("part") != "?")
+            v += "; part " + text("part") + " of a bounded history";
+        line("recording", v);
+    }
     return out;
 }
 
