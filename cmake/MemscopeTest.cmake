@@ -18,6 +18,8 @@ function(memscope_add_qtest)
     add_executable(${target} ${ARG_SOURCES})
     target_link_libraries(${target} PRIVATE Qt6::Test ${ARG_LIBS})
     set_target_properties(${target} PROPERTIES AUTOMOC ON RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+    # Helpers every test folder shares (tests/support: header-only).
+    target_include_directories(${target} PRIVATE ${CMAKE_SOURCE_DIR}/tests/support)
     memscope_set_warnings(${target})
     memscope_qt_hygiene(${target})
     add_test(NAME ${target} COMMAND ${target})

@@ -6,6 +6,7 @@
 // with synthetic events, bad command lines) is not repeated. Runs on the test's main thread; the fake publisher
 // owns its sockets on its own thread.
 #include "io/snapshotio.h"
+#include "statelines.h"
 #include "wire/decoder.h"
 #include "wire/protocol.h"
 
@@ -119,30 +120,6 @@ DemoSummary parseDemo(const QString& err)
     s.seconds = m.captured(3).toDouble();
     s.lost = m.captured(4).toULongLong();
     return s;
-}
-
-// The final state of a recording: every segment and block with the fields the agent's state carries.
-QStringList finalState(const std::shared_ptr<const model::Snapshot>& snapshot)
-{
-    QStringList lines;
-    for (const model::Segment& seg : snapshot->segments) {
-        lines << QStringLiteral("segment %1 dev %2 size %3 allocated %4 active %5 stream %6 pool %7,%8")
-                     .arg(seg.address, 0, 16)
-                     .arg(seg.device)
-                     .arg(seg.totalSize)
-                     .arg(seg.allocatedSize)
-                     .arg(seg.activeSize)
-                     .arg(seg.stream)
-                     .arg(seg.poolId.first)
-                     .arg(seg.poolId.second);
-        const model::Block* blocks = snapshot->segmentBlocks(seg);
-        for (uint32_t i = 0; i < seg.blockCount; ++i)
-            lines << QStringLiteral("  block %1 size %2 state %3")
-                         .arg(blocks[i].address, 0, 16)
-                         .arg(blocks[i].size)
-                         .arg(int(blocks[i].state));
-    }
-    return lines;
 }
 
 std::shared_ptr<const model::Snapshot> load(const QString& file)
@@ -383,7 +360,7 @@ private Q_SLOTS:
 
         const auto referenceSnapshot = load(reference), joinedSnapshot = load(joined);
         QVERIFY(referenceSnapshot && joinedSnapshot);
-        const QStringList expected = finalState(referenceSnapshot), actual = finalState(joinedSnapshot);
+        const QStringList expected = test::stateLines(*referenceSnapshot), actual = test::stateLines(*joinedSnapshot);
         QVERIFY(!expected.isEmpty());
         QCOMPARE(actual, expected);
     }

@@ -2,6 +2,7 @@
 // (LiveReceiver thread + Document builds), the attach dialog's discovery of default endpoints, and the
 // `memscope --attach --screenshot` path. Widgets offscreen; GUI thread.
 #include "apptestutil.h"
+#include "statelines.h"
 #include "ingest/livereceiver.h"
 #include "views/attachdialog.h"
 #include "views/documentwindow.h"
@@ -87,47 +88,7 @@ qint64 demoEvents(const QString& output)
     return m.hasMatch() ? m.captured(1).toLongLong() : -1;
 }
 
-// A final state as lines, from a snapshot's segments and blocks (what the recorder ends with) ...
-QStringList stateLines(const model::Snapshot& s)
-{
-    QStringList lines;
-    for (const model::Segment& seg : s.segments) {
-        lines << QStringLiteral("segment %1 size %2 stream %3 pool %4,%5")
-                     .arg(seg.address, 0, 16)
-                     .arg(seg.totalSize)
-                     .arg(seg.stream)
-                     .arg(seg.poolId.first)
-                     .arg(seg.poolId.second);
-        for (uint32_t b = seg.blockBegin; b < seg.blockBegin + seg.blockCount; ++b)
-            lines << QStringLiteral("  block %1 size %2 requested %3 state %4")
-                         .arg(s.blocks[b].address, 0, 16)
-                         .arg(s.blocks[b].size)
-                         .arg(s.blocks[b].state == model::BlockState::Inactive ? 0 : s.blocks[b].requestedSize)
-                         .arg(int(s.blocks[b].state));
-    }
-    return lines;
-}
-
-// ... and from the replay a live document grew, at its last entry (what the views show).
-QStringList stateLines(const model::ReplayState& st)
-{
-    QStringList lines;
-    for (const model::ReplaySegment& seg : st.segments) {
-        lines << QStringLiteral("segment %1 size %2 stream %3 pool %4,%5")
-                     .arg(seg.address, 0, 16)
-                     .arg(seg.totalSize)
-                     .arg(seg.stream)
-                     .arg(seg.poolId.first)
-                     .arg(seg.poolId.second);
-        for (uint32_t b = seg.blockBegin; b < seg.blockBegin + seg.blockCount; ++b)
-            lines << QStringLiteral("  block %1 size %2 requested %3 state %4")
-                         .arg(st.blocks[b].address, 0, 16)
-                         .arg(st.blocks[b].size)
-                         .arg(st.blocks[b].requestedSize)
-                         .arg(int(st.blocks[b].state));
-    }
-    return lines;
-}
+using test::stateLines; // tests/support/statelines.h
 
 int distinctColors(const QImage& image)
 {
