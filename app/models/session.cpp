@@ -26,6 +26,7 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
 Session::Session(std::shared_ptr<const Document> document, QObject* parent)
     : QObject(parent)
     , m_document(std::move(document))
+    , m_growing(m_document->isLive())
 {
     const auto devs = devices();
     m_device = devs.empty() ? 0 : devs.front();
@@ -118,6 +119,14 @@ int64_t Session::indexAtTimeUs(int64_t timeUs) const
     if (it == e.begin())
         return 0;
     return std::min<int64_t>(int64_t(it - e.begin()) + 1, entryCount());
+}
+
+void Session::setGrowing(bool growing)
+{
+    if (growing == m_growing)
+        return;
+    m_growing = growing;
+    Q_EMIT growingChanged(growing);
 }
 
 void Session::setTimeAxis(TimeAxis axis)

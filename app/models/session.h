@@ -83,6 +83,10 @@ public:
     // Whether the cursor follows the end of a live document (it is at the end); moving it elsewhere pauses
     // following, moving it back to the end resumes it.
     bool isFollowing() const { return m_cursor >= entryCount(); }
+    // Whether the document may still grow: a live one until its job has ended (LiveWindow says so); views keep
+    // room for the growth meanwhile (the timeline's domain runs ahead of the data).
+    bool isGrowing() const { return m_growing; }
+    void setGrowing(bool growing);
 
     TimeAxis timeAxis() const { return m_timeAxis; }
     void setTimeAxis(TimeAxis axis);
@@ -128,6 +132,7 @@ Q_SIGNALS:
     void hoveredChanged(memscope::model::AllocationId id);
     void filterChanged();
     void timeAxisChanged();
+    void growingChanged(bool growing);
     // The live Document grew from `previousCount` entries of the current device (emitted before the cursor moves).
     void grown(int64_t previousCount);
 
@@ -141,6 +146,7 @@ private:
     std::set<int64_t> m_hiddenStreams;
     std::set<std::pair<int64_t, int64_t>> m_hiddenPools;
     bool m_frameFilter = true;
+    bool m_growing = false;
     int64_t m_knownCount = 0; // entryCount() when the views last heard of it
     mutable model::ReplayState m_state;
     mutable bool m_stateValid = false;

@@ -155,7 +155,10 @@ bool LiveWindow::isSettled() const
 
 void LiveWindow::checkSettled()
 {
-    if (!m_settledEmitted && isSettled()) {
+    const bool done = isSettled();
+    if (m_document)
+        m_document->session()->setGrowing(m_live != nullptr && !done); // the views stop keeping room to grow
+    if (!m_settledEmitted && done) {
         m_settledEmitted = true;
         Q_EMIT settled();
     }

@@ -90,6 +90,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
     connect(session, &Session::deviceChanged, this, &TimelineView::onDeviceChanged);
     connect(session, &Session::filterChanged, this, &TimelineView::onFilterChanged);
     connect(session, &Session::timeAxisChanged, this, &TimelineView::onTimeAxisChanged);
+    connect(session, &Session::growingChanged, this, &TimelineView::onTimeAxisChanged); // the domain's room to grow
     connect(session, &Session::cursorChanged, this, &TimelineView::onCursorChanged);
     connect(session, &Session::grown, this, &TimelineView::onGrown);
     connect(session, &Session::selectionChanged, this, qOverload<>(&QWidget::update));
@@ -263,11 +264,11 @@ void TimelineView::rebuildAxis(AxisChange change)
     } else {
         m_axis = StateAxis::index(n);
     }
-    // A live document's domain runs ahead of its data by LiveDomainAhead and grows in steps, so that the columns
-    // of what is already drawn keep their states while entries arrive (ensurePlot renders only the new ones). The
-    // columns beyond the data stay empty.
+    // A growing (live) document's domain runs ahead of its data by LiveDomainAhead and grows in steps, so that the
+    // columns of what is already drawn keep their states while entries arrive (ensurePlot renders only the new
+    // ones). The columns beyond the data stay empty. Once it stops growing, the domain is the data's.
     double end = m_axis.domainEnd();
-    if (m_session->document().isLive()) {
+    if (m_session->isGrowing()) {
         if (change != AxisChange::Grown || m_liveDomainEnd < end)
             m_liveDomainEnd = m_axis.domainBegin() + (end - m_axis.domainBegin()) * LiveDomainAhead;
         end = m_liveDomainEnd;
@@ -439,7 +440,7 @@ void TimelineView::ensurePlot()
     // which renders every column again, is rare; a render of everything keeps that scale too when it fits.
     const double needed = std::max(double(m_columns.maxTotal) * headroom, 1024.0);
     double bytesTop = needed;
-    if (m_session->document().isLive()) {
+    if (m_session->isGrowing()) {
         const double kept = m_geometry.bytesTop;
         bytesTop = kept >= needed && kept <= needed * LiveBytesAhead ? kept : needed * LiveBytesAhead;
     }

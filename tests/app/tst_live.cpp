@@ -170,6 +170,7 @@ void TestLive::recordsWholeJob()
     QVERIFY(doc);
     QCOMPARE(uint64_t(doc->session()->entryCount()), last.stats.applied);
     QCOMPARE(doc->session()->cursor(), doc->session()->entryCount()); // followed the end
+    QVERIFY(!doc->session()->isGrowing()); // the job ended and everything is shown: no room kept to grow
     QVERIFY(documents.count() >= 1);
     QVERIFY(live.statusText().contains(QStringLiteral("the job exited")));
     QVERIFY(live.statusText().contains(QString::number(last.stats.applied)));

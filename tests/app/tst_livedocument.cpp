@@ -288,6 +288,19 @@ void TestLiveDocument::timelineRendersOnlyNewColumns()
         }
     }
     QVERIFY(partial > 0); // some growth did render fewer columns than all
+
+    // The domain runs ahead of the data while the document grows, and is the data's once it stops.
+    QVERIFY(session.isGrowing());
+    QVERIFY(view.geometry().isReset());
+    const double ahead = view.geometry().domainEnd;
+    session.setGrowing(false);
+    QVERIFY(view.geometry().isReset());
+    QVERIFY(view.geometry().domainEnd < ahead);
+    if (!timeAxis)
+        QCOMPARE(view.geometry().domainEnd, double(session.entryCount() + 1)); // state n spans [n, n + 1)
+    const double dataEnd = view.geometry().domainEnd;
+    session.setGrowing(true); // a reconnected job
+    QVERIFY(view.geometry().domainEnd > dataEnd);
 }
 
 void TestLiveDocument::growthWaitsForReaders()
