@@ -16,8 +16,7 @@
 // interned by content.
 //
 // computeDiff and the report functions are pure: any thread, any number at once, on immutable snapshots and replays.
-// The command-line front end (runDiffCommand) lives here too, behind an injected file loader, so that the CLI and the
-// tests run the very same code (tools/cli/diffcommand.cpp only adds the file reader and stdout/stderr).
+// The command-line front end (`memscope-cli diff`: options, exit codes) is tools/cli/diffcommand.h.
 #pragma once
 
 #include "model/calltree.h"
@@ -25,9 +24,9 @@
 #include "model/snapshot.h"
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -228,30 +227,13 @@ std::string diffFolded(const DiffResult& result, const DiffReportOptions& option
 // counts, so the signed form above is for tools that do).
 std::string diffFoldedTwoColumn(const DiffResult& result, const DiffReportOptions& options = {});
 
-// ---- Command line ----
+// ---- Diff sides ----
 
 // "FILE[@INDEX]": FILE and the index, EndOfTrace without one. The suffix after the last '@' is an index when it is
 // all digits or "end"; otherwise the whole text is the file. Returns false (with `error`) for an empty file name.
+// (memscope-cli diff and the app's --diff name their sides this way.)
 bool parseDiffSideSpec(const std::string& text, std::string& path, int64_t& index, std::string& error);
-// "1048576", "512KiB", "1.5GiB", "10MB" (K/M/G/T, with or without "iB"/"B", powers of 1024) -> bytes. False when
-// malformed or negative.
-bool parseByteCount(const std::string& text, ByteCount& bytes);
-
-// Loads one file for the command; on failure returns null and sets `error` to one line naming the file and the
-// reason.
-using DiffLoader = std::function<std::shared_ptr<const Snapshot>(const std::string& path, std::string& error)>;
-
-struct DiffCommandOutput {
-    int exitCode = 0; // 0 done; 1 a file unreadable; 2 a bad command line or index; 3 growth over --fail-if-growth
-    std::string out; // the report
-    std::string err; // messages, and the usage after a bad command line
-};
-
-// The usage of `memscope-cli diff`.
-extern const char* const DiffUsage;
-
-// `memscope-cli diff A[@INDEX] B[@INDEX] [options]`; `args` are the arguments after "diff". A path given twice is
-// loaded once, so both sides then share one snapshot (a same-trace diff).
-DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const DiffLoader& load);
+// "active", "allocated", "reserved".
+std::string_view diffGrowthMetricName(DiffGrowthMetric metric);
 
 } // namespace memscope::model

@@ -3,6 +3,7 @@
 // the model's blocks and against constants computed by Python on the pickles), identity, symmetry, same-trace cursor
 // diffs against the replay engine, cross-file stack matching by content, the frame filter, the differential call
 // tree, and the CLI's outputs and exit codes through runDiffCommand (the code memscope-cli runs). Test thread only.
+#include "diffcommand.h"
 #include "io/snapshotio.h"
 #include "model/diff.h"
 #include "model/replay.h"
@@ -213,18 +214,18 @@ makeSnapshot(const std::vector<MadeBlock>& blocks,
     return s;
 }
 
-model::DiffCommandOutput command(const QStringList& args)
+DiffCommandOutput command(const QStringList& args)
 {
     std::vector<std::string> a;
     for (const QString& s : args)
         a.push_back(s.toStdString());
-    const model::DiffLoader loader = [](const std::string& path, std::string& error) {
+    const DiffLoader loader = [](const std::string& path, std::string& error) {
         io::LoadResult r = io::loadSnapshot(path);
         if (!r.ok())
             error = r.error.toString();
         return r.snapshot;
     };
-    return model::runDiffCommand(a, loader);
+    return runDiffCommand(a, loader);
 }
 
 QString snap(const char* name) { return QString::fromStdString(test::snapshotPath(name)); }
@@ -966,7 +967,7 @@ void TestDiff::commandLine()
     QFETCH(int, status);
     QFETCH(QString, out);
     QFETCH(QString, err);
-    const model::DiffCommandOutput r = command(args);
+    const DiffCommandOutput r = command(args);
     QCOMPARE(r.exitCode, status);
     QVERIFY2(QString::fromStdString(r.out).contains(out), r.out.c_str());
     if (err.isEmpty())
@@ -1008,7 +1009,7 @@ void TestDiff::byteCounts()
     QFETCH(bool, ok);
     QFETCH(qint64, bytes);
     ByteCount got = -1;
-    QCOMPARE(model::parseByteCount(text.toStdString(), got), ok);
+    QCOMPARE(parseByteCount(text.toStdString(), got), ok);
     if (ok)
         QCOMPARE(got, bytes);
 }

@@ -1,22 +1,252 @@
-// The `diff` command's front end: model::runDiffCommand with io::loadSnapshot as its reader, then stdout/stderr.
+// The `diff` command (diffcommand.h): its options and exit codes over model::computeDiff and the report functions,
+// then io::loadSnapshot as its reader and stdout/stderr.
 #include "diffcommand.h"
 
 #include "io/snapshotio.h"
-#include "model/diff.h"
+#include "report/memoryviz.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 namespace memscope {
 
+using namespace memscope::model;
+
+const char* const DiffUsage = R"(usage: memscope-cli diff A[@INDEX] B[@INDEX] [OPTIONS]
+
+What changed from A to B: totals per device, pool and stream, segments only in one side, and live allocations
+matched by call stack. A and B are snapshot files, or one file twice; @INDEX picks the state after INDEX entries
+of the trace (0 = before the first; default: the end, the snapshot's own final state).
+
+options:
+  --by stack|stack+size|segment     rows: per call stack (default), per stack and block size, per segment
+  --format text|json|folded|difffolded
+                                    text (default); JSON (docs/diff-json.md); folded "stack delta" lines
+                                    (signed bytes); difffolded "stack bytesA bytesB" lines (flamegraph.pl)
+  --top N                           rows per list (default 10 in text, all otherwise; 0: all)
+  --device N|all                    one device only (default all; needed with @INDEX when several devices
+                                    have traces)
+  --no-frame-filter                 match stacks with every frame, not only those PyTorch's viewers show
+  --fail-if-growth BYTES            exit status 3 when the growth exceeds BYTES (e.g. 0, 512MiB, 1.5GiB)
+  --growth-of active|allocated|reserved
+                                    what growth means (default active: bytes of live blocks, B - A)
+
+exit status: 0 done, 1 a file cannot be read, 2 a bad command line or index, 3 growth over --fail-if-growth
+)";
+
+bool parseByteCount(const std::string& text, ByteCount& bytes)
+{
+    if (text.empty() || text[0] == '-' || text[0] == '+')
+        return false;
+    size_t pos = 0;
+    while (pos < text.size() && ((text[pos] >= '0' && text[pos] <= '9') || text[pos] == '.'))
+        ++pos;
+    const std::string number = text.substr(0, pos);
+    std::string unit = text.substr(pos);
+    if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+        return false;
+    double scale = 1;
+    if (!unit.empty()) {
+        const char u = char(std::toupper(static_cast<unsigned char>(unit[0])));
+        std::string rest = unit.substr(1);
+        if (u == 'B' && rest.empty()) {
+            scale = 1;
+        } else {
+            const std::string units = "KMGT";
+            const size_t k = units.find(u);
+            if (k == std::string::npos || !(rest.empty() || rest == "B" || rest == "iB" || rest == "ib"))
+                return false;
+            scale = std::pow(1024.0, double(k + 1));
+        }
+    }
+    const double value = std::strtod(number.c_str(), nullptr) * scale;
+    if (!(value >= 0) || value > 9.0e18)
+        return false;
+    bytes = ByteCount(std::llround(value));
+    return true;
+}
+
+DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const DiffLoader& load)
+{
+    DiffCommandOutput r;
+    auto usage = [&](const std::string& message) {
+        r.exitCode = 2;
+        r.err = "memscope-cli: diff: " + message + "\n\n" + DiffUsage;
+        return r;
+    };
+    enum class Format { Text, Json, Folded, DiffFolded };
+    Format format = Format::Text;
+    DiffReportOptions report;
+    bool topGiven = false;
+    int device = AllDevices;
+    DiffOptions diffOptions;
+    bool failIfGrowth = false;
+    ByteCount threshold = 0;
+    std::vector<std::string> files;
+
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string arg = args[i];
+        std::string value;
+        bool hasValue = false;
+        if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+            if (const size_t eq = arg.find('='); eq != std::string::npos) {
+                value = arg.substr(eq + 1);
+                arg = arg.substr(0, eq);
+                hasValue = true;
+            }
+        }
+        auto needValue = [&] {
+            if (hasValue)
+                return true;
+            if (i + 1 >= args.size())
+                return false;
+            value = args[++i];
+            hasValue = true;
+            return true;
+        };
+        if (arg == "--by") {
+            if (!needValue())
+                return usage("--by needs a value: stack, stack+size or segment");
+            if (value == "stack")
+                report.by = DiffGrouping::Stack;
+            else if (value == "stack+size")
+                report.by = DiffGrouping::StackAndSize;
+            else if (value == "segment")
+                report.by = DiffGrouping::Segment;
+            else
+                return usage("unknown --by '" + value + "': use stack, stack+size or segment");
+        } else if (arg == "--format") {
+            if (!needValue())
+                return usage("--format needs a value: text, json, folded or difffolded");
+            if (value == "text")
+                format = Format::Text;
+            else if (value == "json")
+                format = Format::Json;
+            else if (value == "folded")
+                format = Format::Folded;
+            else if (value == "difffolded")
+                format = Format::DiffFolded;
+            else
+                return usage("unknown format '" + value + "': use text, json, folded or difffolded");
+        } else if (arg == "--top") {
+            if (!needValue())
+                return usage("--top needs a number");
+            if (value.empty() || value.size() > 9
+                || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                return usage("--top needs a number, not '" + value + "'");
+            report.top = size_t(std::stoul(value));
+            topGiven = true;
+        } else if (arg == "--device") {
+            if (!needValue())
+                return usage("--device needs a device number or 'all'");
+            if (value == "all")
+                device = AllDevices;
+            else if (!value.empty() && value.size() <= 6
+                     && std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                device = std::stoi(value);
+            else
+                return usage("--device needs a device number or 'all', not '" + value + "'");
+        } else if (arg == "--fail-if-growth") {
+            if (!needValue())
+                return usage("--fail-if-growth needs a byte count");
+            if (!parseByteCount(value, threshold))
+                return usage("--fail-if-growth needs a byte count (e.g. 0, 1048576, 512MiB), not '" + value + "'");
+            failIfGrowth = true;
+        } else if (arg == "--growth-of") {
+            if (!needValue())
+                return usage("--growth-of needs a value: active, allocated or reserved");
+            if (value == "active")
+                report.growthMetric = DiffGrowthMetric::Active;
+            else if (value == "allocated")
+                report.growthMetric = DiffGrowthMetric::Allocated;
+            else if (value == "reserved")
+                report.growthMetric = DiffGrowthMetric::Reserved;
+            else
+                return usage("unknown --growth-of '" + value + "': use active, allocated or reserved");
+        } else if (arg == "--no-frame-filter" && !hasValue) {
+            diffOptions.frameFilter = false;
+        } else if (arg.size() > 1 && arg[0] == '-') {
+            return usage("unknown option '" + args[i] + "'");
+        } else {
+            files.push_back(arg);
+        }
+    }
+    if (files.size() != 2)
+        return usage("needs exactly two snapshots: A[@INDEX] B[@INDEX]");
+    if ((format == Format::Folded || format == Format::DiffFolded) && report.by == DiffGrouping::Segment)
+        return usage("folded output is by call stack: use --by stack or --by stack+size");
+    if (!topGiven && format == Format::Text)
+        report.top = 10;
+
+    DiffSide sides[2];
+    std::string paths[2];
+    for (int i = 0; i < 2; ++i) {
+        std::string error;
+        if (!parseDiffSideSpec(files[i], paths[i], sides[i].index, error))
+            return usage(error);
+        sides[i].device = device;
+        sides[i].name = files[i];
+    }
+    // One file named twice is loaded once: both sides then share a snapshot, and the diff is a same-trace diff.
+    for (int i = 0; i < 2; ++i) {
+        if (i == 1 && paths[1] == paths[0]) {
+            sides[1].snapshot = sides[0].snapshot;
+            continue;
+        }
+        std::string error;
+        sides[i].snapshot = load(paths[i], error);
+        if (!sides[i].snapshot) {
+            r.exitCode = 1;
+            r.err = "memscope-cli: " + (error.empty() ? paths[i] + ": cannot be read" : error) + "\n";
+            return r;
+        }
+    }
+
+    const DiffResult result = computeDiff(sides[0], sides[1], diffOptions);
+    if (!result.ok()) {
+        r.exitCode = 2;
+        r.err = "memscope-cli: diff: " + result.error
+            + (result.errorCode == DiffErrorCode::AmbiguousTrace ? " with --device N\n" : "\n");
+        return r;
+    }
+    switch (format) {
+    case Format::Text:
+        r.out = diffText(result, report);
+        break;
+    case Format::Json:
+        r.out = diffJson(result, report);
+        break;
+    case Format::Folded:
+        r.out = diffFolded(result, report);
+        break;
+    case Format::DiffFolded:
+        r.out = diffFoldedTwoColumn(result, report);
+        break;
+    }
+    if (failIfGrowth) {
+        const ByteCount growth = diffGrowth(result, report.growthMetric);
+        if (growth > threshold) {
+            r.exitCode = 3;
+            r.err = "memscope-cli: diff: " + std::string(diffGrowthMetricName(report.growthMetric)) + " bytes grew by "
+                + report::formatSize(double(growth)) + " (" + std::to_string(growth) + " B), more than "
+                + std::to_string(threshold) + " B (--fail-if-growth)\n";
+        }
+    }
+    return r;
+}
+
 int runDiff(const std::vector<std::string>& args, std::string& out, std::string& err)
 {
-    const model::DiffLoader load = [](const std::string& path, std::string& error) {
+    const DiffLoader load = [](const std::string& path, std::string& error) {
         io::LoadResult r = io::loadSnapshot(path);
         if (!r.ok())
             error = r.error.toString();
         return r.snapshot;
     };
-    model::DiffCommandOutput result = model::runDiffCommand(args, load);
+    DiffCommandOutput result = runDiffCommand(args, load);
     out = std::move(result.out);
     err = std::move(result.err);
     return result.exitCode;
