@@ -2,7 +2,8 @@
 // default the end). The two sides may come from two files (two commits of a training script, two ranks) or from one
 // file at two cursor positions. Computed here, in the data layer, as plain values with signed bytes and counts, so
 // that the CLI's text, JSON and folded outputs, the app's views and the differential call tree all show one result
-// (heaptrack's pattern: the diff is data, fed to the same models with signed costs).
+// (heaptrack's pattern: the diff is data, fed to the same models with signed costs). The text, JSON and folded
+// reports are common/report/diffreport.h.
 //
 // A diff has four parts: totals (reserved, allocated, active, requested, largest free block, fragmentation, segment
 // and allocation counts; all devices, per device, per pool, per stream), segments matched by (device, address, size)
@@ -198,34 +199,13 @@ std::vector<CallSample> diffCallSamples(const DiffResult& result);
 // The same, built: a CallTree over result.frames with signed costs.
 CallTree diffCallTree(const DiffResult& result, const CallTreeOptions& options = {});
 
-// ---- Reports ----
+// ---- What the reports (report/diffreport.h) group by and measure ----
 
 enum class DiffGrouping : uint8_t { Stack, StackAndSize, Segment };
 enum class DiffGrowthMetric : uint8_t { Active, Allocated, Reserved };
 
 // The growth a CI check compares with its threshold: totals[0].delta's active, allocated or reserved bytes.
 ByteCount diffGrowth(const DiffResult& result, DiffGrowthMetric metric = DiffGrowthMetric::Active);
-
-struct DiffReportOptions {
-    DiffGrouping by = DiffGrouping::Stack;
-    size_t top = 0; // rows per list; 0: all (the CLI's text shows 10 unless told)
-    size_t maxFrames = 8; // text: frames shown per stack
-    DiffGrowthMetric growthMetric = DiffGrowthMetric::Active;
-};
-
-// A readable report: both sides, the totals table, per device/pool/stream deltas, segments, lifetimes, then the top
-// growth and top shrink rows of `by`.
-std::string diffText(const DiffResult& result, const DiffReportOptions& options = {});
-// The documented JSON (docs/diff-json.md): stable keys, integers for every byte count.
-std::string diffJson(const DiffResult& result, const DiffReportOptions& options = {});
-// Folded stacks, one line per stack whose bytes changed: `frame;frame;frame <signed delta bytes>`, outermost frame
-// first, frames as PyTorch prints them (basename:line:name), filtered. With StackAndSize the last frame is the block
-// size (`<512 B>`). `top` limits the lines (0: all). Segment grouping has no stacks: returns "".
-std::string diffFolded(const DiffResult& result, const DiffReportOptions& options = {});
-// Two-column folded stacks, `stack <bytes A> <bytes B>`, every stack live on either side: what FlameGraph's
-// difffolded.pl writes and flamegraph.pl draws as a differential flame graph (flamegraph.pl reads no negative
-// counts, so the signed form above is for tools that do).
-std::string diffFoldedTwoColumn(const DiffResult& result, const DiffReportOptions& options = {});
 
 // ---- Diff sides ----
 

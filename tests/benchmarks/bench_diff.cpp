@@ -5,6 +5,7 @@
 // in a 10M-entry trace within 100 ms once the replay's checkpoints exist. Main thread only.
 #include "io/snapshotio.h"
 #include "model/diff.h"
+#include "report/diffreport.h"
 #include "model/replay.h"
 #include "synthetic.h"
 
@@ -145,9 +146,9 @@ void BM_DiffReportsBigTrace(benchmark::State& state)
     const model::DiffResult r = model::computeDiff(side(borrowed(bigTrace())), side(bigTraceShifted()));
     size_t bytes = 0;
     for (auto _ : state) {
-        std::string text = model::diffText(r, { model::DiffGrouping::Stack, 10 });
-        std::string json = model::diffJson(r);
-        std::string folded = model::diffFolded(r);
+        std::string text = report::diffText(r, { model::DiffGrouping::Stack, 10 });
+        std::string json = report::diffJson(r);
+        std::string folded = report::diffFolded(r);
         bytes = text.size() + json.size() + folded.size();
         benchmark::DoNotOptimize(bytes);
     }

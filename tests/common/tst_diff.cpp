@@ -7,6 +7,7 @@
 #include "io/snapshotio.h"
 #include "model/diff.h"
 #include "model/replay.h"
+#include "report/diffreport.h"
 #include "report/memoryviz.h"
 #include "testutil.h"
 
@@ -418,7 +419,7 @@ void TestDiff::identity()
     QCOMPARE(r.lifetimes.newAllocations.count + r.lifetimes.freed.count, 0);
     if (sameObject)
         QCOMPARE(r.lifetimes.surviving.count, r.totals.front().a.allocations);
-    QVERIFY(model::diffFolded(r).empty());
+    QVERIFY(report::diffFolded(r).empty());
     QVERIFY(model::diffCallSamples(r).empty());
 }
 
@@ -477,10 +478,10 @@ void TestDiff::symmetry()
     QCOMPARE(ab.lifetimes.surviving, ba.lifetimes.surviving);
     // The signed folded lines of one are the other's, negated.
     std::multiset<std::string> fx, fy;
-    for (const QByteArray& line : QByteArray::fromStdString(model::diffFolded(ab)).split('\n'))
+    for (const QByteArray& line : QByteArray::fromStdString(report::diffFolded(ab)).split('\n'))
         if (!line.isEmpty())
             fx.insert(line.toStdString());
-    for (const QByteArray& line : QByteArray::fromStdString(model::diffFolded(ba)).split('\n')) {
+    for (const QByteArray& line : QByteArray::fromStdString(report::diffFolded(ba)).split('\n')) {
         if (line.isEmpty())
             continue;
         const qsizetype sp = line.lastIndexOf(' ');
@@ -589,7 +590,7 @@ void TestDiff::prebuiltReplayGivesTheSameResult()
     b.replay = &replay;
     const DiffResult borrowed = model::computeDiff(a, b);
     QVERIFY(own.ok() && borrowed.ok());
-    QCOMPARE(model::diffJson(own), model::diffJson(borrowed));
+    QCOMPARE(report::diffJson(own), report::diffJson(borrowed));
     // A cross-file diff at cursors, each side with its own file's replay: the same state, all zeros.
     const auto other = load("transformer_train.pickle", true);
     const model::Replay otherReplay = model::Replay::build(*other, 0);
@@ -639,14 +640,14 @@ void TestDiff::frameFilterMergesStacks()
     QCOMPARE(filtered.byStack[0].deltaBytes, 1024);
     QCOMPARE(folded(*filtered.frames, filtered.byStack[1].stack), std::string("model.py:3:forward"));
     QCOMPARE(filtered.byStack[1].deltaCount, 0);
-    QCOMPARE(model::diffFolded(filtered), std::string("<all frames hidden> 1024\n"));
+    QCOMPARE(report::diffFolded(filtered), std::string("<all frames hidden> 1024\n"));
 
     model::DiffOptions all;
     all.frameFilter = false;
     const DiffResult unfiltered = model::computeDiff(side(a), side(b), all);
     QVERIFY(unfiltered.ok());
     QCOMPARE(unfiltered.byStack.size(), size_t(3));
-    QCOMPARE(model::diffFolded(unfiltered, { model::DiffGrouping::Stack, 0 }),
+    QCOMPARE(report::diffFolded(unfiltered, { model::DiffGrouping::Stack, 0 }),
              std::string("libc.so:0:__libc_start_main 1024\n"
                          "call.c:7:_PyObject_Call;model.py:3:forward 512\n"
                          "ceval.c:100:PyEval_EvalFrame;model.py:3:forward -512\n"));
@@ -760,15 +761,15 @@ void TestDiff::foldedOutputs()
 {
     const DiffResult r = model::computeDiff(side(load("diff_before.pickle")), side(load("diff_after.pickle")));
     QVERIFY(r.ok());
-    QCOMPARE(model::diffFolded(r), std::string(LeakStack) + " 9486336\n" + std::string(LossStack) + " 3072\n");
-    QCOMPARE(model::diffFolded(r, { model::DiffGrouping::Stack, 1 }), std::string(LeakStack) + " 9486336\n");
-    const std::string sized = model::diffFolded(r, { model::DiffGrouping::StackAndSize, 0 });
+    QCOMPARE(report::diffFolded(r), std::string(LeakStack) + " 9486336\n" + std::string(LossStack) + " 3072\n");
+    QCOMPARE(report::diffFolded(r, { model::DiffGrouping::Stack, 1 }), std::string(LeakStack) + " 9486336\n");
+    const std::string sized = report::diffFolded(r, { model::DiffGrouping::StackAndSize, 0 });
     QVERIFY(QString::fromStdString(sized).contains(QLatin1String(";gen_snapshots.py:122:step;<512 B> 3072\n")));
     QCOMPARE(QString::fromStdString(sized).count(QLatin1Char('\n')), 4);
-    QVERIFY(model::diffFolded(r, { model::DiffGrouping::Segment, 0 }).empty());
+    QVERIFY(report::diffFolded(r, { model::DiffGrouping::Segment, 0 }).empty());
     // Two columns, every stack live on either side (flamegraph.pl's differential input); Σ columns == active bytes.
     ByteCount sumA = 0, sumB = 0;
-    const std::string two = model::diffFoldedTwoColumn(r);
+    const std::string two = report::diffFoldedTwoColumn(r);
     for (const QByteArray& line : QByteArray::fromStdString(two).split('\n')) {
         if (line.isEmpty())
             continue;
@@ -790,7 +791,7 @@ void TestDiff::jsonOutput()
     const DiffResult r = model::computeDiff(a, b);
     QVERIFY(r.ok());
     QJsonParseError error;
-    const QJsonDocument doc = QJsonDocument::fromJson(QByteArray::fromStdString(model::diffJson(r)), &error);
+    const QJsonDocument doc = QJsonDocument::fromJson(QByteArray::fromStdString(report::diffJson(r)), &error);
     QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
     const QJsonObject o = doc.object();
     QCOMPARE(o[QLatin1String("format")].toString(), QLatin1String("memscope-diff"));
@@ -826,12 +827,12 @@ void TestDiff::jsonOutput()
     // --top and the other groupings.
     const QJsonObject limited
         = QJsonDocument::fromJson(
-              QByteArray::fromStdString(model::diffJson(r, { model::DiffGrouping::StackAndSize, 3 })))
+              QByteArray::fromStdString(report::diffJson(r, { model::DiffGrouping::StackAndSize, 3 })))
               .object();
     QCOMPARE(limited[QLatin1String("rows")].toArray().size(), 3);
     QVERIFY(limited[QLatin1String("rows")][0][QLatin1String("size")].toInteger() > 0);
     const QJsonObject segs
-        = QJsonDocument::fromJson(QByteArray::fromStdString(model::diffJson(r, { model::DiffGrouping::Segment, 0 })))
+        = QJsonDocument::fromJson(QByteArray::fromStdString(report::diffJson(r, { model::DiffGrouping::Segment, 0 })))
               .object();
     QCOMPARE(segs[QLatin1String("rows")].toArray().size(), qsizetype(r.segmentList.size()));
     QCOMPARE(segs[QLatin1String("rows")][0][QLatin1String("status")].toString(), QLatin1String("both"));
@@ -839,7 +840,7 @@ void TestDiff::jsonOutput()
     // Same trace: lifetimes and per-row new / freed.
     const auto t = load("transformer_train.pickle");
     const DiffResult same = model::computeDiff(side(t, 3000), side(t, 6000));
-    const QJsonObject so = QJsonDocument::fromJson(QByteArray::fromStdString(model::diffJson(same))).object();
+    const QJsonObject so = QJsonDocument::fromJson(QByteArray::fromStdString(report::diffJson(same))).object();
     QCOMPARE(so[QLatin1String("same_trace")].toBool(), true);
     QCOMPARE(so[QLatin1String("a")][QLatin1String("index")].toInteger(), 3000);
     QCOMPARE(so[QLatin1String("a")][QLatin1String("entries")].toInteger(), qint64(t->deviceTraces[0].size()));
@@ -854,7 +855,7 @@ void TestDiff::textOutput()
     a.name = "diff_before.pickle";
     b.name = "diff_after.pickle";
     const DiffResult r = model::computeDiff(a, b);
-    const QString text = QString::fromStdString(model::diffText(r));
+    const QString text = QString::fromStdString(report::diffText(r));
     QVERIFY(text.contains(QLatin1String("  A: diff_before.pickle, final state, all devices\n")));
     QVERIFY(text.contains(QLatin1String("  allocations                     14            23            +9\n")));
     QVERIFY(text.contains(QLatin1String("top growth by call stack: 2 stacks grew by +9.0MiB (+9489408 B) in +9 "
@@ -862,7 +863,7 @@ void TestDiff::textOutput()
                                         "9.0MiB in 3\n        gen_snapshots.py:126:step\n")));
     QVERIFY(text.contains(QLatin1String("top shrink by call stack: none\n")));
     QVERIFY(text.contains(QLatin1String("0 only in A (0.0B), 0 only in B (0.0B)")));
-    const QString segments = QString::fromStdString(model::diffText(r, { model::DiffGrouping::Segment, 10 }));
+    const QString segments = QString::fromStdString(report::diffText(r, { model::DiffGrouping::Segment, 10 }));
     QVERIFY(segments.contains(QLatin1String("segments in both whose active bytes changed: 2 of 2\n")));
 }
 

@@ -3,6 +3,7 @@
 #include "diffcommand.h"
 
 #include "io/snapshotio.h"
+#include "report/diffreport.h"
 #include "report/memoryviz.h"
 
 #include <algorithm>
@@ -79,7 +80,7 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
     };
     enum class Format { Text, Json, Folded, DiffFolded };
     Format format = Format::Text;
-    DiffReportOptions report;
+    report::DiffReportOptions shown;
     bool topGiven = false;
     int device = AllDevices;
     DiffOptions diffOptions;
@@ -111,11 +112,11 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
             if (!needValue())
                 return usage("--by needs a value: stack, stack+size or segment");
             if (value == "stack")
-                report.by = DiffGrouping::Stack;
+                shown.by = DiffGrouping::Stack;
             else if (value == "stack+size")
-                report.by = DiffGrouping::StackAndSize;
+                shown.by = DiffGrouping::StackAndSize;
             else if (value == "segment")
-                report.by = DiffGrouping::Segment;
+                shown.by = DiffGrouping::Segment;
             else
                 return usage("unknown --by '" + value + "': use stack, stack+size or segment");
         } else if (arg == "--format") {
@@ -137,7 +138,7 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
             if (value.empty() || value.size() > 9
                 || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
                 return usage("--top needs a number, not '" + value + "'");
-            report.top = size_t(std::stoul(value));
+            shown.top = size_t(std::stoul(value));
             topGiven = true;
         } else if (arg == "--device") {
             if (!needValue())
@@ -159,11 +160,11 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
             if (!needValue())
                 return usage("--growth-of needs a value: active, allocated or reserved");
             if (value == "active")
-                report.growthMetric = DiffGrowthMetric::Active;
+                shown.growthMetric = DiffGrowthMetric::Active;
             else if (value == "allocated")
-                report.growthMetric = DiffGrowthMetric::Allocated;
+                shown.growthMetric = DiffGrowthMetric::Allocated;
             else if (value == "reserved")
-                report.growthMetric = DiffGrowthMetric::Reserved;
+                shown.growthMetric = DiffGrowthMetric::Reserved;
             else
                 return usage("unknown --growth-of '" + value + "': use active, allocated or reserved");
         } else if (arg == "--no-frame-filter" && !hasValue) {
@@ -176,10 +177,10 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
     }
     if (files.size() != 2)
         return usage("needs exactly two snapshots: A[@INDEX] B[@INDEX]");
-    if ((format == Format::Folded || format == Format::DiffFolded) && report.by == DiffGrouping::Segment)
+    if ((format == Format::Folded || format == Format::DiffFolded) && shown.by == DiffGrouping::Segment)
         return usage("folded output is by call stack: use --by stack or --by stack+size");
     if (!topGiven && format == Format::Text)
-        report.top = 10;
+        shown.top = 10;
 
     DiffSide sides[2];
     std::string paths[2];
@@ -214,23 +215,23 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
     }
     switch (format) {
     case Format::Text:
-        r.out = diffText(result, report);
+        r.out = report::diffText(result, shown);
         break;
     case Format::Json:
-        r.out = diffJson(result, report);
+        r.out = report::diffJson(result, shown);
         break;
     case Format::Folded:
-        r.out = diffFolded(result, report);
+        r.out = report::diffFolded(result, shown);
         break;
     case Format::DiffFolded:
-        r.out = diffFoldedTwoColumn(result, report);
+        r.out = report::diffFoldedTwoColumn(result, shown);
         break;
     }
     if (failIfGrowth) {
-        const ByteCount growth = diffGrowth(result, report.growthMetric);
+        const ByteCount growth = diffGrowth(result, shown.growthMetric);
         if (growth > threshold) {
             r.exitCode = 3;
-            r.err = "memscope-cli: diff: " + std::string(diffGrowthMetricName(report.growthMetric)) + " bytes grew by "
+            r.err = "memscope-cli: diff: " + std::string(diffGrowthMetricName(shown.growthMetric)) + " bytes grew by "
                 + report::formatSize(double(growth)) + " (" + std::to_string(growth) + " B), more than "
                 + std::to_string(threshold) + " B (--fail-if-growth)\n";
         }
