@@ -3,6 +3,7 @@
 #include "models/eventlistmodel.h"
 
 #include "model/addressmap.h"
+#include "model/framefilter.h"
 #include "report/memoryviz.h"
 #include "views/colors.h"
 
@@ -476,7 +477,7 @@ QString EventListModel::topFrame(StackId stack) const
         cached = -1;
         for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
             const Frame& fr = s.frame(*f);
-            if (!m_frameFilter || report::keepFrame(s.str(fr.name), s.str(fr.filename))) {
+            if (!m_frameFilter || model::keepFrame(s.str(fr.name), s.str(fr.filename))) {
                 cached = int32_t(f - s.stackBegin(stack));
                 break;
             }

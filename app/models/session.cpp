@@ -1,6 +1,7 @@
 // Session: shared per-document view state. See session.h.
 #include "models/session.h"
 
+#include "model/framefilter.h"
 #include "report/memoryviz.h"
 
 #include <QDateTime>
@@ -273,7 +274,7 @@ QString Session::stackText(StackId stack) const
     QString out;
     for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
         const Frame& fr = s.frame(*f);
-        if (m_frameFilter && !report::keepFrame(s.str(fr.name), s.str(fr.filename)))
+        if (m_frameFilter && !model::keepFrame(s.str(fr.name), s.str(fr.filename)))
             continue;
         const std::string line = report::formatFrame(s, fr, true);
         out += QString::fromUtf8(line.data(), qsizetype(line.size())) + QLatin1Char('\n');

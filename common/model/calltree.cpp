@@ -3,7 +3,7 @@
 // contiguously. No per-node heap allocation. See calltree.h; builders are single-threaded, trees immutable.
 #include "model/calltree.h"
 
-#include "report/memoryviz.h"
+#include "model/framefilter.h"
 
 #include <algorithm>
 #include <bit>
@@ -97,12 +97,12 @@ namespace {
             if (options.frameFilter) {
                 const Frame& fr = s.frame(f);
                 if (keep.empty()) {
-                    if (!report::keepFrame(s.str(fr.name), s.str(fr.filename)))
+                    if (!model::keepFrame(s.str(fr.name), s.str(fr.filename)))
                         return;
                 } else {
                     uint8_t& k = keep[raw(f)];
                     if (k == 0)
-                        k = report::keepFrame(s.str(fr.name), s.str(fr.filename)) ? 1 : 2;
+                        k = model::keepFrame(s.str(fr.name), s.str(fr.filename)) ? 1 : 2;
                     if (k == 2)
                         return;
                 }

@@ -38,7 +38,7 @@ enum class CallTreeDirection : uint8_t { TopDown, BottomUp };
 
 struct CallTreeOptions {
     CallTreeDirection direction = CallTreeDirection::TopDown;
-    // Drop the frames PyTorch's viewers hide (report::keepFrame, torch/cuda/_memory_viz.py _frame_filter).
+    // Drop the frames PyTorch's viewers hide (model/framefilter.h, torch/cuda/_memory_viz.py _frame_filter).
     bool frameFilter = true;
     bool operator==(const CallTreeOptions&) const = default;
 };

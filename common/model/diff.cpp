@@ -3,7 +3,7 @@
 // and folded reports and the `diff` command line. Pure functions; any thread.
 #include "model/diff.h"
 
-#include "report/memoryviz.h"
+#include "model/framefilter.h"
 
 #include <algorithm>
 #include <cctype>
@@ -72,7 +72,7 @@ namespace {
             if (auto it = m_keep.find(raw(f)); it != m_keep.end())
                 return it->second;
             const Frame& fr = m_source.frame(f);
-            const bool k = report::keepFrame(m_source.str(fr.name), m_source.str(fr.filename));
+            const bool k = model::keepFrame(m_source.str(fr.name), m_source.str(fr.filename));
             m_keep.emplace(raw(f), k);
             return k;
         }

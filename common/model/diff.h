@@ -54,7 +54,7 @@ struct DiffSide {
 };
 
 struct DiffOptions {
-    // Match stacks after dropping the frames PyTorch's viewers hide (report::keepFrame). A stack whose every frame
+    // Match stacks after dropping the frames PyTorch's viewers hide (model/framefilter.h). A stack whose every frame
     // is hidden keeps its full frames (it then matches only an identical stack).
     bool frameFilter = true;
 };

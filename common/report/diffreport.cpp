@@ -1,6 +1,7 @@
 // Reports of a memory diff (diffreport.h): text, the documented JSON, folded stacks.
 #include "report/diffreport.h"
 
+#include "model/framefilter.h"
 #include "report/memoryviz.h"
 
 #include <algorithm>
@@ -83,7 +84,7 @@ namespace {
         std::vector<std::string> out;
         for (const FrameId* f = t.stackBegin(stack); f != t.stackEnd(stack); ++f) {
             const Frame& fr = t.frame(*f);
-            if (r.options.frameFilter && !report::keepFrame(t.str(fr.name), t.str(fr.filename)))
+            if (r.options.frameFilter && !model::keepFrame(t.str(fr.name), t.str(fr.filename)))
                 continue;
             out.push_back(report::formatFrame(t, fr));
         }
@@ -345,7 +346,7 @@ namespace {
         j.beginArray("frames");
         for (const FrameId* f = t.stackBegin(stack); f != t.stackEnd(stack); ++f) {
             const Frame& fr = t.frame(*f);
-            if (r.options.frameFilter && !report::keepFrame(t.str(fr.name), t.str(fr.filename)))
+            if (r.options.frameFilter && !model::keepFrame(t.str(fr.name), t.str(fr.filename)))
                 continue;
             j.beginObject();
             j.value("name", std::string(t.str(fr.name)));

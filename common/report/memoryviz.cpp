@@ -6,6 +6,8 @@
 // with address keys, so it never matches).
 #include "report/memoryviz.h"
 
+#include "model/framefilter.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -162,7 +164,7 @@ void appendFramesFragment(std::string& out, const Snapshot& s, StackId stack)
     bool first = true;
     for (const FrameId* f = s.stackEnd(stack); f != s.stackBegin(stack);) {
         const Frame& fr = s.frame(*--f);
-        if (!keepFrame(s.str(fr.name), s.str(fr.filename)))
+        if (!model::keepFrame(s.str(fr.name), s.str(fr.filename)))
             continue;
         if (!first)
             out += ';';
@@ -240,26 +242,6 @@ std::string formatSize(double num)
     }
     std::snprintf(buf, sizeof buf, "%.1fYiB", num);
     return buf;
-}
-
-bool keepFrame(std::string_view name, std::string_view filename)
-{
-    // The lists of torch/cuda/_memory_viz.py _frame_filter (the web viewer's MemoryViz.js uses the same).
-    static constexpr std::string_view OmitFunctions[] = {
-        "unwind::unwind", "CapturedTraceback::gather", "gather_with_cpp", "_start", "__libc_start_main",
-        "PyEval_",        "PyObject_",                 "PyFunction_",
-    };
-    static constexpr std::string_view OmitFilenames[] = {
-        "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
-        "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h",
-    };
-    for (std::string_view of : OmitFunctions)
-        if (name.find(of) != std::string_view::npos)
-            return false;
-    for (std::string_view of : OmitFilenames)
-        if (filename.find(of) != std::string_view::npos)
-            return false;
-    return true;
 }
 
 std::string formatFrame(const Snapshot& s, const Frame& frame, bool fullFilename)

@@ -14,9 +14,6 @@ namespace memscope::report {
 // _memory_viz._format_size: "1.5MiB", "512.0B", Python's float formatting.
 std::string formatSize(double bytes);
 
-// _memory_viz._frame_filter: false for frames both of PyTorch's viewers hide (interpreter and dispatch glue).
-bool keepFrame(std::string_view name, std::string_view filename);
-
 // _memory_viz._frame_fmt: "basename:line:name" (or the full filename).
 std::string formatFrame(const model::Snapshot& snapshot, const model::Frame& frame, bool fullFilename = false);
 

@@ -5,6 +5,7 @@
 // zooms), and screenshots of the tree and the flame graph of every snapshot. Offscreen, GUI thread.
 #include "apptestutil.h"
 #include "model/calltree.h"
+#include "model/framefilter.h"
 #include "models/calltreemodel.h"
 #include "report/memoryviz.h"
 #include "views/calltreeview.h"
@@ -376,7 +377,7 @@ private Q_SLOTS:
             if (model::isPseudoFrame(n.frame))
                 continue;
             const model::Frame& f = s->snapshot().frame(n.frame);
-            sawHidden = sawHidden || !report::keepFrame(s->snapshot().str(f.name), s->snapshot().str(f.filename));
+            sawHidden = sawHidden || !model::keepFrame(s->snapshot().str(f.name), s->snapshot().str(f.filename));
         }
         QVERIFY(sawHidden);
 

@@ -4,6 +4,7 @@
 // Also QBENCHMARKs of the build (never timed assertions). Test thread only.
 #include "io/snapshotio.h"
 #include "model/calltree.h"
+#include "model/framefilter.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
 #include "testutil.h"
@@ -179,7 +180,7 @@ std::vector<std::string> bruteForcePath(const model::Snapshot& s, model::StackId
     std::vector<std::string> out;
     for (FrameId f : frames) {
         const model::Frame& fr = s.frame(f);
-        if (o.frameFilter && !report::keepFrame(s.str(fr.name), s.str(fr.filename)))
+        if (o.frameFilter && !model::keepFrame(s.str(fr.name), s.str(fr.filename)))
             continue;
         out.push_back(std::to_string(model::raw(f)));
     }
@@ -431,7 +432,7 @@ private Q_SLOTS:
                         continue;
                     const model::Frame& fr = s.frame(n.frame);
                     if (filter)
-                        QVERIFY2(report::keepFrame(s.str(fr.name), s.str(fr.filename)), where.c_str());
+                        QVERIFY2(model::keepFrame(s.str(fr.name), s.str(fr.filename)), where.c_str());
                 }
                 if (filter) {
                     const CallTree unfiltered = CallTree::build(s, samples, { direction, false });
@@ -443,7 +444,7 @@ private Q_SLOTS:
                         if (model::isPseudoFrame(n.frame))
                             continue;
                         const model::Frame& fr = s.frame(n.frame);
-                        if (report::keepFrame(s.str(fr.name), s.str(fr.filename)))
+                        if (model::keepFrame(s.str(fr.name), s.str(fr.filename)))
                             expected.insert(model::raw(n.frame));
                     }
                     QVERIFY2(kept == expected, where.c_str());

@@ -6,6 +6,7 @@
 #include "diffcommand.h"
 #include "io/snapshotio.h"
 #include "model/diff.h"
+#include "model/framefilter.h"
 #include "model/replay.h"
 #include "report/diffreport.h"
 #include "report/memoryviz.h"
@@ -73,7 +74,7 @@ std::string folded(const model::Snapshot& s, model::StackId stack)
     std::vector<std::string> frames;
     for (const model::FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
         const model::Frame& fr = s.frame(*f);
-        if (report::keepFrame(s.str(fr.name), s.str(fr.filename)))
+        if (model::keepFrame(s.str(fr.name), s.str(fr.filename)))
             frames.push_back(report::formatFrame(s, fr));
     }
     if (frames.empty())
