@@ -384,14 +384,15 @@ void LiveWindow::writeInBackground(std::shared_ptr<const model::Snapshot> snapsh
 // format, openable like any other) and the tab goes on with a new document that starts from its final state.
 void LiveWindow::rotate()
 {
-    std::shared_ptr<const model::Snapshot> done = m_live->finish(recordingInfo(int(m_spilled.size()) + m_spillsWriting + 1));
+    const int part = int(m_spilled.size()) + m_spillsWriting + 1;
+    std::shared_ptr<const model::Snapshot> done = m_live->finish(recordingInfo(part));
     auto next = std::make_unique<LiveDocument>(endpoint(), *m_live);
     m_live = std::move(next);
     QDir().mkpath(m_spillFolder);
     const QString path = QDir(m_spillFolder)
                              .filePath(QStringLiteral("memscope-%1-part%2.pickle")
                                            .arg(m_receiver->latest().pid)
-                                           .arg(m_spilled.size() + m_spillsWriting + 1, 3, 10, QLatin1Char('0')));
+                                           .arg(part, 3, 10, QLatin1Char('0')));
     ++m_spillsWriting;
     writeInBackground(std::move(done), path, [this, path](const QString& error) {
         --m_spillsWriting;

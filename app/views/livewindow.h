@@ -71,8 +71,9 @@ public:
     bool isSettled() const;
     // What Save… writes. Both are PyTorch snapshots (pickle, or JSON by the file's suffix) that every tool opens; a
     // memscope recording also says where it came from and what was lost, under the top-level key
-    // "memscope_recording" (which PyTorch's readers ignore): endpoint, host, pid, devices, events, lost, missing,
-    // gaps, resyncs, restarts, part (of a bounded history; 0: not a part), saved_at_us.
+    // "memscope_recording" (which PyTorch's readers ignore): endpoint, host, pid, devices; events, lost, missing,
+    // gaps, resyncs, restarts (the receiver's counts since the tab started, when it was written); part (of a
+    // bounded history; 0: not a part), saved_at_us.
     enum class SaveFormat : uint8_t { Recording, PyTorch };
     // Writes what is shown (the current document: since the tab started, or since its last rotation) to `path`;
     // an error line, or "" when written. Save… does the same on the thread pool.
