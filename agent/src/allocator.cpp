@@ -255,6 +255,12 @@ public:
     Status free(DevicePtr ptr);
     Status recordStream(DevicePtr ptr, StreamId stream);
     void emptyCache(PoolId pool);
+    Status setMemoryLimitLocked(std::optional<size_t> bytes)
+    {
+        std::lock_guard lock(m_mutex);
+        m_allowedMemoryMaximum = bytes;
+        return Status::Ok;
+    }
     Status setMemoryFractionLocked(double fraction)
     {
         std::lock_guard lock(m_mutex);
@@ -271,6 +277,7 @@ public:
     std::vector<SegmentInfo> snapshotLocked() const; // the caller holds mutex()
     std::mutex& mutex() const { return m_mutex; }
     bool cachedBlockAvailable(size_t origSize, StreamId stream);
+    bool reservationReleasesFirst(size_t origSize, StreamId stream);
     Status beginAllocateToPool(PoolId id, std::function<bool(StreamId)> filter);
     Status endAllocateToPool(PoolId id);
     Status releasePool(PoolId id);
@@ -545,6 +552,22 @@ bool DeviceAllocator::cachedBlockAvailable(size_t origSize, StreamId stream)
     p.pool = &getPool(p.size, stream);
     p.expandableActive = m_config.expandableSegments;
     return findFreeBlock(p) != p.pool->blocks.end();
+}
+
+bool DeviceAllocator::reservationReleasesFirst(size_t origSize, StreamId stream)
+{
+    // What malloc() would do before its first reservation, for a request no cached block serves: garbage
+    // collection runs when reserved bytes exceed the threshold's share of the cap, and the cap itself refuses a
+    // reservation that would pass it (then the cache is released and the reservation retried).
+    std::lock_guard lock(m_mutex);
+    if (!m_allowedMemoryMaximum)
+        return false;
+    const size_t size = CachingAllocator::roundSize(origSize, m_config);
+    if (m_config.garbageCollectionThreshold > 0.0
+        && m_totalAllocatedMemory
+            > static_cast<size_t>(m_config.garbageCollectionThreshold * static_cast<double>(*m_allowedMemoryMaximum)))
+        return true;
+    return m_totalAllocatedMemory + CachingAllocator::allocationSize(size, m_config) > *m_allowedMemoryMaximum;
 }
 
 void DeviceAllocator::garbageCollectCachedBlocks()
@@ -1452,6 +1475,12 @@ Status CachingAllocator::emptyCache(int device)
     return Status::Ok;
 }
 
+Status CachingAllocator::setMemoryLimit(int device, std::optional<size_t> bytes)
+{
+    DeviceAllocator* d = this->device(device);
+    return d ? d->setMemoryLimitLocked(bytes) : Status::InvalidDevice;
+}
+
 Status CachingAllocator::setMemoryFraction(int device, double fraction)
 {
     DeviceAllocator* d = this->device(device);
@@ -1496,6 +1525,12 @@ std::vector<SegmentInfo> CachingAllocator::snapshotAll(const std::function<void(
         result.insert(result.end(), std::make_move_iterator(one.begin()), std::make_move_iterator(one.end()));
     }
     return result;
+}
+
+bool CachingAllocator::reservationReleasesFirst(int device, size_t size, StreamId stream) const
+{
+    DeviceAllocator* d = this->device(device);
+    return d && d->reservationReleasesFirst(size, stream);
 }
 
 bool CachingAllocator::cachedBlockAvailable(int device, size_t size, StreamId stream) const

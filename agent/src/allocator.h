@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -146,6 +147,9 @@ public:
     Status emptyCache(int device);
     // setMemoryFraction: cap the bytes `device` may reserve at fraction * total device memory (1 = no cap).
     Status setMemoryFraction(int device, double fraction);
+    // The same cap given in bytes (PyTorch's allowed_memory_maximum, size_t(fraction * total)); nullopt: no cap.
+    // For the decision oracle, which replays a trace made under a fraction of a device it does not have.
+    Status setMemoryLimit(int device, std::optional<size_t> bytes);
 
     DeviceStats stats(int device) const;
     void resetPeakStats(int device);
@@ -153,6 +157,10 @@ public:
     // Whether malloc(device, size, stream) would be served by a cached block right now (get_free_block's choice),
     // without changing anything. For tools that must tell an empty_cache() from a malloc's own cache release.
     bool cachedBlockAvailable(int device, size_t size, StreamId stream) const;
+    // Whether malloc(device, size, stream), when no cached block serves it, releases cached blocks before its first
+    // reservation: garbage collection (garbage_collection_threshold of the memory cap) or the cap refusing the
+    // reservation. False without a cap. Changes nothing.
+    bool reservationReleasesFirst(int device, size_t size, StreamId stream) const;
     // torch.cuda.memory_snapshot() for one device: its segments sorted by address.
     std::vector<SegmentInfo> snapshot(int device) const;
     // Every device's segments (device by device, each sorted by address), taken while holding every device lock

@@ -22,6 +22,7 @@
 
 #include "allocator.h"
 #include "config.h"
+#include "diffcommand.h"
 #include "hostbackend.h"
 #include "io/snapshotio.h"
 #include "model/snapshot.h"
@@ -185,6 +186,34 @@ namespace {
         return c;
     }
 
+    // The device memory to give the replay's backend when the command line does not say: small enough that each
+    // expandable segment's address reservation (9/8 of the device's memory in whole 20 MiB pages, as
+    // ExpandableSegment reserves it) ends before the next one the trace shows. Distinct segments are a device's
+    // memory or more apart, pages of one segment less, so the smallest gap of 1 GiB or more between the trace's
+    // mapped addresses is one reservation plus the driver's alignment. 0: no expandable segment, or only one.
+    size_t estimateDeviceMemory(const model::Trace& trace)
+    {
+        std::vector<uint64_t> maps;
+        for (const model::TraceEntry& e : trace) {
+            if (e.action == Action::SegmentMap)
+                maps.push_back(uint64_t(e.addr));
+        }
+        std::sort(maps.begin(), maps.end());
+        maps.erase(std::unique(maps.begin(), maps.end()), maps.end());
+        constexpr uint64_t MinGap = uint64_t(1) << 30;
+        uint64_t reservation = 0;
+        for (size_t i = 1; i < maps.size(); ++i) {
+            const uint64_t gap = maps[i] - maps[i - 1];
+            if (gap >= MinGap && (reservation == 0 || gap < reservation))
+                reservation = gap;
+        }
+        if (reservation == 0)
+            return 0;
+        constexpr uint64_t LargePage = 20 << 20; // kLargeBuffer, the large pool's page
+        const uint64_t pages = reservation / LargePage; // whole pages that fit
+        return size_t((pages * LargePage) / 9 * 8) - LargePage;
+    }
+
     struct DeviceResult {
         size_t allocs = 0; // alloc entries in the trace
         size_t matchedAllocs = 0;
@@ -200,12 +229,13 @@ namespace {
     class DeviceReplay {
     public:
         DeviceReplay(int device, const model::Snapshot& s, agent::CachingAllocator& allocator,
-                     agent::HostBackend& backend, Recorder& recorder)
+                     agent::HostBackend& backend, Recorder& recorder, size_t memoryLimit)
             : m_device(device)
             , m_snapshot(s)
             , m_allocator(allocator)
             , m_backend(backend)
             , m_recorder(recorder)
+            , m_memoryLimit(memoryLimit)
         {
         }
 
@@ -268,15 +298,34 @@ namespace {
             m_reservedBefore[m_entries.size()] = reserved;
 
             // Segments alive at the end must come from this trace, else it does not start with the process.
+            // An expandable segment is reported as each contiguous mapped range (snapshot()), so it may begin
+            // inside a range the trace mapped, after pages before it were unmapped.
             std::set<uintptr_t> created;
+            std::map<uintptr_t, uintptr_t> mapped; // start -> end of every range the trace mapped
             for (const Entry& e : m_entries) {
-                if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap)
+                if (e.action == Action::SegmentAlloc)
                     created.insert(e.addr);
+                if (e.action == Action::SegmentMap) {
+                    uintptr_t& end = mapped[e.addr];
+                    end = std::max(end, e.addr + e.size);
+                }
             }
+            auto wasMapped = [&](uintptr_t a) {
+                auto it = mapped.upper_bound(a);
+                if (it == mapped.begin())
+                    return false;
+                for (--it;; --it) {
+                    if (a < it->second)
+                        return true;
+                    if (it == mapped.begin())
+                        return false;
+                }
+            };
             for (const model::Segment& seg : m_snapshot.segments) {
                 if (seg.device != m_device)
                     continue;
-                if (!created.count(uintptr_t(seg.address))) {
+                const uintptr_t a = uintptr_t(seg.address);
+                if (!(seg.isExpandable ? wasMapped(a) : created.count(a))) {
                     m_unreplayable = "the trace is incomplete: segment " + hex(uintptr_t(seg.address))
                         + " of the final state was never allocated in it (recording started late, or the "
                           "max_entries ring buffer wrapped); only a complete trace can be replayed";
@@ -502,6 +551,9 @@ namespace {
                     }
                     if (m_allocator.cachedBlockAvailable(m_device, term.size, agent::StreamId { term.stream }))
                         emptyCacheFirst = true;
+                    else if (m_memoryLimit)
+                        emptyCacheFirst = !m_allocator.reservationReleasesFirst(m_device, term.size,
+                                                                                agent::StreamId { term.stream });
                     else if (term.action == Action::Alloc && m_reservedBefore[m_next] + firstReserve <= m_peakReserved)
                         emptyCacheFirst = true;
                 }
@@ -539,9 +591,11 @@ namespace {
                     }
                 }
                 const Entry& term = m_entries[j];
-                if (term.action == Action::Oom)
+                // Under a memory cap the allocator refuses by itself (no device call), as PyTorch's did; without
+                // one, the device said no: the backend is told to.
+                if (!m_memoryLimit && term.action == Action::Oom)
                     m_backend.failNextReservations(m_device, -1);
-                else if (releases)
+                else if (!m_memoryLimit && releases)
                     m_backend.failNextReservations(m_device, 1);
                 if (term.action == Action::Alloc && !beginCaptureFor(term))
                     return false;
@@ -623,8 +677,9 @@ namespace {
                     const std::string state(model::blockStateName(eb.state));
                     if (state != stateName(gb))
                         return differ(bwhere + " is " + state + " in the snapshot, " + stateName(gb) + " in memscope");
-                    if (eb.state != model::BlockState::Inactive && eb.hasRequestedSize
-                        && size_t(eb.requestedSize) != gb.requestedSize)
+                    // Inactive blocks too: PyTorch leaves the last user's requested_size on a cached block, and
+                    // which one survives a split or merge is part of its decisions.
+                    if (eb.hasRequestedSize && size_t(eb.requestedSize) != gb.requestedSize)
                         return differ(bwhere + " was requested with " + std::to_string(eb.requestedSize)
                                       + " B in the snapshot, " + std::to_string(gb.requestedSize) + " B in memscope");
                 }
@@ -645,6 +700,7 @@ namespace {
         agent::CachingAllocator& m_allocator;
         agent::HostBackend& m_backend;
         Recorder& m_recorder;
+        const size_t m_memoryLimit; // the cap the trace was made under (0: none)
         std::vector<Entry> m_entries;
         std::string m_unreplayable;
         size_t m_next = 0;
@@ -659,85 +715,164 @@ namespace {
 
 } // namespace
 
-AllocatorReplayOutput allocatorReplaySnapshot(const model::Snapshot& snapshot, const std::string& name)
-{
-    AllocatorReplayOutput out;
-    std::string settingsProblem;
-    const agent::AllocatorConfig config
-        = configFromSettings(snapshot.allocatorSettings ? &*snapshot.allocatorSettings : nullptr, settingsProblem);
-    if (!settingsProblem.empty())
-        out.out += name + ": " + settingsProblem + "; using the parsed values the snapshot reports\n";
+namespace {
 
-    const int devices = std::max(snapshot.deviceCount(), 1);
-    agent::HostBackend::Options options;
-    options.deviceCount = devices;
-    options.scripted = true;
-    options.completeEventsImmediately = false;
-    agent::HostBackend backend(options);
-    agent::CachingAllocator allocator(backend, config);
-    Recorder recorder;
-    allocator.setTraceObserver(&recorder);
+    AllocatorReplayOutput replayOnce(const model::Snapshot& snapshot, const std::string& name,
+                                     const AllocatorReplayOptions& replayOptions)
+    {
+        AllocatorReplayOutput out;
+        std::string settingsProblem;
+        const agent::AllocatorConfig config
+            = configFromSettings(snapshot.allocatorSettings ? &*snapshot.allocatorSettings : nullptr, settingsProblem);
+        if (!settingsProblem.empty())
+            out.out += name + ": " + settingsProblem + "; using the parsed values the snapshot reports\n";
 
-    size_t matched = 0, total = 0;
-    bool identical = true;
-    for (int d = 0; d < snapshot.deviceCount(); ++d) {
-        DeviceReplay replay(d, snapshot, allocator, backend, recorder);
-        const DeviceResult r = replay.run();
-        recorder.events.clear();
-        matched += r.matchedAllocs;
-        total += r.allocs;
-        const bool ok = r.replayed && r.stateIdentical && r.matchedAllocs == r.allocs;
-        identical = identical && ok;
-        size_t events = 0;
-        for (size_t c : r.counts)
-            events += c;
-        std::string line = "device " + std::to_string(d) + ": " + std::to_string(events) + " events, "
-            + std::to_string(r.matchedAllocs) + "/" + std::to_string(r.allocs) + " allocations at PyTorch's addresses, "
-            + std::to_string(r.counts[size_t(Action::FreeRequested)]) + " frees, "
-            + std::to_string(r.counts[size_t(Action::SegmentAlloc)]) + " segment allocs, "
-            + std::to_string(r.counts[size_t(Action::SegmentFree)]) + " segment frees, "
-            + std::to_string(r.counts[size_t(Action::SegmentMap)]) + " maps, "
-            + std::to_string(r.counts[size_t(Action::SegmentUnmap)]) + " unmaps, "
-            + std::to_string(r.counts[size_t(Action::Oom)]) + " OOMs";
-        if (r.replayed)
-            line += r.stateIdentical ? "; final state identical (" + std::to_string(r.segments) + " segments, "
-                    + std::to_string(r.blocks) + " blocks)"
-                                     : "; final state differs: " + r.stateDifference;
-        else
-            line += "; " + r.divergence;
-        out.out += line + "\n";
+        const int devices = std::max(snapshot.deviceCount(), 1);
+        agent::HostBackend::Options options;
+        options.deviceCount = devices;
+        options.scripted = true;
+        options.completeEventsImmediately = false;
+        agent::HostBackend backend(options);
+        for (int d = 0; d < snapshot.deviceCount(); ++d) {
+            const size_t memory = replayOptions.deviceMemory ? replayOptions.deviceMemory
+                                                             : estimateDeviceMemory(snapshot.deviceTraces[size_t(d)]);
+            if (memory)
+                backend.setCapacity(d, memory);
+        }
+        agent::CachingAllocator allocator(backend, config);
+        Recorder recorder;
+        allocator.setTraceObserver(&recorder);
+        if (replayOptions.memoryLimit) {
+            for (int d = 0; d < devices; ++d)
+                allocator.setMemoryLimit(d, replayOptions.memoryLimit);
+        }
+
+        size_t matched = 0, total = 0;
+        bool identical = true;
+        for (int d = 0; d < snapshot.deviceCount(); ++d) {
+            DeviceReplay replay(d, snapshot, allocator, backend, recorder, replayOptions.memoryLimit);
+            const DeviceResult r = replay.run();
+            recorder.events.clear();
+            matched += r.matchedAllocs;
+            total += r.allocs;
+            const bool ok = r.replayed && r.stateIdentical && r.matchedAllocs == r.allocs;
+            identical = identical && ok;
+            size_t events = 0;
+            for (size_t c : r.counts)
+                events += c;
+            std::string line = "device " + std::to_string(d) + ": " + std::to_string(events) + " events, "
+                + std::to_string(r.matchedAllocs) + "/" + std::to_string(r.allocs)
+                + " allocations at PyTorch's addresses, " + std::to_string(r.counts[size_t(Action::FreeRequested)])
+                + " frees, " + std::to_string(r.counts[size_t(Action::SegmentAlloc)]) + " segment allocs, "
+                + std::to_string(r.counts[size_t(Action::SegmentFree)]) + " segment frees, "
+                + std::to_string(r.counts[size_t(Action::SegmentMap)]) + " maps, "
+                + std::to_string(r.counts[size_t(Action::SegmentUnmap)]) + " unmaps, "
+                + std::to_string(r.counts[size_t(Action::Oom)]) + " OOMs";
+            if (r.replayed)
+                line += r.stateIdentical ? "; final state identical (" + std::to_string(r.segments) + " segments, "
+                        + std::to_string(r.blocks) + " blocks)"
+                                         : "; final state differs: " + r.stateDifference;
+            else
+                line += "; " + r.divergence;
+            out.out += line + "\n";
+        }
+        out.out += "matched " + std::to_string(matched) + "/" + std::to_string(total)
+            + " allocations, final state identical: " + (identical ? "yes" : "no") + "\n";
+        out.exitCode = identical ? 0 : 1;
+        return out;
     }
-    out.out += "matched " + std::to_string(matched) + "/" + std::to_string(total)
-        + " allocations, final state identical: " + (identical ? "yes" : "no") + "\n";
-    out.exitCode = identical ? 0 : 1;
-    return out;
+
+    // The cap a trace was made under, when the command line does not give it: every reservation respected it, so
+    // it is at least the trace's peak reservation, and the peak is where the allocator's own decisions (garbage
+    // collection at a share of the cap, refusing a reservation past it) reproduce best. 0: the trace shows no sign
+    // of a cap (no oom entry, no garbage_collection_threshold).
+    size_t capCandidate(const model::Snapshot& snapshot, const agent::AllocatorConfig& config)
+    {
+        bool capSigns = config.garbageCollectionThreshold > 0.0;
+        size_t peak = 0;
+        for (const model::Trace& trace : snapshot.deviceTraces) {
+            size_t reserved = 0;
+            for (const model::TraceEntry& e : trace) {
+                if (e.action == Action::SegmentAlloc || e.action == Action::SegmentMap)
+                    reserved += size_t(e.size);
+                else if (e.action == Action::SegmentFree || e.action == Action::SegmentUnmap)
+                    reserved -= std::min(reserved, size_t(e.size));
+                else if (e.action == Action::Oom)
+                    capSigns = true;
+                peak = std::max(peak, reserved);
+            }
+        }
+        return capSigns ? peak : 0;
+    }
+
+} // namespace
+
+AllocatorReplayOutput allocatorReplaySnapshot(const model::Snapshot& snapshot, const std::string& name,
+                                              const AllocatorReplayOptions& replayOptions)
+{
+    AllocatorReplayOutput out = replayOnce(snapshot, name, replayOptions);
+    if (out.exitCode == 0 || replayOptions.memoryLimit)
+        return out;
+    // torch.cuda.set_per_process_memory_fraction is not in the snapshot: try the cap the trace implies.
+    std::string ignored;
+    const agent::AllocatorConfig config
+        = configFromSettings(snapshot.allocatorSettings ? &*snapshot.allocatorSettings : nullptr, ignored);
+    AllocatorReplayOptions capped = replayOptions;
+    capped.memoryLimit = capCandidate(snapshot, config);
+    if (!capped.memoryLimit)
+        return out;
+    AllocatorReplayOutput withCap = replayOnce(snapshot, name, capped);
+    if (withCap.exitCode != 0) {
+        out.out += name
+            + ": no memory cap given, and none found that replays it either; if the job called "
+              "torch.cuda.set_per_process_memory_fraction, pass --memory-limit (the fraction times the "
+              "device's total memory)\n";
+        return out;
+    }
+    withCap.out = name + ": no memory cap given; replayed under a cap of " + std::to_string(capped.memoryLimit)
+        + " B (its peak reservation), as torch.cuda.set_per_process_memory_fraction sets one; --memory-limit gives "
+          "the real one\n"
+        + withCap.out;
+    return withCap;
 }
 
 AllocatorReplayOutput allocatorReplay(const std::vector<std::string>& args)
 {
     AllocatorReplayOutput out;
-    std::vector<std::string> files;
-    for (const std::string& a : args) {
-        if (a.size() > 1 && a[0] == '-') {
-            out.exitCode = 2;
-            out.err = "memscope-cli: unknown option '" + a + "' for 'allocator-replay'\n";
-            return out;
-        }
-        files.push_back(a);
-    }
-    if (files.size() != 1) {
+    constexpr const char* Usage
+        = "usage: memscope-cli allocator-replay SNAPSHOT [--memory-limit BYTES] [--device-memory BYTES]\n";
+    auto usage = [&](const std::string& why) {
         out.exitCode = 2;
-        out.err = "memscope-cli: 'allocator-replay' needs exactly one SNAPSHOT\n"
-                  "usage: memscope-cli allocator-replay SNAPSHOT\n";
+        out.err = "memscope-cli: " + why + "\n" + Usage;
         return out;
+    };
+    std::vector<std::string> files;
+    AllocatorReplayOptions options;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a == "--memory-limit" || a == "--device-memory") {
+            model::ByteCount bytes = 0;
+            if (i + 1 >= args.size())
+                return usage(a + " needs a byte count");
+            if (!parseByteCount(args[i + 1], bytes) || bytes <= 0)
+                return usage(a + " needs a positive byte count (e.g. 340069974, 80GiB), not '" + args[i + 1] + "'");
+            (a == "--memory-limit" ? options.memoryLimit : options.deviceMemory) = size_t(bytes);
+            ++i;
+        } else if (a.size() > 1 && a[0] == '-') {
+            return usage("unknown option '" + a + "' for 'allocator-replay'");
+        } else {
+            files.push_back(a);
+        }
     }
+    if (files.size() != 1)
+        return usage("'allocator-replay' needs exactly one SNAPSHOT");
     io::LoadResult loaded = io::loadSnapshot(files[0]);
     if (!loaded.ok()) {
         out.exitCode = 1;
         out.err = "memscope-cli: " + loaded.error.toString() + "\n";
         return out;
     }
-    return allocatorReplaySnapshot(*loaded.snapshot, files[0]);
+    return allocatorReplaySnapshot(*loaded.snapshot, files[0], options);
 }
 
 int runAllocatorReplay(const std::vector<std::string>& args)
