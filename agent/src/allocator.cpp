@@ -277,7 +277,7 @@ public:
     std::vector<SegmentInfo> snapshotLocked() const; // the caller holds mutex()
     std::mutex& mutex() const { return m_mutex; }
     bool cachedBlockAvailable(size_t origSize, StreamId stream);
-    bool reservationReleasesFirst(size_t origSize, StreamId stream);
+    bool reservationReleasesFirst(size_t origSize);
     Status beginAllocateToPool(PoolId id, std::function<bool(StreamId)> filter);
     Status endAllocateToPool(PoolId id);
     Status releasePool(PoolId id);
@@ -554,7 +554,7 @@ bool DeviceAllocator::cachedBlockAvailable(size_t origSize, StreamId stream)
     return findFreeBlock(p) != p.pool->blocks.end();
 }
 
-bool DeviceAllocator::reservationReleasesFirst(size_t origSize, StreamId stream)
+bool DeviceAllocator::reservationReleasesFirst(size_t origSize)
 {
     // What malloc() would do before its first reservation, for a request no cached block serves: garbage
     // collection runs when reserved bytes exceed the threshold's share of the cap, and the cap itself refuses a
@@ -1527,10 +1527,10 @@ std::vector<SegmentInfo> CachingAllocator::snapshotAll(const std::function<void(
     return result;
 }
 
-bool CachingAllocator::reservationReleasesFirst(int device, size_t size, StreamId stream) const
+bool CachingAllocator::reservationReleasesFirst(int device, size_t size) const
 {
     DeviceAllocator* d = this->device(device);
-    return d && d->reservationReleasesFirst(size, stream);
+    return d && d->reservationReleasesFirst(size);
 }
 
 bool CachingAllocator::cachedBlockAvailable(int device, size_t size, StreamId stream) const

@@ -157,10 +157,10 @@ public:
     // Whether malloc(device, size, stream) would be served by a cached block right now (get_free_block's choice),
     // without changing anything. For tools that must tell an empty_cache() from a malloc's own cache release.
     bool cachedBlockAvailable(int device, size_t size, StreamId stream) const;
-    // Whether malloc(device, size, stream), when no cached block serves it, releases cached blocks before its first
+    // Whether malloc(device, size, any stream), when no cached block serves it, releases cached blocks before its first
     // reservation: garbage collection (garbage_collection_threshold of the memory cap) or the cap refusing the
     // reservation. False without a cap. Changes nothing.
-    bool reservationReleasesFirst(int device, size_t size, StreamId stream) const;
+    bool reservationReleasesFirst(int device, size_t size) const;
     // torch.cuda.memory_snapshot() for one device: its segments sorted by address.
     std::vector<SegmentInfo> snapshot(int device) const;
     // Every device's segments (device by device, each sorted by address), taken while holding every device lock

@@ -9,6 +9,10 @@
 #include "testutil.h"
 
 #include <QCoreApplication>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTest>
 
@@ -46,6 +50,17 @@ size_t nthAlloc(const model::Snapshot& s, int device, size_t n)
     return 0;
 }
 
+// The cap a corpus trace was made under (tests/data/corpus/X.meta.json: allowed_memory_maximum), 0 for none.
+qlonglong corpusCap(const QString& pickle)
+{
+    QString meta = pickle;
+    meta.replace(QLatin1String(".pickle"), QLatin1String(".meta.json"));
+    QFile f(meta);
+    if (!f.open(QIODevice::ReadOnly))
+        qFatal("cannot read %s", qPrintable(meta));
+    return QJsonDocument::fromJson(f.readAll()).object().value(QLatin1String("allowed_memory_maximum")).toInteger();
+}
+
 } // namespace
 
 class TestAllocatorReplay : public QObject {
@@ -53,6 +68,10 @@ class TestAllocatorReplay : public QObject {
 private Q_SLOTS:
     void everySharedTraceMatches_data();
     void everySharedTraceMatches();
+    void everyCorpusTraceMatches_data();
+    void everyCorpusTraceMatches();
+    void wrongCapDiverges_data();
+    void wrongCapDiverges();
     void throughTheBinary();
     void alteredTraceDiverges_data();
     void alteredTraceDiverges();
@@ -94,6 +113,73 @@ void TestAllocatorReplay::everySharedTraceMatches()
     QCOMPARE(lastLine(r.out), "matched " + n + "/" + n + " allocations, final state identical: yes");
     QVERIFY(r.out.find("device 0: ") == 0);
     QVERIFY(r.out.find("final state identical (") != std::string::npos);
+}
+
+void TestAllocatorReplay::everyCorpusTraceMatches_data()
+{
+    // Every trace of the wider corpus (tests/data/corpus/README.md), made under every allocator setting: with the
+    // memory cap it was made under, and without it (allocator-replay then finds one the trace implies).
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<qlonglong>("cap");
+    QTest::addColumn<bool>("capGiven");
+    const QDir dir(QString::fromStdString(test::dataPath("corpus")));
+    const QStringList files = dir.entryList({ QStringLiteral("*.pickle") }, QDir::Files, QDir::Name);
+    QVERIFY(files.size() >= 17);
+    for (const QString& name : files) {
+        const QString path = dir.filePath(name);
+        const qlonglong cap = corpusCap(path);
+        QTest::newRow(qPrintable(name)) << path << cap << true;
+        if (cap)
+            QTest::newRow(qPrintable(name + QLatin1String(", cap not given"))) << path << cap << false;
+    }
+}
+
+void TestAllocatorReplay::everyCorpusTraceMatches()
+{
+    QFETCH(QString, file);
+    QFETCH(qlonglong, cap);
+    QFETCH(bool, capGiven);
+    std::vector<std::string> args { file.toStdString() };
+    if (cap && capGiven)
+        args.insert(args.end(), { "--memory-limit", std::to_string(cap) });
+    const AllocatorReplayOutput r = allocatorReplay(args);
+    QVERIFY2(r.exitCode == 0, (r.out + r.err).c_str());
+    QVERIFY2(r.err.empty(), r.err.c_str());
+    const std::string last = lastLine(r.out);
+    const size_t slash = last.find('/');
+    QVERIFY2(last.rfind("matched ", 0) == 0 && slash != std::string::npos, last.c_str());
+    const std::string matched = last.substr(8, slash - 8);
+    QCOMPARE(last, "matched " + matched + "/" + matched + " allocations, final state identical: yes");
+    QVERIFY(std::stoul(matched) > 100);
+    // Garbage collection needs the cap: without it the output says which one it replayed under.
+    const bool inferred = r.out.find("no memory cap given; replayed under a cap of ") != std::string::npos;
+    if (capGiven || !cap)
+        QVERIFY(!inferred);
+    else if (file.contains(QLatin1String("gc")))
+        QVERIFY2(inferred, r.out.c_str());
+}
+
+void TestAllocatorReplay::wrongCapDiverges_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<double>("factor"); // of the real cap
+    QTest::newRow("gc 0.5: half the cap") << QStringLiteral("gc05_fraction.pickle") << 0.5;
+    QTest::newRow("gc 0.7: 1.3 times the cap") << QStringLiteral("gc07_fraction.pickle") << 1.3;
+    QTest::newRow("release and retry: 0.9 times the cap") << QStringLiteral("oom_retry.pickle") << 0.9;
+    QTest::newRow("expandable, gc: 1.5 times the cap") << QStringLiteral("expandable_gc_fraction.pickle") << 1.5;
+}
+
+void TestAllocatorReplay::wrongCapDiverges()
+{
+    // The cap decides: garbage collection's threshold and release-and-retry follow it, so a wrong one must show.
+    QFETCH(QString, file);
+    QFETCH(double, factor);
+    const QString path = QString::fromStdString(test::dataPath("corpus/" + file.toStdString()));
+    const qlonglong cap = qlonglong(double(corpusCap(path)) * factor);
+    const AllocatorReplayOutput r = allocatorReplay({ path.toStdString(), "--memory-limit", std::to_string(cap) });
+    QCOMPARE(r.exitCode, 1);
+    QVERIFY2(r.out.find("first divergence at event ") != std::string::npos, r.out.c_str());
+    QVERIFY2(lastLine(r.out).find("final state identical: no") != std::string::npos, r.out.c_str());
 }
 
 void TestAllocatorReplay::throughTheBinary()
@@ -208,6 +294,14 @@ void TestAllocatorReplay::badCommandLines_data()
                                << QStringLiteral("needs exactly one SNAPSHOT");
     QTest::newRow("unknown option") << QStringList { QStringLiteral("--verbose"), QStringLiteral("a.pickle") }
                                     << QStringLiteral("unknown option '--verbose'");
+    QTest::newRow("cap without a value") << QStringList { QStringLiteral("a.pickle"), QStringLiteral("--memory-limit") }
+                                         << QStringLiteral("--memory-limit needs a byte count");
+    QTest::newRow("cap not a size") << QStringList { QStringLiteral("a.pickle"), QStringLiteral("--memory-limit"),
+                                                     QStringLiteral("lots") }
+                                    << QStringLiteral("not 'lots'");
+    QTest::newRow("zero device memory") << QStringList { QStringLiteral("--device-memory"), QStringLiteral("0"),
+                                                         QStringLiteral("a.pickle") }
+                                        << QStringLiteral("--device-memory needs a positive byte count");
 }
 
 void TestAllocatorReplay::badCommandLines()

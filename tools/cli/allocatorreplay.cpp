@@ -552,8 +552,7 @@ namespace {
                     if (m_allocator.cachedBlockAvailable(m_device, term.size, agent::StreamId { term.stream }))
                         emptyCacheFirst = true;
                     else if (m_memoryLimit)
-                        emptyCacheFirst = !m_allocator.reservationReleasesFirst(m_device, term.size,
-                                                                                agent::StreamId { term.stream });
+                        emptyCacheFirst = !m_allocator.reservationReleasesFirst(m_device, term.size);
                     else if (term.action == Action::Alloc && m_reservedBefore[m_next] + firstReserve <= m_peakReserved)
                         emptyCacheFirst = true;
                 }
