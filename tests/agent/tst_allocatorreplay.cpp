@@ -72,6 +72,8 @@ private Q_SLOTS:
     void everyCorpusTraceMatches();
     void wrongCapDiverges_data();
     void wrongCapDiverges();
+    void deviceMemoryDecidesExpandableAddresses_data();
+    void deviceMemoryDecidesExpandableAddresses();
     void throughTheBinary();
     void alteredTraceDiverges_data();
     void alteredTraceDiverges();
@@ -180,6 +182,31 @@ void TestAllocatorReplay::wrongCapDiverges()
     QCOMPARE(r.exitCode, 1);
     QVERIFY2(r.out.find("first divergence at event ") != std::string::npos, r.out.c_str());
     QVERIFY2(lastLine(r.out).find("final state identical: no") != std::string::npos, r.out.c_str());
+}
+
+void TestAllocatorReplay::deviceMemoryDecidesExpandableAddresses_data()
+{
+    QTest::addColumn<QString>("memory"); // --device-memory, empty: estimated from the trace
+    QTest::addColumn<bool>("identical");
+    QTest::newRow("estimated from the trace") << QString() << true;
+    QTest::newRow("the H100's 85017493504 B it was made on") << QStringLiteral("85017493504") << true;
+    QTest::newRow("an H200's 141 GiB: reservations overlap the trace's next segment")
+        << QStringLiteral("141GiB") << false;
+    QTest::newRow("1 GiB: less than the trace reserved (1.7 GiB on stream 0)") << QStringLiteral("1GiB") << false;
+}
+
+void TestAllocatorReplay::deviceMemoryDecidesExpandableAddresses()
+{
+    // Each expandable segment reserves address space for 9/8 of the device's memory; the trace's segments on two
+    // streams lie one reservation apart, and one grows to 1.4 GiB.
+    QFETCH(QString, memory);
+    QFETCH(bool, identical);
+    std::vector<std::string> args { test::dataPath("corpus/expandable_scripted.pickle") };
+    if (!memory.isEmpty())
+        args.insert(args.end(), { "--device-memory", memory.toStdString() });
+    const AllocatorReplayOutput r = allocatorReplay(args);
+    QCOMPARE(r.exitCode, identical ? 0 : 1);
+    QVERIFY2((lastLine(r.out).find("final state identical: yes") != std::string::npos) == identical, r.out.c_str());
 }
 
 void TestAllocatorReplay::throughTheBinary()

@@ -219,6 +219,11 @@ private Q_SLOTS:
         for (const char* f : files)
             for (const char* v : { "timeline", "segments", "tree", "events", "overview" })
                 QTest::addRow("%s %s", f, v) << snapshot(f) << QString::fromLatin1(v);
+        // The wider corpus (tests/data/corpus/README.md): torch.compile, a GPT-2, every allocator setting.
+        const QDir corpus(QString::fromStdString(memscope::test::dataPath("corpus")));
+        for (const QString& f : corpus.entryList({ QStringLiteral("*.pickle") }, QDir::Files, QDir::Name))
+            for (const char* v : { "timeline", "segments", "tree", "events", "overview" })
+                QTest::addRow("corpus %s %s", qPrintable(f), v) << corpus.filePath(f) << QString::fromLatin1(v);
     }
 
     void screenshotCommandRendersEveryView()
