@@ -246,6 +246,16 @@ def expandable_gc_fraction(torch):
     scripted(torch, 'expandable_gc_fraction', steps=2000, seed=12, big=True, empty_cache_every=800)
 
 
+@workload(env={'PYTORCH_CUDA_ALLOC_CONF': 'garbage_collection_threshold:0.8'}, fraction=0.005)
+def gc_alone_fraction(torch):
+    scripted(torch, 'gc_alone_fraction', steps=2000, seed=13, big=True)
+
+
+@workload(env={'PYTORCH_CUDA_ALLOC_CONF': 'expandable_segments:True,max_split_size_mb:64'})
+def expandable_max_split(torch):
+    scripted(torch, 'expandable_max_split', steps=2000, seed=14, empty_cache_every=650)
+
+
 # --- running ------------------------------------------------------------------------------------------------------
 
 def reference_outputs(name):
