@@ -11,6 +11,7 @@
 #include "config.h"
 #include "dump.h"
 #include "hostbackend.h"
+#include "observer.h"
 #include "publisher.h"
 #if MEMSCOPE_AGENT_HAVE_CUDA
 #include "cudabackend.h"
@@ -241,6 +242,9 @@ namespace {
     }
 
 } // namespace
+
+void setLastApiError(std::string message) { setError(std::move(message)); }
+
 } // namespace memscope::agent
 
 using namespace memscope::agent;

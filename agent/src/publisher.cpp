@@ -194,15 +194,49 @@ namespace {
 
 } // namespace
 
+namespace {
+
+    // memscope's own allocator as a source: its state is taken under every device lock at once, so the rings'
+    // positions read there are exact.
+    class AllocatorSource final : public EventSource {
+    public:
+        explicit AllocatorSource(CachingAllocator& allocator)
+            : m_allocator(allocator)
+        {
+        }
+        int deviceCount() const override { return m_allocator.deviceCount(); }
+        bool takeState(const std::vector<EventRing*>& rings, std::vector<SegmentInfo>& state,
+                       std::vector<uint64_t>& written) override
+        {
+            state = m_allocator.snapshotAll([&] {
+                for (size_t d = 0; d < rings.size(); ++d)
+                    written[d] = rings[d]->written();
+            });
+            return true;
+        }
+
+    private:
+        CachingAllocator& m_allocator;
+    };
+
+} // namespace
+
 Publisher::Publisher(CachingAllocator& allocator, PublisherOptions options)
-    : m_allocator(allocator)
+    : Publisher(*new AllocatorSource(allocator), std::move(options))
+{
+    m_ownedSource.reset(&m_source);
+}
+
+Publisher::Publisher(EventSource& source, PublisherOptions options)
+    : m_source(source)
     , m_options(std::move(options))
     , m_useTsc(useTsc())
 {
     if (m_options.ringCapacity == 0)
         m_options.ringCapacity = ringRecordsFromEnvironment();
-    m_channels.reserve(size_t(std::max(allocator.deviceCount(), 1)));
-    for (int d = 0; d < std::max(allocator.deviceCount(), 1); ++d)
+    const int devices = std::max(source.deviceCount(), 1);
+    m_channels.reserve(size_t(devices));
+    for (int d = 0; d < devices; ++d)
         m_channels.push_back(std::make_unique<Channel>(m_options.ringCapacity));
     clockPair(m_tscBase, m_clockBaseNs);
     m_anchorTsc = m_tscBase;
@@ -630,11 +664,39 @@ void Publisher::sendStack(const StackTable::Stack& stack)
         frames[i].fileOffset = addString(it->second.second);
         frames[i].line = 0; // dladdr knows no lines
     }
+    sendStackMessage(stack.id, frames, strings);
+}
+
+void Publisher::sendSymbolizedStack(uint32_t stackId, const std::vector<SymbolFrame>& symbolFrames)
+{
+    std::vector<wire::FrameRecord> frames(std::min(symbolFrames.size(), size_t(wire::MaxStackFrames)));
+    std::string strings;
+    std::unordered_map<std::string, uint32_t> offsets;
+    auto addString = [&](const std::string& text) {
+        auto [it, added] = offsets.emplace(text, uint32_t(strings.size()));
+        if (added) {
+            strings += text;
+            strings += '\0';
+        }
+        return it->second;
+    };
+    for (size_t i = 0; i < frames.size(); ++i) {
+        frames[i].address = 0;
+        frames[i].nameOffset = addString(symbolFrames[i].name);
+        frames[i].fileOffset = addString(symbolFrames[i].filename);
+        frames[i].line = int32_t(std::clamp<int64_t>(symbolFrames[i].line, INT32_MIN, INT32_MAX));
+    }
+    sendStackMessage(stackId, frames, strings);
+}
+
+void Publisher::sendStackMessage(uint32_t stackId, const std::vector<wire::FrameRecord>& frames,
+                                 const std::string& strings)
+{
     wire::StackDefHeader header {};
     header.magic = wire::Magic;
     header.version = wire::ProtocolVersion;
-    header.stackId = stack.id;
-    header.frameCount = stack.count;
+    header.stackId = stackId;
+    header.frameCount = uint32_t(frames.size());
     header.stringBytes = uint32_t(strings.size());
     m_stackMessage.clear();
     append(m_stackMessage, header);
@@ -663,14 +725,27 @@ bool Publisher::sendBatch(EventRing& ring, size_t count, uint64_t upTo)
     header.count = uint32_t(count);
     header.firstSequence = firstSequence;
     zmq_msg_t message;
+    const bool observed = m_source.observed();
+    if (observed) {
+        // An observed allocator's records are completed (block sizes, stacks) before they are numbered; the
+        // definitions of their stacks go out first.
+        const size_t n = ring.pop(m_batch.data(), count, upTo);
+        m_source.complete(m_batch.data(), n, *this);
+        for (size_t i = 0; i < n; ++i)
+            renumber(m_batch[i]);
+    }
     if (!m_compress) {
         if (zmq_msg_init_size(&message, sizeof header + rawBytes) != 0)
             return false;
         auto* frame = static_cast<char*>(zmq_msg_data(&message));
         std::memcpy(frame, &header, sizeof header);
-        ring.pop(reinterpret_cast<wire::EventRecord*>(frame + sizeof header), count, upTo, renumber);
+        if (observed)
+            std::memcpy(frame + sizeof header, m_batch.data(), rawBytes);
+        else
+            ring.pop(reinterpret_cast<wire::EventRecord*>(frame + sizeof header), count, upTo, renumber);
     } else {
-        ring.pop(m_batch.data(), count, upTo, renumber);
+        if (!observed)
+            ring.pop(m_batch.data(), count, upTo, renumber);
         m_rawBytes += rawBytes;
         const int packed = LZ4_compress_fast_extState(m_lz4State.data(), reinterpret_cast<const char*>(m_batch.data()),
                                                       m_packed.data(), int(rawBytes), int(m_packed.size()), 1);
@@ -776,20 +851,24 @@ void Publisher::answerRequests()
         // The state is the allocator's after the records each ring holds at that moment: publish exactly those,
         // then the state is the one after the last sequence given.
         std::vector<uint64_t> written(m_channels.size());
-        const std::vector<SegmentInfo> segments = m_allocator.snapshotAll([&] {
-            for (size_t d = 0; d < m_channels.size(); ++d)
-                written[d] = m_channels[d]->ring.written();
-        });
+        std::vector<EventRing*> rings;
+        for (const auto& c : m_channels)
+            rings.push_back(&c->ring);
+        std::vector<SegmentInfo> segments;
+        if (!m_source.takeState(rings, segments, written))
+            continue; // the viewer asks again
         drain(written.data());
+        m_source.stateSent(segments);
         // A viewer that joins late missed the definitions of stacks interned before it subscribed (it subscribes
         // before it asks, docs/protocol.md): send them again, ahead of the state and of any later record.
         resendStacks();
+        m_source.resendStacks(*this);
         const uint64_t lastSequence = m_sequence;
 
         wire::Hello hello {};
         hello.magic = wire::Magic;
         hello.version = wire::ProtocolVersion;
-        hello.deviceCount = uint16_t(m_allocator.deviceCount());
+        hello.deviceCount = uint16_t(m_source.deviceCount());
         hello.pid = uint32_t(::getpid());
         hello.clockBaseNs = m_clockBaseNs;
         char host[sizeof hello.host] = {};
@@ -842,8 +921,10 @@ void Publisher::answerRequests()
 void Publisher::run()
 {
     pthread_setname_np(pthread_self(), "memscope-pub");
-    if (m_compress) {
+    m_threadId.store(std::this_thread::get_id());
+    if (m_compress || m_source.observed())
         m_batch.assign(MaxBatchRecords, wire::EventRecord {});
+    if (m_compress) {
         m_packed.resize(size_t(LZ4_compressBound(int(MaxBatchRecords * sizeof(wire::EventRecord)))));
         m_lz4State.resize(size_t(LZ4_sizeofState()));
     }
@@ -854,6 +935,8 @@ void Publisher::run()
             std::this_thread::sleep_for(std::chrono::nanoseconds(10000000u - since));
         calibrate();
     }
+    if (m_source.observed())
+        takeBaseline();
     auto lastCalibration = std::chrono::steady_clock::now();
     auto lastSend = std::chrono::steady_clock::now();
 
@@ -903,6 +986,28 @@ void Publisher::run()
         m_done = true;
     }
     m_doneCv.notify_all();
+}
+
+void Publisher::takeBaseline()
+{
+    // What the observed allocator held before we started is in this first state; the records the rings took
+    // meanwhile are in it too and never go out.
+    std::vector<uint64_t> written(m_channels.size());
+    std::vector<EventRing*> rings;
+    for (const auto& c : m_channels)
+        rings.push_back(&c->ring);
+    std::vector<SegmentInfo> state;
+    if (!m_source.takeState(rings, state, written))
+        return; // records go out as they are; a viewer's state request retries
+    for (size_t d = 0; d < m_channels.size(); ++d) {
+        for (;;) {
+            const size_t n = m_channels[d]->ring.pop(m_batch.data(), MaxBatchRecords, written[d]);
+            if (n == 0)
+                break;
+            m_source.discard(m_batch.data(), n);
+        }
+    }
+    m_source.stateSent(state);
 }
 
 void Publisher::stop(unsigned maxWaitMs)

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "allocator.h"
+#include "eventsource.h"
 #include "ring.h"
 #include "stacks.h"
 
@@ -62,7 +63,7 @@ struct PublisherOptions {
     size_t maxStackFrames = size_t(1) << 19;
 };
 
-class Publisher final : public TraceObserver {
+class Publisher final : public TraceObserver, public StackSender {
 public:
     // 2^17 records (9 MiB, calloc'ed: committed as records reach the pages): ~65 ms of a 2 M events/s burst, the
     // time the publisher thread may go unscheduled on a busy machine before the ring overflows.
@@ -71,6 +72,8 @@ public:
 
     // Does not start anything; `allocator` must outlive the publisher (the state replies read it).
     Publisher(CachingAllocator& allocator, PublisherOptions options);
+    // The same for any source (eventsource.h), which must outlive the publisher.
+    Publisher(EventSource& source, PublisherOptions options);
     ~Publisher() override; // stop()s, and waits for the thread however long it takes
 
     // Binds the sockets and starts the thread. False (and *error says why) when the endpoint cannot be used; the
@@ -85,6 +88,23 @@ public:
     // and interned); nothing else. Returns the record's stack id.
     void onTraceEvent(const TraceEvent& event) override;
     uint32_t onTraceEventWithStack(const TraceEvent& event) override;
+
+    // An observed allocator's event (observer.h), on the thread holding that allocator's device lock: one record
+    // into the ring, time stamped now; `fill` writes everything but sequence, lost and timeNs. False when dropped.
+    template <typename Fill> bool pushObserved(int device, Fill&& fill) noexcept
+    {
+        if (!m_enabled.load(std::memory_order_relaxed) || device < 0 || size_t(device) >= m_channels.size())
+            return false;
+        const uint64_t now = eventTime();
+        return m_channels[size_t(device)]->ring.push([&](wire::EventRecord& r) noexcept {
+            fill(r);
+            r.timeNs = now;
+        });
+    }
+    // StackSender: a stack symbolised elsewhere, on topic "S". Publisher thread only.
+    void sendSymbolizedStack(uint32_t stackId, const std::vector<SymbolFrame>& frames) override;
+    // Whether the calling thread is the publisher's (an observer stamps the states it takes there).
+    bool onPublisherThread() const { return std::this_thread::get_id() == m_threadId.load(); }
 
     const std::string& endpoint() const { return m_endpoint; }
     const std::string& stateEndpoint() const { return m_stateEndpoint; }
@@ -137,8 +157,13 @@ private:
     void anchor() noexcept; // publisher thread: a fresh (ticks, realtime) pair for the records about to go out
     uint64_t realtimeOf(uint64_t time) const noexcept; // publisher thread: a record's stamp -> CLOCK_REALTIME ns
 
-    CachingAllocator& m_allocator;
+    void takeBaseline(); // publisher thread, observed sources: the first state, and the records it holds dropped
+    void sendStackMessage(uint32_t stackId, const std::vector<wire::FrameRecord>& frames, const std::string& strings);
+
+    std::unique_ptr<EventSource> m_ownedSource; // memscope's allocator, adapted
+    EventSource& m_source;
     PublisherOptions m_options;
+    std::atomic<std::thread::id> m_threadId {};
     // One per device, each on its own cache lines: the producer-side fields are written under that device's lock.
     struct alignas(64) Channel {
         explicit Channel(size_t capacity)

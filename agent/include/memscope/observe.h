@@ -1,0 +1,113 @@
+/* memscope observer: publish ANOTHER caching allocator's events (PyTorch's own, from a torch extension that attaches
+ * a trace tracker: agent/python/memscope_observer.cpp) through memscope's publisher and wire protocol, so that every
+ * memscope viewer (memscope --attach, memscope-cli record) sees the job exactly as that allocator runs it.
+ *
+ * The host gives memscope three things:
+ *   - every event, as it happens, from the thread holding the observed allocator's device lock:
+ *     memscope_observe_event() writes one fixed-size record into a preallocated ring and returns (no allocation,
+ *     no lock, no system call); a block event carries the size the caller asked for, and memscope derives the
+ *     block's size from the allocator settings and the blocks it follows (PyTorch's rules);
+ *   - on request, the allocator's whole state (hooks.state, on memscope's publisher thread): every segment and its
+ *     blocks through the sink functions below. The state is stamped by the MEMSCOPE_OBSERVED_SNAPSHOT event each
+ *     device's allocator reports while it takes its part of the state (PyTorch's snapshot() records one per device
+ *     under that device's lock), so a viewer joining late applies exactly the events that came after;
+ *   - the frames of the contexts its events name (hooks.symbolize, on the publisher thread, batched): a context is
+ *     an opaque non-zero number the host chose; memscope asks for each context of a record it sends, once, and
+ *     tells the host (hooks.release) about contexts of records it never sends. Equal frame lists share one stack
+ *     id, sent once (topic "S").
+ *
+ * Every function may be called from any thread, never throws, and reports failure through its return value
+ * (memscope_last_error() then says why). Nothing here touches memscope's own allocator. */
+#pragma once
+
+#include "memscope/agent.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The action of an observed event: wire::EventType's numbers (common/wire/protocol.h), plus the snapshot stamp. */
+enum {
+    MEMSCOPE_OBSERVED_ALLOC = 0, /* address: the block; size: the bytes asked for */
+    MEMSCOPE_OBSERVED_FREE_REQUESTED = 1,
+    MEMSCOPE_OBSERVED_FREE_COMPLETED = 2,
+    MEMSCOPE_OBSERVED_SEGMENT_ALLOC = 3, /* address, size: the segment */
+    MEMSCOPE_OBSERVED_SEGMENT_FREE = 4,
+    MEMSCOPE_OBSERVED_SEGMENT_MAP = 5,
+    MEMSCOPE_OBSERVED_SEGMENT_UNMAP = 6,
+    MEMSCOPE_OBSERVED_OOM = 7, /* address: the device's free bytes; size: the bytes asked for */
+    MEMSCOPE_OBSERVED_SNAPSHOT = 100 /* the device's part of a state was taken just now */
+};
+
+typedef struct memscope_observed_event {
+    uint8_t action; /* MEMSCOPE_OBSERVED_* */
+    uint8_t device; /* < the device_count given to memscope_observe_start */
+    uint8_t reserved[2];
+    uint32_t context; /* 0: none */
+    uint64_t address;
+    uint64_t size;
+    uint64_t stream; /* the raw cudaStream_t */
+    int64_t pool_first; /* the segment's memory pool, (0, 0) the default one */
+    int64_t pool_second;
+} memscope_observed_event;
+
+typedef struct memscope_frame {
+    const char* name; /* UTF-8, copied by memscope */
+    const char* filename;
+    int64_t line;
+} memscope_frame;
+
+typedef struct memscope_observer_sink memscope_observer_sink; /* opaque; valid during the hook call only */
+
+typedef struct memscope_observer_hooks {
+    void* user;
+    /* Publisher thread: the state of every device, taken now; 0, or -1 when there is none to give. */
+    int (*state)(void* user, memscope_observer_sink* sink);
+    /* Publisher thread: the frames of each context (memscope_observer_context_frames), then the contexts are the
+     * host's to release. A context the host cannot symbolise is simply left out. */
+    void (*symbolize)(void* user, const uint32_t* contexts, size_t count, memscope_observer_sink* sink);
+    /* Publisher thread: contexts memscope will not ask about (their records were never sent). May be NULL. */
+    void (*release)(void* user, const uint32_t* contexts, size_t count);
+} memscope_observer_hooks;
+
+/* Starts publishing at `endpoint` (NULL or "": the agent's default, see memscope_publish_start) for an allocator
+ * of `device_count` devices whose settings are `allocator_settings` (PYTORCH_CUDA_ALLOC_CONF syntax; NULL or "":
+ * PyTorch's defaults). The hooks are copied; `hooks->state` and `hooks->symbolize` are required. 0, or -1
+ * (memscope_last_error). Starting again stops the previous observer first. */
+MEMSCOPE_AGENT_API int memscope_observe_start(const char* endpoint, int device_count, const char* allocator_settings,
+                                              const memscope_observer_hooks* hooks) MEMSCOPE_NOEXCEPT;
+
+/* One observed event; see the file comment. 1 if it was recorded, 0 if not (not observing, a full ring, a bad
+ * device): then memscope will never ask about its context. */
+MEMSCOPE_AGENT_API int memscope_observe_event(const memscope_observed_event* event) MEMSCOPE_NOEXCEPT;
+
+/* Publishes what is queued and a Goodbye, then stops; waits at most 200 ms. The hooks are not called after it
+ * returns. */
+MEMSCOPE_AGENT_API void memscope_observe_stop(void) MEMSCOPE_NOEXCEPT;
+
+/* The endpoint observed events go to ("" when not observing). Valid until the next start or stop. */
+MEMSCOPE_AGENT_API const char* memscope_observe_endpoint(void) MEMSCOPE_NOEXCEPT;
+
+/* Records dropped because the ring was full, since observing started. */
+MEMSCOPE_AGENT_API uint64_t memscope_observe_lost(void) MEMSCOPE_NOEXCEPT;
+
+/* Inside hooks.state: a segment, then memscope_observer_block for each of its blocks in address order (a block's
+ * address is the segment's plus the sizes before it). */
+MEMSCOPE_AGENT_API void memscope_observer_segment(memscope_observer_sink* sink, int device, uint64_t address,
+                                                  uint64_t stream, int64_t pool_first, int64_t pool_second,
+                                                  int is_large, int is_expandable) MEMSCOPE_NOEXCEPT;
+MEMSCOPE_AGENT_API void memscope_observer_block(memscope_observer_sink* sink, uint64_t size, uint64_t requested_size,
+                                                int allocated, int active, const memscope_frame* frames,
+                                                size_t frame_count) MEMSCOPE_NOEXCEPT;
+
+/* Inside hooks.symbolize: the frames of one context, innermost first. */
+MEMSCOPE_AGENT_API void memscope_observer_context_frames(memscope_observer_sink* sink, uint32_t context,
+                                                         const memscope_frame* frames,
+                                                         size_t frame_count) MEMSCOPE_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
