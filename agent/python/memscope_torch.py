@@ -1,4 +1,18 @@
-"""memscope_torch: make memscope's agent (libmemscope-agent.so) PyTorch's CUDA allocator.
+"""memscope_torch: show a PyTorch job's GPU memory in memscope, live.
+
+Two ways, both publishing to every memscope viewer (``memscope --attach``, ``memscope-cli record``):
+
+``observe()`` (or ``python -m memscope_torch train.py ARGS``)
+    PyTorch's own caching allocator stays in charge; memscope attaches a trace tracker to it (a small torch
+    extension, ``memscope_observer.cpp`` beside this file, built by ``torch.utils.cpp_extension`` the first time:
+    it needs a C++ compiler and the CUDA toolkit) and publishes every event with the user's Python call stacks
+    (``stacks="python"``, PyTorch's own memory history with ``max_entries=1``). CUDA graphs, private pools,
+    expandable segments and every allocator setting behave exactly as without memscope. Choose it for any PyTorch
+    job.
+``use()``
+    memscope's own allocator (the same decisions as PyTorch's) replaces PyTorch's through
+    ``CUDAPluggableAllocator``. Choose it where there is no compiler, or for the agent's dumps and stacks of native
+    frames; torch cannot run CUDA graphs (``mode="reduce-overhead"``) on a pluggable allocator.
 
 Call ``use()`` before the first CUDA allocation of the process (torch refuses to swap a CUDA allocator that has
 already been used)::
@@ -54,10 +68,12 @@ CUDA call after that failed too (the context is lost).
 Only torch is needed; ``dump_snapshot()`` uses ctypes from the standard library.
 """
 
+import atexit
 import ctypes
 import os
+import sys
 
-__all__ = ["find_library", "use", "dump_snapshot"]
+__all__ = ["find_library", "use", "observe", "stop_observing", "dump_snapshot"]
 
 _LIBRARY_NAME = "libmemscope-agent.so"
 _allocator = None
@@ -114,6 +130,98 @@ def use(path=None, oom="raise"):
     return allocator
 
 
+_observer = None  # the built extension, once observe() ran
+_observer_endpoint = None
+
+
+def _include_dir():
+    """The folder holding memscope/observe.h: a source tree's agent/include, or include/ beside this file."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "..", "include"), os.path.join(here, "include")):
+        if os.path.exists(os.path.join(candidate, "memscope", "observe.h")):
+            return os.path.abspath(candidate)
+    raise FileNotFoundError("memscope/observe.h not found beside %s" % here)
+
+
+def _build_observer(library, verbose):
+    from torch.utils import cpp_extension
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    return cpp_extension.load(
+        name="memscope_observer",
+        sources=[os.path.join(here, "memscope_observer.cpp")],
+        extra_include_paths=[_include_dir()],
+        extra_ldflags=[library, "-Wl,-rpath," + os.path.dirname(library)],
+        with_cuda=True,
+        verbose=verbose,
+    )
+
+
+def observe(endpoint=None, stacks="python", context="alloc", path=None, verbose=False):
+    """Publishes PyTorch's own CUDA caching allocator's events to memscope's viewers; returns the endpoint.
+
+    ``endpoint``: where (``ipc:///path`` or ``tcp://host:port``; default ``$MEMSCOPE_ENDPOINT``, else
+    ``ipc://$XDG_RUNTIME_DIR/memscope-<pid>``). ``stacks``: ``"python"`` (the user's Python frames),
+    ``"all"`` (Python and C++ frames, slower) or ``None`` (no stacks: the cheapest). ``context``: whose stacks
+    PyTorch captures, ``"alloc"`` (allocations) or ``"all"`` (frees too). Without CUDA, a compiler or the CUDA
+    toolkit it prints one line and returns None: the job runs on, unobserved. Calling it again returns the endpoint
+    already in use.
+    """
+    global _observer, _observer_endpoint
+    if _observer_endpoint is not None:
+        return _observer_endpoint
+    import torch
+
+    if not torch.cuda.is_available():
+        print("memscope: no CUDA device: the job runs unobserved", file=sys.stderr)
+        return None
+    try:
+        library = find_library(path)
+        ctypes.CDLL(library, mode=ctypes.RTLD_GLOBAL)
+        if _observer is None:
+            _observer = _build_observer(library, verbose)
+    except Exception as e:  # a missing compiler or toolkit must not stop the job
+        print("memscope: cannot build the observer (%s: %s): the job runs unobserved"
+              % (type(e).__name__, str(e).strip().splitlines()[-1] if str(e).strip() else ""), file=sys.stderr)
+        return None
+    torch.cuda.init()
+    if stacks:
+        # PyTorch captures a context per event only while its memory history is on; one entry of its own trace
+        # is kept (memscope keeps the history).
+        torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks=stacks, max_entries=1)
+    if stacks and not getattr(torch.autograd.backward, "_memscope", False):
+        _attribute_backward(torch)
+    _observer_endpoint = _observer.start(endpoint or os.environ.get("MEMSCOPE_ENDPOINT", ""))
+    atexit.register(stop_observing)
+    print("memscope: observing PyTorch's allocator at %s" % _observer_endpoint, file=sys.stderr)
+    return _observer_endpoint
+
+
+def _attribute_backward(torch):
+    """Allocations of the autograd engine's threads carry no Python frames; while torch.autograd.backward runs
+    (Tensor.backward calls it), they get the frames of its caller, under an "<autograd engine>" frame."""
+    real = torch.autograd.backward
+
+    def backward(*args, **kwargs):
+        token = _observer.backward_begin()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            _observer.backward_end(token)
+
+    backward._memscope = True
+    backward.__wrapped__ = real
+    torch.autograd.backward = backward
+
+
+def stop_observing():
+    """Publishes what is queued and a goodbye; called at exit by itself."""
+    global _observer_endpoint
+    if _observer is not None and _observer_endpoint is not None:
+        _observer.stop()
+        _observer_endpoint = None
+
+
 def dump_snapshot(path=None):
     """Writes the agent's snapshot pickle now (memscope_dump_snapshot); returns 0, or raises OSError."""
     library = ctypes.CDLL(_library_path or find_library())
@@ -123,3 +231,40 @@ def dump_snapshot(path=None):
     if library.memscope_dump_snapshot(path.encode() if path else None) != 0:
         raise OSError(library.memscope_last_error().decode(errors="replace"))
     return 0
+
+
+def _main(argv):
+    """python -m memscope_torch [--use] [--stacks python|all|none] [--endpoint E] SCRIPT [ARGS...]"""
+    import runpy
+
+    mode, stacks, endpoint = "observe", "python", None
+    while argv and argv[0].startswith("--"):
+        option = argv.pop(0)
+        if option == "--use":
+            mode = "use"
+        elif option == "--stacks" and argv:
+            stacks = None if argv[0] == "none" else argv[0]
+            argv.pop(0)
+        elif option == "--endpoint" and argv:
+            endpoint = argv.pop(0)
+        else:
+            print("usage: python -m memscope_torch [--use] [--stacks python|all|none] [--endpoint E] SCRIPT [ARGS]",
+                  file=sys.stderr)
+            return 2
+    if not argv:
+        print("usage: python -m memscope_torch [--use] [--stacks python|all|none] [--endpoint E] SCRIPT [ARGS]",
+              file=sys.stderr)
+        return 2
+    if mode == "use":
+        if endpoint:
+            os.environ["MEMSCOPE_ENDPOINT"] = endpoint
+        use()
+    else:
+        observe(endpoint=endpoint, stacks=stacks)
+    sys.argv = argv
+    runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -14,6 +14,7 @@ namespace {
 
     constexpr uint64_t NoStamp = std::numeric_limits<uint64_t>::max();
     constexpr size_t MaxStacks = size_t(1) << 22;
+    constexpr unsigned ObservedDrainIntervalMs = 25;
 
     bool isBlockEvent(uint8_t action)
     {
@@ -40,6 +41,9 @@ Observer::Observer(const memscope_observer_hooks& hooks, const AllocatorConfig& 
     , m_stamps(new std::atomic<uint64_t>[size_t(m_deviceCount)])
 {
     options.stackDepth = 0; // the observed allocator's stacks are its contexts, not ours
+    // Contexts are symbolised with the host's interpreter lock (Python frames): every drain takes it from the job's
+    // threads. Fewer, larger batches take it less often and symbolise each distinct frame once per batch.
+    options.drainIntervalMs = std::max(options.drainIntervalMs, ObservedDrainIntervalMs);
     m_publisher = std::make_unique<Publisher>(*this, std::move(options));
     for (int d = 0; d < m_deviceCount; ++d)
         m_stamps[size_t(d)].store(NoStamp);
