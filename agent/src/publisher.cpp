@@ -42,6 +42,9 @@ namespace {
 
     constexpr size_t MaxBatchRecords = 4096; // ~288 KiB per message at most
     constexpr int LingerMs = 150; // what close may wait to flush the Goodbye unless stop() allows more
+    constexpr int RouterHwm = 2; // state replies queued per peer; a peer that asks and never reads holds no more
+    constexpr size_t MaxStateRequesters = 64; // distinct peers waiting for one state; more are dropped (they retry)
+    constexpr unsigned MinStateIntervalMs = 100; // between two states taken, however many viewers ask
 
     int64_t steadyNs()
     {
@@ -474,6 +477,7 @@ bool Publisher::start(std::string* error)
     zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(m_router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(m_pub, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);
+    zmq_setsockopt(m_router, ZMQ_SNDHWM, &RouterHwm, sizeof RouterHwm);
     if (ipv6) {
         const int on = 1;
         zmq_setsockopt(m_pub, ZMQ_IPV6, &on, sizeof on);
@@ -821,8 +825,12 @@ void Publisher::answerZap()
 
 void Publisher::answerRequests()
 {
+    // Requests are collected, not answered one by one: every requester waiting when a state is taken gets that same
+    // state, one message shared by reference (zmq_msg_copy), and states are taken at most every MinStateIntervalMs.
+    // So the job's memory and CPU do not grow with the number of viewers asking (or with peers that ask and never
+    // read: the ROUTER keeps at most RouterHwm replies per peer, and those share one buffer).
     for (;;) {
-        std::vector<std::vector<char>> frames;
+        std::vector<std::string> frames;
         for (;;) {
             zmq_msg_t msg;
             zmq_msg_init(&msg);
@@ -831,15 +839,15 @@ void Publisher::answerRequests()
                 break;
             }
             const char* data = static_cast<const char*>(zmq_msg_data(&msg));
-            frames.emplace_back(data, data + zmq_msg_size(&msg));
+            if (frames.size() < 4) // identity [, empty delimiter], request: anything longer is not ours
+                frames.emplace_back(data, data + zmq_msg_size(&msg));
             const bool more = zmq_msg_more(&msg);
             zmq_msg_close(&msg);
             if (!more)
                 break;
         }
         if (frames.empty())
-            return;
-        // identity [, empty delimiter from a REQ socket], request
+            break;
         if (frames.size() < 2 || frames.back().size() != sizeof(wire::Request))
             continue;
         wire::Request request;
@@ -847,75 +855,109 @@ void Publisher::answerRequests()
         if (request.magic != wire::Magic || request.version != wire::ProtocolVersion
             || request.type != uint16_t(wire::RequestType::State))
             continue;
-
-        // The state is the allocator's after the records each ring holds at that moment: publish exactly those,
-        // then the state is the one after the last sequence given.
-        std::vector<uint64_t> written(m_channels.size());
-        std::vector<EventRing*> rings;
-        for (const auto& c : m_channels)
-            rings.push_back(&c->ring);
-        std::vector<SegmentInfo> segments;
-        if (!m_source.takeState(rings, segments, written))
-            continue; // the viewer asks again
-        drain(written.data());
-        m_source.stateSent(segments);
-        // A viewer that joins late missed the definitions of stacks interned before it subscribed (it subscribes
-        // before it asks, docs/protocol.md): send them again, ahead of the state and of any later record.
-        resendStacks();
-        m_source.resendStacks(*this);
-        const uint64_t lastSequence = m_sequence;
-
-        wire::Hello hello {};
-        hello.magic = wire::Magic;
-        hello.version = wire::ProtocolVersion;
-        hello.deviceCount = uint16_t(m_source.deviceCount());
-        hello.pid = uint32_t(::getpid());
-        hello.clockBaseNs = m_clockBaseNs;
-        char host[sizeof hello.host] = {};
-        ::gethostname(host, sizeof host - 1);
-        copyString(hello.host, sizeof hello.host, host);
-        copyString(hello.agentVersion, sizeof hello.agentVersion, MEMSCOPE_AGENT_VERSION);
-
-        wire::StateHeader state {};
-        state.lastSequence = lastSequence;
-        state.segmentCount = uint32_t(segments.size());
-        for (const SegmentInfo& s : segments)
-            state.blockCount += uint32_t(s.blocks.size());
-
-        std::vector<char> reply;
-        reply.reserve(sizeof hello + sizeof state + segments.size() * sizeof(wire::SegmentRecord)
-                      + state.blockCount * sizeof(wire::BlockRecord));
-        append(reply, hello);
-        append(reply, state);
-        for (const SegmentInfo& s : segments) {
-            wire::SegmentRecord r {};
-            r.address = s.address;
-            r.size = s.totalSize;
-            r.stream = raw(s.stream);
-            r.poolFirst = int32_t(s.pool.first);
-            r.poolSecond = int32_t(s.pool.second);
-            r.device = uint8_t(s.device);
-            r.isExpandable = s.isExpandable;
-            r.isSmall = !s.isLarge;
-            append(reply, r);
+        frames.pop_back(); // the routing frames stay: identity [, delimiter]
+        if (std::find(m_stateRequesters.begin(), m_stateRequesters.end(), frames) != m_stateRequesters.end())
+            continue; // asked twice before being answered: one answer
+        if (m_stateRequesters.size() >= MaxStateRequesters) {
+            ++m_stateRequestsDropped; // it asks again after its timeout
+            continue;
         }
-        for (const SegmentInfo& s : segments) {
-            for (const BlockInfo& b : s.blocks) {
-                wire::BlockRecord r {};
-                r.address = b.address;
-                r.size = b.size;
-                r.requestedSize = b.requestedSize;
-                r.stream = raw(s.stream);
-                r.device = uint8_t(s.device);
-                r.state = b.allocated ? 1 : (b.active ? 2 : 0);
-                r.stackId = b.stackId; // its Alloc's stack (sent again just before this reply)
-                append(reply, r);
-            }
-        }
-        for (size_t i = 0; i + 1 < frames.size(); ++i)
-            zmq_send(m_router, frames[i].data(), frames[i].size(), ZMQ_SNDMORE);
-        zmq_send(m_router, reply.data(), reply.size(), 0);
+        m_stateRequesters.push_back(std::move(frames));
     }
+    if (m_stateRequesters.empty())
+        return;
+    const int64_t now = steadyNs();
+    if (m_lastStateNs != 0 && now - m_lastStateNs < int64_t(MinStateIntervalMs) * 1000000)
+        return; // the run loop comes back once the interval has passed
+    m_lastStateNs = now;
+    ++m_statesTaken;
+
+    // The state is the allocator's after the records each ring holds at that moment: publish exactly those,
+    // then the state is the one after the last sequence given.
+    std::vector<uint64_t> written(m_channels.size());
+    std::vector<EventRing*> rings;
+    for (const auto& c : m_channels)
+        rings.push_back(&c->ring);
+    std::vector<SegmentInfo> segments;
+    if (!m_source.takeState(rings, segments, written)) {
+        m_stateRequesters.clear(); // they ask again
+        return;
+    }
+    drain(written.data());
+    m_source.stateSent(segments);
+    // A viewer that joins late missed the definitions of stacks interned before it subscribed (it subscribes
+    // before it asks, docs/protocol.md): send them again, ahead of the state and of any later record.
+    resendStacks();
+    m_source.resendStacks(*this);
+    const uint64_t lastSequence = m_sequence;
+
+    wire::Hello hello {};
+    hello.magic = wire::Magic;
+    hello.version = wire::ProtocolVersion;
+    hello.deviceCount = uint16_t(m_source.deviceCount());
+    hello.pid = uint32_t(::getpid());
+    hello.clockBaseNs = m_clockBaseNs;
+    char host[sizeof hello.host] = {};
+    ::gethostname(host, sizeof host - 1);
+    copyString(hello.host, sizeof hello.host, host);
+    copyString(hello.agentVersion, sizeof hello.agentVersion, MEMSCOPE_AGENT_VERSION);
+
+    wire::StateHeader state {};
+    state.lastSequence = lastSequence;
+    state.segmentCount = uint32_t(segments.size());
+    for (const SegmentInfo& s : segments)
+        state.blockCount += uint32_t(s.blocks.size());
+
+    zmq_msg_t reply;
+    const size_t bytes = sizeof hello + sizeof state + segments.size() * sizeof(wire::SegmentRecord)
+        + size_t(state.blockCount) * sizeof(wire::BlockRecord);
+    if (zmq_msg_init_size(&reply, bytes) != 0) {
+        m_stateRequesters.clear(); // no memory now: they ask again
+        return;
+    }
+    char* out = static_cast<char*>(zmq_msg_data(&reply));
+    auto put = [&out](const auto& value) {
+        std::memcpy(out, &value, sizeof value);
+        out += sizeof value;
+    };
+    put(hello);
+    put(state);
+    for (const SegmentInfo& s : segments) {
+        wire::SegmentRecord r {};
+        r.address = s.address;
+        r.size = s.totalSize;
+        r.stream = raw(s.stream);
+        r.poolFirst = int32_t(s.pool.first);
+        r.poolSecond = int32_t(s.pool.second);
+        r.device = uint8_t(s.device);
+        r.isExpandable = s.isExpandable;
+        r.isSmall = !s.isLarge;
+        put(r);
+    }
+    for (const SegmentInfo& s : segments) {
+        for (const BlockInfo& b : s.blocks) {
+            wire::BlockRecord r {};
+            r.address = b.address;
+            r.size = b.size;
+            r.requestedSize = b.requestedSize;
+            r.stream = raw(s.stream);
+            r.device = uint8_t(s.device);
+            r.state = b.allocated ? 1 : (b.active ? 2 : 0);
+            r.stackId = b.stackId; // its Alloc's stack (sent again just before this reply)
+            put(r);
+        }
+    }
+    for (const std::vector<std::string>& routing : m_stateRequesters) {
+        zmq_msg_t copy;
+        zmq_msg_init(&copy);
+        zmq_msg_copy(&copy, &reply); // shares the buffer
+        for (const std::string& frame : routing)
+            zmq_send(m_router, frame.data(), frame.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        if (zmq_msg_send(&copy, m_router, ZMQ_DONTWAIT) < 0)
+            zmq_msg_close(&copy); // that peer's queue is full: it asked and does not read
+    }
+    zmq_msg_close(&reply);
+    m_stateRequesters.clear();
 }
 
 void Publisher::run()
@@ -949,6 +991,8 @@ void Publisher::run()
             if (items[0].revents & ZMQ_POLLIN)
                 answerRequests();
         }
+        if (!m_stateRequesters.empty())
+            answerRequests(); // requests held back by MinStateIntervalMs
         const auto now = std::chrono::steady_clock::now();
         if (now - lastCalibration >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {
             calibrate();

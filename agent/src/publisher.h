@@ -113,6 +113,10 @@ public:
     // Records written into the rings so far, all devices (heartbeats not included). Any thread.
     uint64_t recorded() const;
     uint64_t lastPublished() const { return m_lastPublished.load(std::memory_order_acquire); }
+    // States taken for viewers so far (one serves every viewer waiting then), and requests turned away because
+    // too many peers were waiting. Any thread.
+    uint64_t statesTaken() const { return m_statesTaken.load(std::memory_order_relaxed); }
+    uint64_t stateRequestsDropped() const { return m_stateRequestsDropped.load(std::memory_order_relaxed); }
     unsigned stackDepth() const { return m_stackDepth; }
     bool compressing() const { return m_compress; } // after start()
     bool curve() const { return m_curve; } // after start(): both sockets are CURVE servers
@@ -145,7 +149,7 @@ private:
     void sendFrame(const wire::EventRecord* records, size_t count); // publisher thread: a batch as it is
     // Publisher thread: drains every ring (ring d only up to upTo[d] when given) into batches; true if any.
     bool drain(const uint64_t* upTo = nullptr);
-    void answerRequests();
+    void answerRequests(); // publisher thread: collects state requests, answers them together (see the .cpp)
     void answerZap(); // publisher thread: ZAP requests (CURVE handshakes) on inproc://zeromq.zap.01
     void sendHeartbeat();
     // Publisher thread: symbolises and sends (topic "S") the stacks channel `device` interned since the last call.
@@ -164,6 +168,10 @@ private:
     EventSource& m_source;
     PublisherOptions m_options;
     std::atomic<std::thread::id> m_threadId {};
+    std::vector<std::vector<std::string>> m_stateRequesters; // publisher thread: routing frames of waiting peers
+    int64_t m_lastStateNs = 0; // publisher thread: steady clock, the last state taken
+    std::atomic<uint64_t> m_statesTaken { 0 };
+    std::atomic<uint64_t> m_stateRequestsDropped { 0 };
     // One per device, each on its own cache lines: the producer-side fields are written under that device's lock.
     struct alignas(64) Channel {
         explicit Channel(size_t capacity)

@@ -418,6 +418,19 @@ __attribute__((noinline)) DevicePtr memscopeStackTestKeepActivations(CachingAllo
     return r.ptr;
 }
 
+// This process's resident memory (VmRSS), in KiB; 0 when /proc cannot say.
+long residentKiB()
+{
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly))
+        return 0;
+    for (const QByteArray& line : status.readAll().split('\n')) {
+        if (line.startsWith("VmRSS:"))
+            return line.mid(6).trimmed().split(' ').value(0).toLong();
+    }
+    return 0;
+}
+
 class TestPublisher : public QObject {
     Q_OBJECT
 
@@ -963,6 +976,59 @@ private Q_SLOTS:
         QCOMPARE(model, final);
         QCOMPARE(client.goodbye->lastSequence, expected - 1);
         allocator.setTraceObserver(nullptr);
+    }
+
+    void manyAskersShareOneState()
+    {
+        // Two hundred peers ask for the state and never read, while one real viewer asks too: the job takes a
+        // handful of states (one serves everyone waiting), its memory does not grow with the askers (their
+        // replies share one buffer, at most two queued per peer), and the viewer still gets the exact state.
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        std::vector<DevicePtr> kept;
+        for (int i = 0; i < 3000; ++i) { // a state of a few thousand blocks: ~150 KiB per reply
+            const MallocResult r = allocator.malloc(0, size_t(512 + (i % 97) * 512), StreamId { uintptr_t(i % 2) });
+            QCOMPARE(r.status, Status::Ok);
+            if (i % 4)
+                kept.push_back(r.ptr);
+            else
+                QCOMPARE(allocator.free(0, r.ptr), Status::Ok);
+        }
+        std::this_thread::sleep_for(20ms);
+        const long rssBefore = residentKiB();
+
+        zmq::context_t context;
+        std::vector<zmq::socket_t> askers;
+        const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::State) };
+        for (int i = 0; i < 200; ++i) {
+            askers.emplace_back(context, zmq::socket_type::dealer);
+            askers.back().set(zmq::sockopt::linger, 0);
+            askers.back().set(zmq::sockopt::rcvhwm, 1);
+            askers.back().connect(publisher.stateEndpoint());
+            for (int k = 0; k < 5; ++k) // and again, without reading
+                askers.back().send(zmq::buffer(&request, sizeof request), zmq::send_flags::dontwait);
+        }
+        std::this_thread::sleep_for(300ms);
+        Client viewer(publisher.endpoint(), publisher.stateEndpoint());
+        const std::optional<StateReply> state = viewer.requestState(5000);
+        QVERIFY(state);
+        QCOMPARE(state->model(), Model::of(allocator.snapshotAll({})));
+        std::this_thread::sleep_for(300ms);
+        // 1000 requests from 200 peers: states are taken at most every 100 ms, for everyone waiting (64 at most).
+        QVERIFY2(publisher.statesTaken() <= 20, qPrintable(QString::number(publisher.statesTaken())));
+        QVERIFY(publisher.statesTaken() + publisher.stateRequestsDropped() >= 4);
+        const long grown = residentKiB() - rssBefore;
+        QVERIFY2(grown < 48 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(grown)));
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+        for (DevicePtr p : kept)
+            allocator.free(0, p);
     }
 
     void defaultEndpointFolder()
