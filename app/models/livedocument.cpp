@@ -134,8 +134,8 @@ namespace {
                                   uint64_t toStacks)
     {
         auto sameSegment = [](const ReplaySegment& a, const ReplaySegment& b) {
-            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream
-                && a.poolId == b.poolId && a.isExpandable == b.isExpandable;
+            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream && a.poolId == b.poolId
+                && a.isExpandable == b.isExpandable;
         };
         auto find = [](const std::vector<ReplaySegment>& segs, DeviceAddr address) -> const ReplaySegment* {
             auto it = std::lower_bound(segs.begin(), segs.end(), address,
@@ -280,10 +280,8 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         const int d = r.device();
         merged->appendReplayed(earlier, r, EarlierStacks);
         // The bridge: from the file's last state to the state the live recording joined at.
-        const auto& liveTrace = size_t(d) < now.deviceTraces.size() ? now.deviceTraces[size_t(d)]
-                                                                   : Trace {};
-        const auto& fileTrace = size_t(d) < earlier.deviceTraces.size() ? earlier.deviceTraces[size_t(d)]
-                                                                        : Trace {};
+        const auto& liveTrace = size_t(d) < now.deviceTraces.size() ? now.deviceTraces[size_t(d)] : Trace {};
+        const auto& fileTrace = size_t(d) < earlier.deviceTraces.size() ? earlier.deviceTraces[size_t(d)] : Trace {};
         const int64_t fileEnd = fileTrace.empty() ? 0 : fileTrace.back().timeUs;
         const int64_t joinAt = liveTrace.empty() ? fileEnd : std::max(fileEnd, liveTrace.front().timeUs);
         const ReplayState to = size_t(d) < current.m_document->replays.size()
@@ -459,14 +457,23 @@ size_t LiveDocument::flush(size_t maxEntries)
                 e.timeUs = l.timeUs;
                 e.stack = stackOf(l.stack);
                 switch (l.action) {
-                case Action::FreeCompleted: e.version = version(m_blockVersions, l.address, true); break;
+                case Action::FreeCompleted:
+                    e.version = version(m_blockVersions, l.address, true);
+                    break;
                 case Action::Alloc:
-                case Action::FreeRequested: e.version = version(m_blockVersions, l.address, false); break;
+                case Action::FreeRequested:
+                    e.version = version(m_blockVersions, l.address, false);
+                    break;
                 case Action::SegmentFree:
-                case Action::SegmentUnmap: e.version = version(m_segmentVersions, l.address, true); break;
+                case Action::SegmentUnmap:
+                    e.version = version(m_segmentVersions, l.address, true);
+                    break;
                 case Action::SegmentAlloc:
-                case Action::SegmentMap: e.version = version(m_segmentVersions, l.address, false); break;
-                default: break;
+                case Action::SegmentMap:
+                    e.version = version(m_segmentVersions, l.address, false);
+                    break;
+                default:
+                    break;
                 }
                 if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
                     s.streams.push_back(l.stream);

@@ -26,7 +26,6 @@ namespace {
 
     constexpr uint32_t None = UINT32_MAX;
 
-
     // A set of integers in [0, size) with predecessor / successor search: a 64-ary tree of bit words, O(log64 size)
     // per operation, no allocation after construction.
     class BitTree {

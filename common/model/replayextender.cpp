@@ -499,11 +499,13 @@ void ReplayExtender::insertGap(DeviceAddr start, DeviceAddr end)
             auto g = m_gaps.find(h.start);
             return g == m_gaps.end() || g->second != h.end;
         });
-        std::sort(m_heap.begin(), m_heap.end(),
-                  [](const HeapEntry& a, const HeapEntry& b) { return a.start != b.start ? a.start < b.start : a.end < b.end; });
-        m_heap.erase(std::unique(m_heap.begin(), m_heap.end(),
-                                 [](const HeapEntry& a, const HeapEntry& b) { return a.start == b.start && a.end == b.end; }),
-                     m_heap.end());
+        std::sort(m_heap.begin(), m_heap.end(), [](const HeapEntry& a, const HeapEntry& b) {
+            return a.start != b.start ? a.start < b.start : a.end < b.end;
+        });
+        m_heap.erase(
+            std::unique(m_heap.begin(), m_heap.end(),
+                        [](const HeapEntry& a, const HeapEntry& b) { return a.start == b.start && a.end == b.end; }),
+            m_heap.end());
         std::make_heap(m_heap.begin(), m_heap.end(), shorter<HeapEntry, HeapEntry>);
     }
 }

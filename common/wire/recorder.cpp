@@ -9,44 +9,52 @@ namespace memscope::wire {
 
 namespace {
 
-// PyTorch's small pool allocates 2 MiB segments (c10/cuda/CUDACachingAllocator.cpp: kSmallBuffer) and the large
-// pool never does (requests below kMinLargeAlloc get kLargeBuffer = 20 MiB), so a 2 MiB segment is a small one.
-constexpr uint64_t SmallSegmentSize = 2 << 20;
+    // PyTorch's small pool allocates 2 MiB segments (c10/cuda/CUDACachingAllocator.cpp: kSmallBuffer) and the large
+    // pool never does (requests below kMinLargeAlloc get kLargeBuffer = 20 MiB), so a 2 MiB segment is a small one.
+    constexpr uint64_t SmallSegmentSize = 2 << 20;
 
-model::Action actionOf(EventType type)
-{
-    switch (type) {
-    case EventType::Alloc: return model::Action::Alloc;
-    case EventType::FreeRequested: return model::Action::FreeRequested;
-    case EventType::FreeCompleted: return model::Action::FreeCompleted;
-    case EventType::SegmentAlloc: return model::Action::SegmentAlloc;
-    case EventType::SegmentFree: return model::Action::SegmentFree;
-    case EventType::SegmentMap: return model::Action::SegmentMap;
-    case EventType::SegmentUnmap: return model::Action::SegmentUnmap;
-    case EventType::Oom: return model::Action::Oom;
-    case EventType::Heartbeat:
-    case EventType::Count: break;
+    model::Action actionOf(EventType type)
+    {
+        switch (type) {
+        case EventType::Alloc:
+            return model::Action::Alloc;
+        case EventType::FreeRequested:
+            return model::Action::FreeRequested;
+        case EventType::FreeCompleted:
+            return model::Action::FreeCompleted;
+        case EventType::SegmentAlloc:
+            return model::Action::SegmentAlloc;
+        case EventType::SegmentFree:
+            return model::Action::SegmentFree;
+        case EventType::SegmentMap:
+            return model::Action::SegmentMap;
+        case EventType::SegmentUnmap:
+            return model::Action::SegmentUnmap;
+        case EventType::Oom:
+            return model::Action::Oom;
+        case EventType::Heartbeat:
+        case EventType::Count:
+            break;
+        }
+        return model::Action::Unknown;
     }
-    return model::Action::Unknown;
-}
 
-// True when [address, address + size) overlaps no entry of `map` (address -> object with a `size`), and does not
-// wrap around the address space.
-template <class Map>
-bool isFree(const Map& map, uint64_t address, uint64_t size)
-{
-    if (size == 0 || address + size < address)
-        return false;
-    auto next = map.lower_bound(address);
-    if (next != map.end() && next->first < address + size)
-        return false;
-    if (next != map.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second.size > address)
+    // True when [address, address + size) overlaps no entry of `map` (address -> object with a `size`), and does not
+    // wrap around the address space.
+    template <class Map> bool isFree(const Map& map, uint64_t address, uint64_t size)
+    {
+        if (size == 0 || address + size < address)
             return false;
+        auto next = map.lower_bound(address);
+        if (next != map.end() && next->first < address + size)
+            return false;
+        if (next != map.begin()) {
+            auto prev = std::prev(next);
+            if (prev->first + prev->second.size > address)
+                return false;
+        }
+        return true;
     }
-    return true;
-}
 
 } // namespace
 
@@ -456,9 +464,11 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         traceSize = e.size;
         return true;
     }
-    case EventType::Oom: return true; // address = free device bytes, size = the request: no state change
+    case EventType::Oom:
+        return true; // address = free device bytes, size = the request: no state change
     case EventType::Heartbeat:
-    case EventType::Count: break;
+    case EventType::Count:
+        break;
     }
     return false;
 }
@@ -618,14 +628,23 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
         for (model::TraceEntry& e : trace) {
             seeStream(e.stream);
             switch (e.action) {
-            case model::Action::FreeCompleted: e.version = version(blockVersions, e.addr, true); break;
+            case model::Action::FreeCompleted:
+                e.version = version(blockVersions, e.addr, true);
+                break;
             case model::Action::FreeRequested:
-            case model::Action::Alloc: e.version = version(blockVersions, e.addr, false); break;
+            case model::Action::Alloc:
+                e.version = version(blockVersions, e.addr, false);
+                break;
             case model::Action::SegmentFree:
-            case model::Action::SegmentUnmap: e.version = version(segmentVersions, e.addr, true); break;
+            case model::Action::SegmentUnmap:
+                e.version = version(segmentVersions, e.addr, true);
+                break;
             case model::Action::SegmentAlloc:
-            case model::Action::SegmentMap: e.version = version(segmentVersions, e.addr, false); break;
-            default: break;
+            case model::Action::SegmentMap:
+                e.version = version(segmentVersions, e.addr, false);
+                break;
+            default:
+                break;
             }
         }
     }

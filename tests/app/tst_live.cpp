@@ -2,8 +2,8 @@
 // (LiveReceiver thread + Document builds), the attach dialog's discovery of default endpoints, and the
 // `memscope --attach --screenshot` path. Widgets offscreen; GUI thread.
 #include "apptestutil.h"
-#include "statelines.h"
 #include "ingest/livereceiver.h"
+#include "statelines.h"
 #include "views/attachdialog.h"
 #include "views/documentwindow.h"
 #include "views/livewindow.h"
@@ -13,23 +13,23 @@
 #include "client/agentclient.h"
 #include "wire/decoder.h"
 
-#include <QCoreApplication>
-#include <QFileInfo>
-#include <QImage>
-#include <QProcess>
-#include <QRegularExpression>
-#include <QSet>
 #include <QApplication>
+#include <QCoreApplication>
 #include <QDialog>
 #include <QDoubleSpinBox>
+#include <QFileInfo>
+#include <QImage>
 #include <QListWidget>
+#include <QProcess>
 #include <QPushButton>
-#include <QTimer>
+#include <QRegularExpression>
+#include <QSet>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QTimer>
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -292,9 +292,10 @@ void TestLive::reconnectsToRestartedJob()
 {
     QTemporaryDir dir;
     const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job");
-    const QStringList args { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
-                             QStringLiteral("15000"), QStringLiteral("--rate"), QStringLiteral("20000"),
-                             QStringLiteral("--delay"), QStringLiteral("300") };
+    const QStringList args { QStringLiteral("--endpoint"), endpoint,
+                             QStringLiteral("--events"),   QStringLiteral("15000"),
+                             QStringLiteral("--rate"),     QStringLiteral("20000"),
+                             QStringLiteral("--delay"),    QStringLiteral("300") };
     QProcess first;
     QCOMPARE(startDemo(first, args), endpoint);
     LiveWindow live(endpoint, LiveWindow::AfterExit::Reconnect);
@@ -340,9 +341,10 @@ void TestLive::reconnectsAfterKilledJob()
     QTemporaryDir dir;
     const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job");
     QProcess first;
-    QCOMPARE(startDemo(first, { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
-                                QStringLiteral("10000000"), QStringLiteral("--rate"), QStringLiteral("20000"),
-                                QStringLiteral("--delay"), QStringLiteral("300") }),
+    QCOMPARE(startDemo(first,
+                       { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"), QStringLiteral("10000000"),
+                         QStringLiteral("--rate"), QStringLiteral("20000"), QStringLiteral("--delay"),
+                         QStringLiteral("300") }),
              endpoint);
     LiveWindow live(endpoint, LiveWindow::AfterExit::Reconnect);
     QTRY_VERIFY_WITH_TIMEOUT(live.documentWindow() && live.documentWindow()->session()->entryCount() > 2000, 20000);
@@ -432,9 +434,10 @@ void TestLive::ranksSideBySide()
     std::vector<std::unique_ptr<QProcess>> demos;
     for (int rank = 0; rank < 3; ++rank) {
         const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/rank%1").arg(rank);
-        QStringList args { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"),
-                           QStringLiteral("40000"), QStringLiteral("--rate"), QStringLiteral("40000"),
-                           QStringLiteral("--delay"), QStringLiteral("500") };
+        QStringList args { QStringLiteral("--endpoint"), endpoint,
+                           QStringLiteral("--events"),   QStringLiteral("40000"),
+                           QStringLiteral("--rate"),     QStringLiteral("40000"),
+                           QStringLiteral("--delay"),    QStringLiteral("500") };
         if (rank == 2)
             args << QStringLiteral("--leak");
         demos.push_back(std::make_unique<QProcess>());
@@ -466,7 +469,8 @@ void TestLive::ranksSideBySide()
         QVERIFY(r.rank >= 0 && r.rank < 3);
     }
     // The leaking rank ends with the most allocated.
-    const auto leaking = std::find_if(group.ranks.begin(), group.ranks.end(), [](const RankStats& r) { return r.rank == 2; });
+    const auto leaking
+        = std::find_if(group.ranks.begin(), group.ranks.end(), [](const RankStats& r) { return r.rank == 2; });
     QVERIFY(leaking != group.ranks.end());
     for (const RankStats& r : group.ranks)
         if (r.rank != 2)
@@ -480,10 +484,11 @@ void TestLive::triggerSavesOnReservedThreshold()
 {
     QTemporaryDir dir;
     QProcess demo;
-    const QString endpoint = startDemo(
-        demo, { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
-                QStringLiteral("--events"), QStringLiteral("30000"), QStringLiteral("--rate"), QStringLiteral("20000"),
-                QStringLiteral("--delay"), QStringLiteral("500") });
+    const QString endpoint
+        = startDemo(demo,
+                    { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
+                      QStringLiteral("--events"), QStringLiteral("30000"), QStringLiteral("--rate"),
+                      QStringLiteral("20000"), QStringLiteral("--delay"), QStringLiteral("500") });
     QVERIFY(!endpoint.isEmpty());
     LiveWindow live(endpoint);
     LiveTrigger trigger;
@@ -711,10 +716,11 @@ void TestLive::historyIsBoundedAndSpilled()
 {
     QTemporaryDir dir;
     QProcess demo;
-    const QString endpoint = startDemo(
-        demo, { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
-                QStringLiteral("--events"), QStringLiteral("150000"), QStringLiteral("--rate"),
-                QStringLiteral("150000"), QStringLiteral("--delay"), QStringLiteral("500") });
+    const QString endpoint
+        = startDemo(demo,
+                    { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
+                      QStringLiteral("--events"), QStringLiteral("150000"), QStringLiteral("--rate"),
+                      QStringLiteral("150000"), QStringLiteral("--delay"), QStringLiteral("500") });
     QVERIFY(!endpoint.isEmpty());
     LiveWindow live(endpoint);
     const size_t limit = size_t(6) << 20;
@@ -765,10 +771,11 @@ void TestLive::earlierHistoryPrepended()
 {
     QTemporaryDir dir;
     QProcess demo;
-    const QString endpoint = startDemo(
-        demo, { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
-                QStringLiteral("--events"), QStringLiteral("40000"), QStringLiteral("--rate"), QStringLiteral("20000"),
-                QStringLiteral("--delay"), QStringLiteral("500") });
+    const QString endpoint
+        = startDemo(demo,
+                    { QStringLiteral("--endpoint"), QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"),
+                      QStringLiteral("--events"), QStringLiteral("40000"), QStringLiteral("--rate"),
+                      QStringLiteral("20000"), QStringLiteral("--delay"), QStringLiteral("500") });
     QVERIFY(!endpoint.isEmpty());
     // The first 5,000 events, as `memscope-cli record --events` writes them.
     const QString early = dir.filePath(QStringLiteral("early.pickle"));

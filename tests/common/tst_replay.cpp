@@ -690,8 +690,7 @@ void TestReplay::forwardReplayAgrees()
     QVERIFY(s);
     const auto replay = model::Replay::build(*s, device);
     const auto indices = sampleIndices(replay.entryCount(), isBig(*s, device), 400);
-    const auto& trace
-        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : model::Trace {};
+    const auto& trace = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : model::Trace {};
     ForwardModel model;
     model::ReplayState state;
     int64_t applied = 0;
@@ -711,8 +710,7 @@ void TestReplay::allocationIntervals()
     auto s = load(file.toStdString());
     QVERIFY(s);
     const auto replay = model::Replay::build(*s, device);
-    const auto& trace
-        = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : model::Trace {};
+    const auto& trace = size_t(device) < s->deviceTraces.size() ? s->deviceTraces[size_t(device)] : model::Trace {};
     const auto& allocations = replay.allocations();
     size_t allocEntries = 0;
     for (size_t j = 0; j < trace.size(); ++j) {
