@@ -1,6 +1,8 @@
 // LiveDocument (livedocument.h): appends to a Document in place, on the GUI thread.
 #include "models/livedocument.h"
 
+#include "model/freeblocks.h"
+
 #include <algorithm>
 #include <mutex>
 
@@ -128,8 +130,9 @@ namespace {
     }
 
     // Synthetic entries that turn `from` into `to` (two states of one device): removals first (blocks, then
-    // segments that are not the same in `to`), then additions (segments, then blocks), as wire::Recorder::resync
-    // does for a fresh state. Block stacks of `to` are named `toStacks | id`.
+    // segments that are not the same in `to`), then additions (segments, then blocks), then the free blocks whose
+    // stale requests are not yet `to`'s, as wire::Recorder::resync does for a fresh state. Block stacks of `to`
+    // are named `toStacks | id`.
     std::vector<LiveEntry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
                                   uint64_t toStacks)
     {
@@ -167,6 +170,13 @@ namespace {
                     return true;
             return false;
         };
+        // The free blocks these entries leave, with the requests PyTorch's rules give them (model/freeblocks.h),
+        // starting from `from`'s: where they are not `to`'s, the bridge ends by handing the block out and freeing
+        // it with `to`'s request (as wire::Recorder::resync does).
+        FreeBlocks sim;
+        for (const ReplayBlock& b : from.blocks)
+            if (b.state == BlockState::Inactive)
+                sim.insert(b.address, b.address + b.size, b.requestedSize);
         for (const ReplaySegment& seg : from.segments) {
             for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
                 const ReplayBlock& b = from.blocks[k];
@@ -175,21 +185,35 @@ namespace {
                 if (b.state == BlockState::ActiveAllocated)
                     add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
                 add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
+                sim.release(b.address, b.address + b.size, b.requestedSize, b.address > seg.address,
+                            b.address + b.size < seg.address + seg.totalSize);
             }
         }
         for (const ReplaySegment& seg : from.segments) {
             const ReplaySegment* o = find(to.segments, seg.address);
-            if (!o || !sameSegment(seg, *o))
+            if (!o || !sameSegment(seg, *o)) {
                 add(seg.isExpandable ? Action::SegmentUnmap : Action::SegmentFree, seg.address, seg.totalSize,
                     seg.stream);
+                if (seg.isExpandable)
+                    sim.unmap(seg.address, seg.address + seg.totalSize);
+                else
+                    sim.erase(seg.address, seg.address + seg.totalSize);
+            }
         }
         for (const ReplaySegment& seg : to.segments) {
             const ReplaySegment* o = find(from.segments, seg.address);
-            if (!o || !sameSegment(seg, *o))
+            if (!o || !sameSegment(seg, *o)) {
                 add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
                     seg.stream)
                     .poolId
                     = seg.poolId;
+                // A mapped range brings back what the unmapped space carried, which only the replay that reads
+                // these entries knows (it followed the earlier file): never taken as right here.
+                if (seg.isExpandable)
+                    sim.insert(seg.address, seg.address + seg.totalSize, -1);
+                else
+                    sim.release(seg.address, seg.address + seg.totalSize, 0, false, false);
+            }
         }
         for (const ReplaySegment& seg : to.segments) {
             for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
@@ -199,8 +223,22 @@ namespace {
                 LiveEntry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
                 a.blockSize = b.size;
                 a.stack = raw(b.stack) == 0 ? 0 : toStacks | raw(b.stack);
+                sim.take(b.address, b.address + b.size);
                 if (b.state == BlockState::ActivePendingFree)
                     add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
+            }
+        }
+        for (const ReplaySegment& seg : to.segments) {
+            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
+                const ReplayBlock& b = to.blocks[k];
+                if (b.state != BlockState::Inactive)
+                    continue;
+                const FreeBlocks::Block* now = sim.at(b.address);
+                if (now && now->end == b.address + b.size && now->requested == b.requestedSize)
+                    continue;
+                add(Action::Alloc, b.address, b.requestedSize, seg.stream).blockSize = b.size;
+                add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
+                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
             }
         }
         return out;
