@@ -1,6 +1,8 @@
 // LiveDocument (livedocument.h): appends to a Document in place, on the GUI thread.
 #include "models/livedocument.h"
 
+#include "model/freeblocks.h"
+
 #include <algorithm>
 #include <mutex>
 
@@ -128,14 +130,15 @@ namespace {
     }
 
     // Synthetic entries that turn `from` into `to` (two states of one device): removals first (blocks, then
-    // segments that are not the same in `to`), then additions (segments, then blocks), as wire::Recorder::resync
-    // does for a fresh state. Block stacks of `to` are named `toStacks | id`.
+    // segments that are not the same in `to`), then additions (segments, then blocks), then the free blocks whose
+    // stale requests are not yet `to`'s, as wire::Recorder::resync does for a fresh state. Block stacks of `to`
+    // are named `toStacks | id`.
     std::vector<LiveEntry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
                                   uint64_t toStacks)
     {
         auto sameSegment = [](const ReplaySegment& a, const ReplaySegment& b) {
-            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream
-                && a.poolId == b.poolId && a.isExpandable == b.isExpandable;
+            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream && a.poolId == b.poolId
+                && a.isExpandable == b.isExpandable;
         };
         auto find = [](const std::vector<ReplaySegment>& segs, DeviceAddr address) -> const ReplaySegment* {
             auto it = std::lower_bound(segs.begin(), segs.end(), address,
@@ -167,6 +170,13 @@ namespace {
                     return true;
             return false;
         };
+        // The free blocks these entries leave, with the requests PyTorch's rules give them (model/freeblocks.h),
+        // starting from `from`'s: where they are not `to`'s, the bridge ends by handing the block out and freeing
+        // it with `to`'s request (as wire::Recorder::resync does).
+        FreeBlocks sim;
+        for (const ReplayBlock& b : from.blocks)
+            if (b.state == BlockState::Inactive)
+                sim.insert(b.address, b.address + b.size, b.requestedSize);
         for (const ReplaySegment& seg : from.segments) {
             for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
                 const ReplayBlock& b = from.blocks[k];
@@ -175,21 +185,35 @@ namespace {
                 if (b.state == BlockState::ActiveAllocated)
                     add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
                 add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
+                sim.release(b.address, b.address + b.size, b.requestedSize, b.address > seg.address,
+                            b.address + b.size < seg.address + seg.totalSize);
             }
         }
         for (const ReplaySegment& seg : from.segments) {
             const ReplaySegment* o = find(to.segments, seg.address);
-            if (!o || !sameSegment(seg, *o))
+            if (!o || !sameSegment(seg, *o)) {
                 add(seg.isExpandable ? Action::SegmentUnmap : Action::SegmentFree, seg.address, seg.totalSize,
                     seg.stream);
+                if (seg.isExpandable)
+                    sim.unmap(seg.address, seg.address + seg.totalSize);
+                else
+                    sim.erase(seg.address, seg.address + seg.totalSize);
+            }
         }
         for (const ReplaySegment& seg : to.segments) {
             const ReplaySegment* o = find(from.segments, seg.address);
-            if (!o || !sameSegment(seg, *o))
+            if (!o || !sameSegment(seg, *o)) {
                 add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
                     seg.stream)
                     .poolId
                     = seg.poolId;
+                // A mapped range brings back what the unmapped space carried, which only the replay that reads
+                // these entries knows (it followed the earlier file): never taken as right here.
+                if (seg.isExpandable)
+                    sim.insert(seg.address, seg.address + seg.totalSize, -1);
+                else
+                    sim.release(seg.address, seg.address + seg.totalSize, 0, false, false);
+            }
         }
         for (const ReplaySegment& seg : to.segments) {
             for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
@@ -199,8 +223,22 @@ namespace {
                 LiveEntry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
                 a.blockSize = b.size;
                 a.stack = raw(b.stack) == 0 ? 0 : toStacks | raw(b.stack);
+                sim.take(b.address, b.address + b.size);
                 if (b.state == BlockState::ActivePendingFree)
                     add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
+            }
+        }
+        for (const ReplaySegment& seg : to.segments) {
+            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
+                const ReplayBlock& b = to.blocks[k];
+                if (b.state != BlockState::Inactive)
+                    continue;
+                const FreeBlocks::Block* now = sim.at(b.address);
+                if (now && now->end == b.address + b.size && now->requested == b.requestedSize)
+                    continue;
+                add(Action::Alloc, b.address, b.requestedSize, seg.stream).blockSize = b.size;
+                add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
+                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
             }
         }
         return out;
@@ -280,10 +318,8 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         const int d = r.device();
         merged->appendReplayed(earlier, r, EarlierStacks);
         // The bridge: from the file's last state to the state the live recording joined at.
-        const auto& liveTrace = size_t(d) < now.deviceTraces.size() ? now.deviceTraces[size_t(d)]
-                                                                   : Trace {};
-        const auto& fileTrace = size_t(d) < earlier.deviceTraces.size() ? earlier.deviceTraces[size_t(d)]
-                                                                        : Trace {};
+        const auto& liveTrace = size_t(d) < now.deviceTraces.size() ? now.deviceTraces[size_t(d)] : Trace {};
+        const auto& fileTrace = size_t(d) < earlier.deviceTraces.size() ? earlier.deviceTraces[size_t(d)] : Trace {};
         const int64_t fileEnd = fileTrace.empty() ? 0 : fileTrace.back().timeUs;
         const int64_t joinAt = liveTrace.empty() ? fileEnd : std::max(fileEnd, liveTrace.front().timeUs);
         const ReplayState to = size_t(d) < current.m_document->replays.size()
@@ -459,14 +495,23 @@ size_t LiveDocument::flush(size_t maxEntries)
                 e.timeUs = l.timeUs;
                 e.stack = stackOf(l.stack);
                 switch (l.action) {
-                case Action::FreeCompleted: e.version = version(m_blockVersions, l.address, true); break;
+                case Action::FreeCompleted:
+                    e.version = version(m_blockVersions, l.address, true);
+                    break;
                 case Action::Alloc:
-                case Action::FreeRequested: e.version = version(m_blockVersions, l.address, false); break;
+                case Action::FreeRequested:
+                    e.version = version(m_blockVersions, l.address, false);
+                    break;
                 case Action::SegmentFree:
-                case Action::SegmentUnmap: e.version = version(m_segmentVersions, l.address, true); break;
+                case Action::SegmentUnmap:
+                    e.version = version(m_segmentVersions, l.address, true);
+                    break;
                 case Action::SegmentAlloc:
-                case Action::SegmentMap: e.version = version(m_segmentVersions, l.address, false); break;
-                default: break;
+                case Action::SegmentMap:
+                    e.version = version(m_segmentVersions, l.address, false);
+                    break;
+                default:
+                    break;
                 }
                 if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
                     s.streams.push_back(l.stream);

@@ -8,6 +8,7 @@
 #include <zmq.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -257,6 +258,9 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
             onSubMessage(std::string_view(topic.data<char>(), topic.size()), hasBody, bytesOf(body));
         }
     } catch (const zmq::error_t& e) {
+        // A signal (Ctrl-C on `record`, which then saves what it has) interrupts the wait: nothing is wrong.
+        if (e.num() == EINTR)
+            return;
         fail(ErrorKind::Socket, m_options.endpoint + ": " + e.what());
         return;
     }

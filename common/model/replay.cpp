@@ -12,20 +12,28 @@
 //   segment_alloc    the segment did not exist before it;  segment_free: it existed (entry addr/size/stream)
 //   segment_map      the range was not mapped before it;   segment_unmap: it was mapped
 //   snapshot, oom, unknown actions: no change.
+//
+// The forward pass also follows which Block object each free block is (model/freeblocks.h has the rules: an
+// allocation takes a free block's front and the rest keeps its object, a freed block survives the merges with its
+// free neighbours, a new segment or a remapped range is a new object or the unmapped range's), and labels it with
+// the request that object carries (InactiveLabel), so that every state shows the stale requests PyTorch's snapshot
+// would. Free blocks from before the trace carry the final snapshot's request if they survive to the end
+// unchanged, else an unknown one (0); at the last index the final snapshot's requests hold.
 #include "model/replay.h"
 
 #include "model/addressmap.h"
+#include "model/freeblocks.h"
 
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <unordered_map>
 
 namespace memscope::model {
 
 namespace {
 
     constexpr uint32_t None = UINT32_MAX;
-
 
     // A set of integers in [0, size) with predecessor / successor search: a 64-ary tree of bit words, O(log64 size)
     // per operation, no allocation after construction.
@@ -126,6 +134,7 @@ namespace {
         {
             m_coords = coords.data();
             m_gapEnd.assign(coords.size(), None);
+            m_gapLabel.assign(coords.size(), None);
             m_starts.reset(coords.size());
             m_heap.clear();
             m_liveGaps = 0;
@@ -140,11 +149,12 @@ namespace {
             return m_heap.empty() ? 0 : m_heap.front().length;
         }
 
-        // [cs, ce) becomes free, joined with the gap that ends at cs / starts at ce when allowed.
-        void add(uint32_t cs, uint32_t ce, bool mergeLeft, bool mergeRight)
+        // [cs, ce) becomes free, joined with the gap that ends at cs / starts at ce when allowed. Returns the
+        // merged gap, whose label is None until setLabel().
+        std::pair<uint32_t, uint32_t> add(uint32_t cs, uint32_t ce, bool mergeLeft, bool mergeRight)
         {
             if (cs >= ce)
-                return;
+                return { cs, cs };
             uint32_t start = cs, end = ce;
             if (mergeLeft && cs > 0) {
                 const int64_t g = m_starts.prev(int64_t(cs) - 1);
@@ -157,35 +167,65 @@ namespace {
                 end = m_gapEnd[ce];
                 eraseGap(ce);
             }
-            insertGap(start, end);
+            insertGap(start, end, None);
+            return { start, end };
         }
 
+        // What remove() left of the gap that held cs: the part before cs (a new free block: leftStart != None) and
+        // the part after ce (rightEnd != None), both with the gap's label until the caller says otherwise.
+        struct Cut {
+            uint32_t leftStart = None;
+            uint32_t rightEnd = None;
+            uint32_t label = None;
+        };
+
         // Whatever part of [cs, ce) is free stops being free.
-        void remove(uint32_t cs, uint32_t ce)
+        Cut remove(uint32_t cs, uint32_t ce)
         {
+            Cut cut;
             if (cs >= ce)
-                return;
+                return cut;
             const int64_t g = m_starts.prev(cs);
             if (g >= 0 && m_gapEnd[size_t(g)] > cs) {
                 const uint32_t start = uint32_t(g), end = m_gapEnd[size_t(g)];
+                cut.label = m_gapLabel[start];
                 eraseGap(start);
-                if (start < cs)
-                    insertGap(start, cs);
+                if (start < cs) {
+                    insertGap(start, cs, cut.label);
+                    cut.leftStart = start;
+                }
                 if (end >= ce) {
-                    if (end > ce)
-                        insertGap(ce, end);
-                    return;
+                    if (end > ce) {
+                        insertGap(ce, end, cut.label);
+                        cut.rightEnd = end;
+                    }
+                    return cut;
                 }
             }
             // Only in inconsistent traces: gaps that start inside the range.
             for (int64_t k = m_starts.next(cs); k >= 0 && k < int64_t(ce); k = m_starts.next(k)) {
-                const uint32_t end = m_gapEnd[size_t(k)];
+                const uint32_t end = m_gapEnd[size_t(k)], label = m_gapLabel[size_t(k)];
                 eraseGap(uint32_t(k));
                 if (end > ce) {
-                    insertGap(ce, end);
+                    insertGap(ce, end, label);
                     break;
                 }
             }
+            return cut;
+        }
+
+        void setLabel(uint32_t start, uint32_t label) { m_gapLabel[start] = label; }
+        // The label of the gap that holds coordinate k (None: k is not free).
+        uint32_t labelAt(uint32_t k) const
+        {
+            const int64_t g = m_starts.prev(k);
+            return g >= 0 && m_gapEnd[size_t(g)] > k ? m_gapLabel[size_t(g)] : None;
+        }
+        // f(start, end, label) for every gap, by start.
+        template <typename F> void forEach(F&& f) const
+        {
+            for (int64_t k = m_starts.next(0); k >= 0; k = m_starts.next(k + 1))
+                f(uint32_t(k), m_gapEnd[size_t(k)], m_gapLabel[size_t(k)]);
         }
 
     private:
@@ -195,9 +235,10 @@ namespace {
         };
         static bool shorter(const HeapEntry& a, const HeapEntry& b) { return a.length < b.length; }
 
-        void insertGap(uint32_t start, uint32_t end)
+        void insertGap(uint32_t start, uint32_t end, uint32_t label)
         {
             m_gapEnd[start] = end;
+            m_gapLabel[start] = label;
             m_starts.insert(start);
             ++m_liveGaps;
             m_heap.push_back({ m_coords[end] - m_coords[start], start, end });
@@ -232,6 +273,7 @@ namespace {
 
         const DeviceAddr* m_coords = nullptr;
         std::vector<uint32_t> m_gapEnd;
+        std::vector<uint32_t> m_gapLabel; // per gap start: the InactiveLabel of its free block
         BitTree m_starts;
         std::vector<HeapEntry> m_heap;
         size_t m_liveGaps = 0;
@@ -682,30 +724,53 @@ private:
         return ending == None || !compatibleExpandable(m_pieceStartAt.find(k), ending);
     }
 
-    void addPiece(uint32_t p)
+    // A new inactive label (see InactiveLabel): from state `index` on, the free block ending at coordinate `end`
+    // carries `requested`.
+    uint32_t label(uint32_t end, ByteCount requested, TraceIndex index)
+    {
+        m_r.m_labels.push_back({ m_coords[end], requested, index });
+        return uint32_t(m_r.m_labels.size() - 1);
+    }
+    ByteCount requestOf(uint32_t label) const { return label == None ? 0 : m_r.m_labels[label].requested; }
+
+    // A segment (or a mapped range) becomes live on the way to state `after`; its free space is a Block object
+    // carrying `requested` (0 for a new segment: alloc_block's new Block; what the unmapped range carried for a
+    // mapped one: map_block). No label before the trace (state 0 is labelled as a whole).
+    void addPiece(uint32_t p, TraceIndex after, ByteCount requested)
     {
         const SegmentPiece& piece = m_r.m_pieces[p];
         const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
         m_reserved += piece.size;
-        const uint32_t before = m_pieceEndAt.find(cs), after = m_pieceStartAt.find(ce);
+        const uint32_t before = m_pieceEndAt.find(cs), after_ = m_pieceStartAt.find(ce);
         const bool mergeLeft = before != None && compatibleExpandable(before, p);
-        const bool mergeRight = after != None && compatibleExpandable(after, p);
+        const bool mergeRight = after_ != None && compatibleExpandable(after_, p);
         if (m_pieceStartAt.find(cs) == None && m_pieceEndAt.find(ce) == None) {
             m_pieceStartAt.insert(cs, p);
             m_pieceStartBits[cs >> 6] |= uint64_t(1) << (cs & 63);
             m_pieceEndAt.insert(ce, p);
         }
-        m_gaps.add(cs, ce, mergeLeft, mergeRight);
+        const auto [start, end] = m_gaps.add(cs, ce, mergeLeft, mergeRight);
+        if (after > 0 && start < end)
+            m_gaps.setLabel(start, label(end, requested, after));
         m_piecePos[p] = uint32_t(m_livePieces.size());
         m_livePieces.push_back(p);
     }
 
-    void removePiece(uint32_t p)
+    // A segment (segment_free) or a mapped range (segment_unmap, `unmap`) stops being live on the way to state
+    // `after`. An unmapped range leaves the partial pages around it free as new Blocks (unmap_block's before_free /
+    // after_free: request 0).
+    void removePiece(uint32_t p, TraceIndex after, bool unmap)
     {
         const SegmentPiece& piece = m_r.m_pieces[p];
         const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
         m_reserved -= piece.size;
-        m_gaps.remove(cs, ce);
+        const GapTracker::Cut cut = m_gaps.remove(cs, ce);
+        if (unmap) {
+            if (cut.leftStart != None)
+                m_gaps.setLabel(cut.leftStart, label(cs, 0, after));
+            if (cut.rightEnd != None)
+                m_gaps.setLabel(ce, label(cut.rightEnd, 0, after));
+        }
         if (m_pieceStartAt.find(cs) == p && m_pieceEndAt.find(ce) == p) {
             m_pieceStartAt.erase(cs);
             m_pieceStartBits[cs >> 6] &= ~(uint64_t(1) << (cs & 63));
@@ -714,7 +779,9 @@ private:
         eraseLive(m_livePieces, m_piecePos, p);
     }
 
-    // The allocation becomes live on the way to state `after` (the state right after its alloc).
+    // The allocation becomes live on the way to state `after` (the state right after its alloc). It takes the
+    // front of a free block, whose rest keeps its object (alloc_found_block); a start inside a free block (not
+    // PyTorch's, but a trace may say so) leaves the part before it as a new free block with the same request.
     void addAllocation(uint32_t id, TraceIndex after)
     {
         const Allocation& a = m_r.m_allocations[id];
@@ -722,12 +789,16 @@ private:
         m_requested += a.requestedSize;
         if (a.freeRequestedIndex >= after)
             m_allocated += a.size;
-        m_gaps.remove(m_allocCoords[2 * id], m_allocCoords[2 * id + 1]);
+        const uint32_t cs = m_allocCoords[2 * id];
+        const GapTracker::Cut cut = m_gaps.remove(cs, m_allocCoords[2 * id + 1]);
+        if (after > 0 && cut.leftStart != None)
+            m_gaps.setLabel(cut.leftStart, label(cs, requestOf(cut.label), after));
         m_allocPos[id] = uint32_t(m_liveAllocs.size());
         m_liveAllocs.push_back(id);
     }
 
-    // The allocation stops being live at its free_completed, entry `index`.
+    // The allocation stops being live at its free_completed, entry `index`: its block, merged with the free
+    // neighbours, carries its request (free_block: the freed Block survives try_merge_blocks).
     void removeAllocation(uint32_t id, TraceIndex index)
     {
         const Allocation& a = m_r.m_allocations[id];
@@ -736,8 +807,21 @@ private:
         if (a.freeRequestedIndex >= index)
             m_allocated -= a.size;
         const uint32_t cs = m_allocCoords[2 * id], ce = m_allocCoords[2 * id + 1];
-        m_gaps.add(cs, ce, !barrier(cs), !barrier(ce));
+        const auto [start, end] = m_gaps.add(cs, ce, !barrier(cs), !barrier(ce));
+        m_gaps.setLabel(start, label(end, a.requestedSize, index + 1));
         eraseLive(m_liveAllocs, m_allocPos, id);
+    }
+
+    // A live expandable piece ends / starts at address `at` (the coordinates of mapped neighbours).
+    bool mappedEndsAt(DeviceAddr at) const { return mappedAt(at, m_pieceEndAt); }
+    bool mappedStartsAt(DeviceAddr at) const { return mappedAt(at, m_pieceStartAt); }
+    bool mappedAt(DeviceAddr at, const AddressMap& pieces) const
+    {
+        auto it = std::lower_bound(m_coords.begin(), m_coords.end(), at);
+        if (it == m_coords.end() || *it != at)
+            return false;
+        const uint32_t p = pieces.find(DeviceAddr(it - m_coords.begin()));
+        return p != None && m_r.m_pieces[p].isExpandable;
     }
 
     static void eraseLive(std::vector<uint32_t>& live, std::vector<uint32_t>& pos, uint32_t id)
@@ -753,8 +837,32 @@ private:
 
     void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
     {
-        m_r.recordState(index, { m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() }, m_liveAllocs,
-                        m_livePieces, nextAlloc, nextPiece, m_options, m_sortScratch);
+        if (!m_r.recordState(index, { m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() }, m_liveAllocs,
+                             m_livePieces, nextAlloc, nextPiece, m_options, m_sortScratch))
+            return;
+        m_sortScratch.clear();
+        m_gaps.forEach([&](uint32_t, uint32_t end, uint32_t id) {
+            if (id != None)
+                m_sortScratch.emplace_back(m_coords[end], id);
+        });
+        m_r.checkpointLabels(m_sortScratch);
+    }
+
+    // The final snapshot's inactive blocks (device `m_r.m_device`) by end: start and request.
+    std::unordered_map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> finalInactive() const
+    {
+        std::unordered_map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> out;
+        for (const Segment& seg : m_snapshot.segments) {
+            if (seg.device != m_r.m_device)
+                continue;
+            const Block* blocks = m_snapshot.segmentBlocks(seg);
+            const size_t count = std::min<size_t>(
+                seg.blockCount, m_snapshot.blocks.size() - std::min<size_t>(seg.blockBegin, m_snapshot.blocks.size()));
+            for (size_t b = 0; b < count; ++b)
+                if (blocks[b].state == BlockState::Inactive)
+                    out[blocks[b].address + blocks[b].size] = { blocks[b].address, blocks[b].requestedSize };
+        }
+        return out;
     }
 
     void replayForward()
@@ -770,14 +878,18 @@ private:
             v->reserve(m_n + 1);
         m_r.m_checkpointAllocOffsets.assign(1, 0);
         m_r.m_checkpointPieceOffsets.assign(1, 0);
+        m_r.m_checkpointLabelOffsets.assign(1, 0);
 
-        // State 0: what was alive before the trace (segments first, so blocks find their gaps).
+        // State 0: what was alive before the trace (segments first, so blocks find their gaps). Its free blocks get
+        // labels of unknown request (0), filled in below for those that survive to the end.
         uint32_t nextPiece = 0;
         while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < 0)
-            addPiece(nextPiece++);
+            addPiece(nextPiece++, 0, 0);
         uint32_t nextAlloc = 0;
         for (; nextAlloc < m_preTraceAllocs; ++nextAlloc)
             addAllocation(nextAlloc, 0);
+        m_gaps.forEach([&](uint32_t start, uint32_t end, uint32_t) { m_gaps.setLabel(start, label(end, 0, 0)); });
+        const uint32_t state0Labels = uint32_t(m_r.m_labels.size());
         m_r.m_peakAllocated = { m_allocated, 0 };
         m_r.m_peakActive = { m_active, 0 };
         m_r.m_peakReserved = { m_reserved, 0 };
@@ -788,7 +900,8 @@ private:
         for (size_t j = 0; j < m_n; ++j) {
             const TraceIndex index = TraceIndex(j);
             const uint32_t id = entryAllocation[j];
-            switch (m_entries[j].action) {
+            const TraceEntry& e = m_entries[j];
+            switch (e.action) {
             case Action::Alloc:
                 if (id != None) {
                     addAllocation(id, index + 1);
@@ -807,12 +920,44 @@ private:
                 break;
             }
             // Segment lifetimes are resolved per piece (one segment_map may begin several).
-            while (nextEnd < m_pieceEnds.size() && pieces[m_pieceEnds[nextEnd]].endIndex == index)
-                removePiece(m_pieceEnds[nextEnd++]);
+            const bool unmap = e.action == Action::SegmentUnmap;
+            ByteCount unmappedRequest = 0; // the request of the free block an unmap takes
+            bool unmapped = false;
+            while (nextEnd < m_pieceEnds.size() && pieces[m_pieceEnds[nextEnd]].endIndex == index) {
+                const uint32_t p = m_pieceEnds[nextEnd++];
+                if (unmap && !unmapped) {
+                    unmappedRequest = requestOf(m_gaps.labelAt(m_pieceCoords[2 * p]));
+                    unmapped = true;
+                }
+                removePiece(p, index + 1, unmap);
+            }
+            if (unmapped) {
+                // The unmapped range takes the free block's object with it (unmap_block); with nothing mapped on
+                // either side the segment is released (release_blocks: no prev and no next), and so is its space.
+                const UnmappedSpace::Range r = m_unmapped.unmap(e.addr, e.addr + e.size, unmappedRequest);
+                if (!mappedEndsAt(r.start) && !mappedStartsAt(r.end))
+                    m_unmapped.forget(r.start, r.end);
+            }
+            const ByteCount mappedRequest
+                = e.action == Action::SegmentMap ? m_unmapped.map(e.addr, e.addr + e.size) : 0;
             while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == index)
-                addPiece(nextPiece++);
+                addPiece(nextPiece++, index + 1, mappedRequest);
             recordState(index + 1, nextAlloc, nextPiece);
         }
+
+        // The final snapshot says what each inactive block carries at the end: a free block from before the trace
+        // that survived takes it from there on, and where the rules came to another request (a trace with estimated
+        // block sizes) the snapshot's holds at the last index.
+        const auto inactive = finalInactive();
+        m_gaps.forEach([&](uint32_t start, uint32_t end, uint32_t id) {
+            auto it = inactive.find(m_coords[end]);
+            if (it == inactive.end() || it->second.first != m_coords[start] || id == None)
+                return;
+            if (id < state0Labels)
+                m_r.m_labels[id].requested = it->second.second;
+            else if (m_r.m_labels[id].requested != it->second.second)
+                label(end, it->second.second, n());
+        });
     }
 
     const Snapshot& m_snapshot;
@@ -837,6 +982,7 @@ private:
 
     // Forward pass.
     GapTracker m_gaps;
+    UnmappedSpace m_unmapped;
     AddressMap m_pieceStartAt { 64 }, m_pieceEndAt { 64 }; // coordinate -> the live piece starting / ending there
     std::vector<uint64_t> m_pieceStartBits; // per coordinate: whether a live piece starts there
     std::vector<uint32_t> m_liveAllocs, m_allocPos;
@@ -862,7 +1008,7 @@ std::vector<Replay> Replay::buildAll(const Snapshot& snapshot, const ReplayOptio
     return replays;
 }
 
-void Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
+bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
                          std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
                          const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
 {
@@ -886,10 +1032,11 @@ void Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<
     const size_t live = liveAllocs.size() + livePieces.size();
     const size_t spacing = std::max<size_t>(options.minCheckpointInterval, options.checkpointSpacing * live);
     if (!m_checkpointIndex.empty() && size_t(index - m_checkpointIndex.back()) < spacing)
-        return;
+        return false;
     m_checkpointIndex.push_back(index);
     m_checkpointFirstAlloc.push_back(nextAlloc);
     m_checkpointFirstPiece.push_back(nextPiece);
+    m_checkpointFirstLabel.push_back(uint32_t(m_labels.size()));
     // Sort (address, id) pairs rather than ids, so the sort does not chase the allocation records.
     scratch.clear();
     for (uint32_t id : liveAllocs)
@@ -904,6 +1051,61 @@ void Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<
         return m_pieces[a].address != m_pieces[b].address ? m_pieces[a].address < m_pieces[b].address : a < b;
     });
     m_checkpointPieceOffsets.push_back(uint32_t(m_checkpointPieces.size()));
+    return true;
+}
+
+void Replay::checkpointLabels(std::vector<std::pair<DeviceAddr, uint32_t>>& byEnd)
+{
+    // By id: a query reads the labels in the order they are stored in.
+    const size_t from = m_checkpointLabels.size();
+    for (const auto& [end, id] : byEnd)
+        m_checkpointLabels.push_back(id);
+    std::sort(m_checkpointLabels.begin() + ptrdiff_t(from), m_checkpointLabels.end());
+    m_checkpointLabelOffsets.push_back(uint32_t(m_checkpointLabels.size()));
+}
+
+void Replay::labelInactive(ReplayState& out) const
+{
+    if (m_labels.empty() || m_checkpointLabelOffsets.size() < m_checkpointIndex.size() + 1)
+        return;
+    const size_t c = checkpointFor(out.index);
+    // The inactive blocks by end, in a small open-addressing table (an end is never 0; blocks are 512-byte aligned).
+    size_t inactive = 0;
+    for (const ReplayBlock& b : out.blocks)
+        inactive += b.state == BlockState::Inactive;
+    if (inactive == 0)
+        return;
+    const int bits = std::bit_width(2 * inactive - 1);
+    const size_t mask = (size_t(1) << bits) - 1;
+    auto& table = out.labelScratch;
+    table.assign(mask + 1, { 0, 0 });
+    auto slot
+        = [&](DeviceAddr end) { return size_t((uint64_t(end) >> 9) * 0x9E3779B97F4A7C15ull >> (64 - bits)) & mask; };
+    for (uint32_t b = 0; b < out.blocks.size(); ++b) {
+        if (out.blocks[b].state != BlockState::Inactive)
+            continue;
+        const DeviceAddr end = out.blocks[b].address + out.blocks[b].size;
+        size_t i = slot(end);
+        while (table[i].first != 0)
+            i = (i + 1) & mask;
+        table[i] = { end, b };
+    }
+    // First the free blocks listed at the checkpoint (their ends distinct), then every label made since, up to the
+    // index, in order: a later label of the same end replaces an earlier one. Both lists are in label order, so the
+    // labels are read front to back.
+    auto apply = [&](const InactiveLabel& l) {
+        for (size_t i = slot(l.end); table[i].first != 0; i = (i + 1) & mask)
+            if (table[i].first == l.end) {
+                out.blocks[table[i].second].requestedSize = l.requested;
+                return;
+            }
+    };
+    const uint32_t* kept = m_checkpointLabels.data() + m_checkpointLabelOffsets[c];
+    const uint32_t* keptEnd = m_checkpointLabels.data() + m_checkpointLabelOffsets[c + 1];
+    for (const uint32_t* k = kept; k != keptEnd; ++k)
+        apply(m_labels[*k]);
+    for (size_t k = m_checkpointFirstLabel[c]; k < m_labels.size() && m_labels[k].index <= out.index; ++k)
+        apply(m_labels[k]);
 }
 
 AllocationId Replay::allocationOfEntry(int64_t entry) const
@@ -1040,6 +1242,7 @@ void Replay::stateAt(int64_t index, ReplayState& out) const
         seg.blockCount = uint32_t(out.blocks.size()) - seg.blockBegin;
     }
     out.strayBlocks += uint32_t(live.size() - next);
+    labelInactive(out);
 }
 
 ReplayState Replay::stateAt(int64_t index) const
@@ -1053,12 +1256,13 @@ size_t Replay::checkpointBytes() const
 {
     return bytesOf(m_checkpointIndex) + bytesOf(m_checkpointAllocOffsets) + bytesOf(m_checkpointAllocs)
         + bytesOf(m_checkpointPieceOffsets) + bytesOf(m_checkpointPieces) + bytesOf(m_checkpointFirstAlloc)
-        + bytesOf(m_checkpointFirstPiece);
+        + bytesOf(m_checkpointFirstPiece) + bytesOf(m_checkpointLabelOffsets) + bytesOf(m_checkpointLabels)
+        + bytesOf(m_checkpointFirstLabel);
 }
 
 size_t Replay::memoryBytes() const
 {
-    return sizeof(*this) + bytesOf(m_allocations) + bytesOf(m_entryAllocation) + bytesOf(m_pieces)
+    return sizeof(*this) + bytesOf(m_allocations) + bytesOf(m_entryAllocation) + bytesOf(m_pieces) + bytesOf(m_labels)
         + bytesOf(m_series.allocated) + bytesOf(m_series.active) + bytesOf(m_series.reserved)
         + bytesOf(m_series.requested) + bytesOf(m_series.largestFree) + checkpointBytes();
 }

@@ -81,12 +81,26 @@ struct SegmentPiece {
     bool isExpandable = false;
 };
 
+// Where an inactive block's requested size comes from. PyTorch leaves the request of a Block object's last user on
+// it when it is freed, and the object that survives a split or merge decides which request a free block shows
+// (model/freeblocks.h has the rules). A label says: from state index `index` on, the free block that ends at `end`
+// is a Block object carrying `requested`, until a later label for the same end. Free blocks keep their end while
+// they live (an allocation takes the front of one), so the label of an inactive block at index i is the latest one
+// with its end at or before i.
+struct InactiveLabel {
+    DeviceAddr end = 0;
+    ByteCount requested = 0;
+    TraceIndex index = 0;
+};
+
 // A block of the state at one index: an allocation (active_allocated / active_pending_free) or a free gap
 // (inactive) between allocations. Blocks tile their segment exactly, in address order.
 struct ReplayBlock {
     DeviceAddr address = 0;
     ByteCount size = 0;
-    ByteCount requestedSize = 0; // 0 on inactive blocks
+    // Inactive blocks: the stale request their Block object carries (as in PyTorch's snapshot), where the replay
+    // knows it (see Replay::inactiveLabels); 0 where it does not.
+    ByteCount requestedSize = 0;
     BlockState state = BlockState::Inactive;
     StackId stack = EmptyStack;
     uint32_t version = 0;
@@ -123,6 +137,7 @@ struct ReplayState {
     uint32_t strayBlocks = 0;
     std::vector<uint32_t> pieces; // the segment pieces live at index (into Replay::segmentPieces()), by address
     std::vector<AllocationId> scratch; // reused by queries; no meaning to callers
+    std::vector<std::pair<DeviceAddr, uint32_t>> labelScratch; // likewise
 };
 
 // Per-state-index values, one per index 0..n (n + 1 values each). GrowingArrays: a live replay grows them.
@@ -192,6 +207,12 @@ public:
     AllocationId allocationOfEntry(int64_t entry) const;
     // Every segment lifetime, by beginIndex.
     const std::vector<SegmentPiece>& segmentPieces() const { return m_pieces; }
+    // The labels of inactive blocks' requests, by index. A replay grown forwards from a known state
+    // (ReplayExtender) knows every inactive block's request from there on. Replay::build applies the same rules
+    // forwards from the state before the trace, where a free block's request is known only if that block survives
+    // to the end (the final snapshot shows it); a request the rules cannot know is 0, and at the last index the
+    // final snapshot's requests are taken as they are.
+    const GrowingArray<InactiveLabel>& inactiveLabels() const { return m_labels; }
 
     const ReplaySeries& series() const { return m_series; }
     Peak peakAllocated() const { return m_peakAllocated; }
@@ -219,9 +240,16 @@ private:
     struct StateTotals {
         ByteCount allocated, active, reserved, requested, largestFree;
     };
-    void recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
+    // Returns true when it kept a checkpoint: the caller then calls checkpointLabels() for it with the labels of the
+    // free blocks live at `index`.
+    bool recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
                      std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
                      const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
+    // The labels of the free blocks live at the checkpoint just kept: (end, label id) pairs, any order. Every
+    // label made so far has an index at or before the checkpoint's.
+    void checkpointLabels(std::vector<std::pair<DeviceAddr, uint32_t>>& byEnd);
+    // The requests of the inactive blocks of `out` (stateAt's last step).
+    void labelInactive(ReplayState& out) const;
 
     int m_device = 0;
     int64_t m_entryCount = 0;
@@ -230,6 +258,7 @@ private:
     GrowingArray<Allocation> m_allocations; // GrowingArrays: a live replay grows these per entry
     GrowingArray<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX
     std::vector<SegmentPiece> m_pieces;
+    GrowingArray<InactiveLabel> m_labels; // by index
     ReplaySeries m_series;
     Peak m_peakAllocated, m_peakActive, m_peakReserved;
 
@@ -243,6 +272,11 @@ private:
     std::vector<uint32_t> m_checkpointPieces;
     std::vector<uint32_t> m_checkpointFirstAlloc;
     std::vector<uint32_t> m_checkpointFirstPiece;
+    // ... and the labels of the free blocks live there (by id) are m_checkpointLabels[m_checkpointLabelOffsets[k]
+    // .. [k + 1]), the first label made after it m_checkpointFirstLabel[k].
+    std::vector<uint32_t> m_checkpointLabelOffsets;
+    std::vector<uint32_t> m_checkpointLabels;
+    std::vector<uint32_t> m_checkpointFirstLabel;
 };
 
 } // namespace memscope::model

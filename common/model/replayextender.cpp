@@ -38,8 +38,6 @@ namespace {
         live.push_back(id);
     }
 
-    bool shorter(const auto& a, const auto& b) { return a.length < b.length; }
-
 } // namespace
 
 Snapshot snapshotOfState(const ReplayState& state, int device)
@@ -142,8 +140,30 @@ void ReplayExtender::start(Replay& r, const Snapshot& initial, int device)
         addAllocation(r, id);
     }
     m_nextAlloc = uint32_t(r.m_allocations.size());
+    // The start state's free blocks carry the requests it lists for its inactive blocks (the agent's state reply
+    // has PyTorch's stale ones); a free block the state does not list as one inactive block carries none.
+    std::map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> inactive; // start -> end, request
+    for (const Segment* seg : segments) {
+        const size_t first = std::min<size_t>(seg->blockBegin, initial.blocks.size());
+        const size_t count = std::min<size_t>(seg->blockCount, initial.blocks.size() - first);
+        for (size_t b = first; b < first + count; ++b)
+            if (initial.blocks[b].state == BlockState::Inactive)
+                inactive[initial.blocks[b].address]
+                    = { initial.blocks[b].address + initial.blocks[b].size, initial.blocks[b].requestedSize };
+    }
+    std::vector<FreeBlocks::Made> made;
+    for (const auto& [start, block] : m_free.blocks()) {
+        auto it = inactive.find(start);
+        const ByteCount requested = it != inactive.end() && it->second.first == block.end ? it->second.second : 0;
+        made.push_back({ start, block.end, requested });
+    }
+    for (const FreeBlocks::Made& m : made) {
+        m_free.insert(m.start, m.end, m.requested);
+        label(r, m, 0);
+    }
     r.m_checkpointAllocOffsets.assign(1, 0);
     r.m_checkpointPieceOffsets.assign(1, 0);
+    r.m_checkpointLabelOffsets.assign(1, 0);
     r.m_peakAllocated = { m_allocated, 0 };
     r.m_peakActive = { m_active, 0 };
     r.m_peakReserved = { m_reserved, 0 };
@@ -218,7 +238,7 @@ void ReplayExtender::apply(Replay& r, const TraceEntry& e, const EntryDetail& de
         r.m_allocations.push_back(a);
         m_freeRequested.push_back(0);
         m_open.insert(a.address, changed);
-        addAllocation(r, changed);
+        addAllocation(r, changed, TraceIndex(m_n + 1));
         m_nextAlloc = changed + 1;
         break;
     }
@@ -283,7 +303,7 @@ void ReplayExtender::apply(Replay& r, const TraceEntry& e, const EntryDetail& de
                 }
             }
         }
-        addPiece(r, piece, true);
+        addPiece(r, piece, true, TraceIndex(m_n + 1));
         break;
     }
     case Action::SegmentFree:
@@ -313,7 +333,7 @@ std::map<DeviceAddr, uint32_t>::iterator ReplayExtender::firstOpenEndingAfter(co
     return it;
 }
 
-uint32_t ReplayExtender::addPiece(Replay& r, SegmentPiece piece, bool freeGap)
+uint32_t ReplayExtender::addPiece(Replay& r, SegmentPiece piece, bool freeGap, TraceIndex labelAt)
 {
     const DeviceAddr end = piece.address + piece.size;
     auto it = firstOpenEndingAfter(r, piece.address);
@@ -336,7 +356,13 @@ uint32_t ReplayExtender::addPiece(Replay& r, SegmentPiece piece, bool freeGap)
         }
         if (auto next = std::next(self); next != m_openPieces.end())
             mergeRight = next->first == end && compatible(r, id, next->second);
-        addGap(piece.address, end, mergeLeft, mergeRight);
+        // A new segment is one new Block (alloc_block: request 0); a mapped range brings back the Block object of
+        // the unmapped range (map_block).
+        const FreeBlocks::Made made = piece.isExpandable && labelAt >= 0
+            ? m_free.map(piece.address, end, mergeLeft, mergeRight)
+            : m_free.release(piece.address, end, 0, mergeLeft, mergeRight);
+        if (labelAt >= 0)
+            label(r, made, labelAt);
     }
     return id;
 }
@@ -363,7 +389,7 @@ void ReplayExtender::segmentRelease(Replay& r, const TraceEntry& e, bool expanda
         if (piece.size != e.size)
             ++r.m_warnings;
         m_reserved -= piece.size;
-        removeGap(piece.address, piece.address + piece.size);
+        m_free.erase(piece.address, piece.address + piece.size);
         endPiece(r, it->second);
         return;
     }
@@ -371,6 +397,7 @@ void ReplayExtender::segmentRelease(Replay& r, const TraceEntry& e, bool expanda
         ++r.m_warnings;
         return;
     }
+    label(r, m_free.unmap(begin, end), TraceIndex(m_n + 1));
     ByteCount covered = 0;
     std::vector<SegmentPiece> rest;
     for (auto it = firstOpenEndingAfter(r, begin); it != m_openPieces.end() && it->first < end;) {
@@ -383,7 +410,6 @@ void ReplayExtender::segmentRelease(Replay& r, const TraceEntry& e, bool expanda
         const DeviceAddr from = std::max(whole.address, begin), to = std::min(wholeEnd, end);
         covered += to - from;
         m_reserved -= to - from;
-        removeGap(from, to);
         endPiece(r, id);
         if (whole.address < begin) {
             SegmentPiece left = whole;
@@ -404,6 +430,18 @@ void ReplayExtender::segmentRelease(Replay& r, const TraceEntry& e, bool expanda
     }
     if (covered != e.size)
         ++r.m_warnings; // part of the range was not mapped
+    // With nothing mapped on either side of the unmapped space, the segment is released with it (release_blocks:
+    // an unmapped block with no prev and no next), so is its address space (UnmappedSpace::forget).
+    const UnmappedSpace::Range around = m_free.unmapped().around(begin);
+    auto mapped = [&](DeviceAddr at, bool endsThere) {
+        auto it = endsThere ? firstOpenEndingAfter(r, at - 1) : m_openPieces.find(at);
+        if (it == m_openPieces.end())
+            return false;
+        const SegmentPiece& p = r.m_pieces[it->second];
+        return p.isExpandable && (endsThere ? p.address + p.size == at : p.address == at);
+    };
+    if (around.start < around.end && !mapped(around.start, true) && !mapped(around.end, false))
+        m_free.unmapped().forget(around.start, around.end);
 }
 
 bool ReplayExtender::compatible(const Replay& r, uint32_t a, uint32_t b) const
@@ -427,14 +465,16 @@ bool ReplayExtender::barrier(const Replay& r, DeviceAddr address) const
     return p.address + p.size != address || !compatible(r, before, it->second);
 }
 
-void ReplayExtender::addAllocation(Replay& r, uint32_t id)
+void ReplayExtender::addAllocation(Replay& r, uint32_t id, TraceIndex labelAt)
 {
     const Allocation& a = r.m_allocations[id];
     m_active += a.size;
     m_requested += a.requestedSize;
     if (!m_freeRequested[id])
         m_allocated += a.size;
-    removeGap(a.address, a.address + a.size);
+    const FreeBlocks::Changes made = m_free.take(a.address, a.address + a.size);
+    if (labelAt >= 0)
+        label(r, made, labelAt);
     addLive(m_liveAllocs, m_allocPos, id);
 }
 
@@ -444,88 +484,36 @@ void ReplayExtender::removeAllocation(Replay& r, uint32_t id)
     m_active -= a.size;
     m_requested -= a.requestedSize;
     const DeviceAddr end = a.address + a.size;
-    addGap(a.address, end, !barrier(r, a.address), !barrier(r, end));
+    label(r, m_free.release(a.address, end, a.requestedSize, !barrier(r, a.address), !barrier(r, end)),
+          TraceIndex(m_n + 1));
     eraseLive(m_liveAllocs, m_allocPos, id);
 }
 
-void ReplayExtender::addGap(DeviceAddr start, DeviceAddr end, bool mergeLeft, bool mergeRight)
+void ReplayExtender::label(Replay& r, const FreeBlocks::Made& made, TraceIndex index)
 {
-    if (start >= end)
+    if (made.start >= made.end)
         return;
-    if (mergeLeft) {
-        auto it = m_gaps.lower_bound(start);
-        if (it != m_gaps.begin() && std::prev(it)->second == start) {
-            start = std::prev(it)->first;
-            m_gaps.erase(std::prev(it));
-        }
-    }
-    if (mergeRight) {
-        if (auto it = m_gaps.find(end); it != m_gaps.end()) {
-            end = it->second;
-            m_gaps.erase(it);
-        }
-    }
-    insertGap(start, end);
+    m_free.setTag(made.start, uint32_t(r.m_labels.size()));
+    r.m_labels.push_back({ made.end, made.requested, index });
 }
 
-void ReplayExtender::removeGap(DeviceAddr start, DeviceAddr end)
+void ReplayExtender::label(Replay& r, const FreeBlocks::Changes& changes, TraceIndex index)
 {
-    if (start >= end)
-        return;
-    auto it = m_gaps.upper_bound(start);
-    if (it != m_gaps.begin() && std::prev(it)->second > start)
-        --it;
-    // Usually one gap covers the whole range; in inconsistent traces several gaps may start inside it.
-    while (it != m_gaps.end() && it->first < end) {
-        const DeviceAddr gs = it->first, ge = it->second;
-        it = m_gaps.erase(it);
-        if (gs < start)
-            insertGap(gs, start);
-        if (ge > end) {
-            insertGap(end, ge);
-            break;
-        }
-    }
-}
-
-void ReplayExtender::insertGap(DeviceAddr start, DeviceAddr end)
-{
-    m_gaps[start] = end;
-    m_heap.push_back({ end - start, start, end });
-    std::push_heap(m_heap.begin(), m_heap.end(), shorter<HeapEntry, HeapEntry>);
-    if (m_heap.size() > 2 * m_gaps.size() + 4096) {
-        // Drop stale entries (and duplicates of one gap) and re-heapify.
-        std::erase_if(m_heap, [&](const HeapEntry& h) {
-            auto g = m_gaps.find(h.start);
-            return g == m_gaps.end() || g->second != h.end;
-        });
-        std::sort(m_heap.begin(), m_heap.end(),
-                  [](const HeapEntry& a, const HeapEntry& b) { return a.start != b.start ? a.start < b.start : a.end < b.end; });
-        m_heap.erase(std::unique(m_heap.begin(), m_heap.end(),
-                                 [](const HeapEntry& a, const HeapEntry& b) { return a.start == b.start && a.end == b.end; }),
-                     m_heap.end());
-        std::make_heap(m_heap.begin(), m_heap.end(), shorter<HeapEntry, HeapEntry>);
-    }
-}
-
-ByteCount ReplayExtender::largestGap()
-{
-    while (!m_heap.empty()) {
-        const HeapEntry& top = m_heap.front();
-        auto g = m_gaps.find(top.start);
-        if (g != m_gaps.end() && g->second == top.end)
-            return top.length;
-        std::pop_heap(m_heap.begin(), m_heap.end(), shorter<HeapEntry, HeapEntry>);
-        m_heap.pop_back();
-    }
-    return 0;
+    for (uint8_t k = 0; k < changes.count; ++k)
+        label(r, changes.made[k], index);
 }
 
 // The series values and, when due, a checkpoint of state index m_n (Replay::recordState, as replay.cpp's builder).
 void ReplayExtender::recordState(Replay& r)
 {
-    r.recordState(TraceIndex(m_n), { m_allocated, m_active, m_reserved, m_requested, largestGap() }, m_liveAllocs,
-                  m_livePieces, m_nextAlloc, uint32_t(r.m_pieces.size()), m_options, m_sortScratch);
+    if (!r.recordState(TraceIndex(m_n), { m_allocated, m_active, m_reserved, m_requested, m_free.largest() },
+                       m_liveAllocs, m_livePieces, m_nextAlloc, uint32_t(r.m_pieces.size()), m_options, m_sortScratch))
+        return;
+    m_sortScratch.clear();
+    for (const auto& [start, block] : m_free.blocks())
+        if (block.tag != UINT32_MAX)
+            m_sortScratch.emplace_back(block.end, block.tag);
+    r.checkpointLabels(m_sortScratch);
 }
 
 } // namespace memscope::model

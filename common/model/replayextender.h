@@ -7,8 +7,11 @@
 // new entries plus the live state, never the trace so far.
 //
 // After every append() the Replay answers exactly as Replay::build would on a snapshot whose final state is the
-// extender's current state and whose trace is the entries so far, with three deliberate differences, all because
+// extender's current state and whose trace is the entries so far, with four deliberate differences, all because
 // the forward direction knows more or less than the backward one:
+//   - inactive blocks' requests: the extender knows those of the start state (the agent's state reply lists them)
+//     and follows PyTorch's rules from there (model/freeblocks.h); Replay::build knows those of its final state and
+//     of the free blocks the rules reach;
 //   - block sizes: the caller may pass each alloc's exact block size (the agent's records carry it); Replay::build
 //     knows it only for allocations alive at the end and estimates the others;
 //   - pool ids: the caller may pass each segment event's pool; Replay::build knows pools only of segments alive at
@@ -24,6 +27,7 @@
 #pragma once
 
 #include "model/addressmap.h"
+#include "model/freeblocks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
 
@@ -63,32 +67,24 @@ public:
     int64_t entryCount() const { return m_n; }
 
 private:
-    struct Gap {
-        DeviceAddr end;
-    };
-    struct HeapEntry {
-        ByteCount length;
-        DeviceAddr start, end;
-    };
-
     void apply(Replay& r, const TraceEntry& e, const EntryDetail& detail);
     void recordState(Replay& r);
     void publish(Replay& r);
 
-    uint32_t addPiece(Replay& r, SegmentPiece piece, bool freeGap);
+    // freeGap: the piece's range is new free space (else it was reserved already); labelAt >= 0: label the free
+    // block it makes at that state index (the start state is labelled as a whole).
+    uint32_t addPiece(Replay& r, SegmentPiece piece, bool freeGap, TraceIndex labelAt = -1);
     void endPiece(Replay& r, uint32_t id);
     void segmentRelease(Replay& r, const TraceEntry& e, bool expandable);
-    void addAllocation(Replay& r, uint32_t id);
+    void addAllocation(Replay& r, uint32_t id, TraceIndex labelAt = -1);
     void removeAllocation(Replay& r, uint32_t id);
     bool compatible(const Replay& r, uint32_t a, uint32_t b) const;
     bool barrier(const Replay& r, DeviceAddr address) const;
     std::map<DeviceAddr, uint32_t>::iterator firstOpenEndingAfter(const Replay& r, DeviceAddr address);
 
-    // Free gaps inside live segments, by start; a max-heap of their lengths with lazy deletion.
-    void addGap(DeviceAddr start, DeviceAddr end, bool mergeLeft, bool mergeRight);
-    void removeGap(DeviceAddr start, DeviceAddr end);
-    void insertGap(DeviceAddr start, DeviceAddr end);
-    ByteCount largestGap();
+    // A free Block object came into being on the way to state `index`: label it (Replay::inactiveLabels).
+    void label(Replay& r, const FreeBlocks::Made& made, TraceIndex index);
+    void label(Replay& r, const FreeBlocks::Changes& changes, TraceIndex index);
 
     ReplayOptions m_options;
     int64_t m_n = 0;
@@ -99,8 +95,7 @@ private:
     std::vector<uint32_t> m_liveAllocs, m_allocPos;
     std::map<DeviceAddr, uint32_t> m_openPieces; // live pieces by address
     std::vector<uint32_t> m_livePieces, m_piecePos;
-    std::map<DeviceAddr, DeviceAddr> m_gaps; // start -> end
-    std::vector<HeapEntry> m_heap;
+    FreeBlocks m_free { true }; // free blocks inside live segments, with their requests and labels (tags)
     std::vector<std::pair<DeviceAddr, uint32_t>> m_sortScratch;
     ByteCount m_allocated = 0, m_active = 0, m_reserved = 0, m_requested = 0;
     bool m_full = false;

@@ -1,5 +1,6 @@
-// Recorder (recorder.h): the allocator's state as maps of segments and active blocks per device, events applied
-// in sequence order, and the snapshot made from them in the shape PyTorch's torch.cuda.memory._snapshot() has.
+// Recorder (recorder.h): the allocator's state as maps of segments and active blocks per device plus its free
+// blocks (model::FreeBlocks), events applied in sequence order, and the snapshot made from them in the shape
+// PyTorch's torch.cuda.memory._snapshot() has. One thread (the Recorder's owner) calls it.
 #include "wire/recorder.h"
 
 #include <algorithm>
@@ -9,44 +10,52 @@ namespace memscope::wire {
 
 namespace {
 
-// PyTorch's small pool allocates 2 MiB segments (c10/cuda/CUDACachingAllocator.cpp: kSmallBuffer) and the large
-// pool never does (requests below kMinLargeAlloc get kLargeBuffer = 20 MiB), so a 2 MiB segment is a small one.
-constexpr uint64_t SmallSegmentSize = 2 << 20;
+    // PyTorch's small pool allocates 2 MiB segments (c10/cuda/CUDACachingAllocator.cpp: kSmallBuffer) and the large
+    // pool never does (requests below kMinLargeAlloc get kLargeBuffer = 20 MiB), so a 2 MiB segment is a small one.
+    constexpr uint64_t SmallSegmentSize = 2 << 20;
 
-model::Action actionOf(EventType type)
-{
-    switch (type) {
-    case EventType::Alloc: return model::Action::Alloc;
-    case EventType::FreeRequested: return model::Action::FreeRequested;
-    case EventType::FreeCompleted: return model::Action::FreeCompleted;
-    case EventType::SegmentAlloc: return model::Action::SegmentAlloc;
-    case EventType::SegmentFree: return model::Action::SegmentFree;
-    case EventType::SegmentMap: return model::Action::SegmentMap;
-    case EventType::SegmentUnmap: return model::Action::SegmentUnmap;
-    case EventType::Oom: return model::Action::Oom;
-    case EventType::Heartbeat:
-    case EventType::Count: break;
+    model::Action actionOf(EventType type)
+    {
+        switch (type) {
+        case EventType::Alloc:
+            return model::Action::Alloc;
+        case EventType::FreeRequested:
+            return model::Action::FreeRequested;
+        case EventType::FreeCompleted:
+            return model::Action::FreeCompleted;
+        case EventType::SegmentAlloc:
+            return model::Action::SegmentAlloc;
+        case EventType::SegmentFree:
+            return model::Action::SegmentFree;
+        case EventType::SegmentMap:
+            return model::Action::SegmentMap;
+        case EventType::SegmentUnmap:
+            return model::Action::SegmentUnmap;
+        case EventType::Oom:
+            return model::Action::Oom;
+        case EventType::Heartbeat:
+        case EventType::Count:
+            break;
+        }
+        return model::Action::Unknown;
     }
-    return model::Action::Unknown;
-}
 
-// True when [address, address + size) overlaps no entry of `map` (address -> object with a `size`), and does not
-// wrap around the address space.
-template <class Map>
-bool isFree(const Map& map, uint64_t address, uint64_t size)
-{
-    if (size == 0 || address + size < address)
-        return false;
-    auto next = map.lower_bound(address);
-    if (next != map.end() && next->first < address + size)
-        return false;
-    if (next != map.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second.size > address)
+    // True when [address, address + size) overlaps no entry of `map` (address -> object with a `size`), and does not
+    // wrap around the address space.
+    template <class Map> bool isFree(const Map& map, uint64_t address, uint64_t size)
+    {
+        if (size == 0 || address + size < address)
             return false;
+        auto next = map.lower_bound(address);
+        if (next != map.end() && next->first < address + size)
+            return false;
+        if (next != map.begin()) {
+            auto prev = std::prev(next);
+            if (prev->first + prev->second.size > address)
+                return false;
+        }
+        return true;
     }
-    return true;
-}
 
 } // namespace
 
@@ -57,17 +66,17 @@ Recorder::Device& Recorder::device(uint8_t d)
     return m_devices[d];
 }
 
-Recorder::Segment* Recorder::segmentAt(uint8_t d, uint64_t address, uint64_t size)
+std::pair<uint64_t, Recorder::Segment*> Recorder::segmentAt(uint8_t d, uint64_t address, uint64_t size)
 {
-    Device& dev = device(d);
-    auto it = dev.upper_bound(address);
-    if (it == dev.begin())
-        return nullptr;
+    auto& segments = device(d).segments;
+    auto it = segments.upper_bound(address);
+    if (it == segments.begin())
+        return { 0, nullptr };
     --it;
     const uint64_t begin = it->first, end = it->first + it->second.size;
     if (address < begin || address >= end || size > end - address)
-        return nullptr;
-    return &it->second;
+        return { 0, nullptr };
+    return { begin, &it->second };
 }
 
 std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
@@ -90,18 +99,25 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
         s.poolSecond = r.poolSecond;
         s.isExpandable = r.isExpandable != 0;
         s.isSmall = r.isSmall != 0;
-        if (isFree(deviceOf(r.device), r.address, r.size))
-            deviceOf(r.device).emplace(r.address, std::move(s));
+        if (isFree(deviceOf(r.device).segments, r.address, r.size))
+            deviceOf(r.device).segments.emplace(r.address, std::move(s));
         else
             misfit();
     }
+    // Inactive blocks by device and address, with the request each carries.
+    std::vector<std::map<uint64_t, std::pair<uint64_t, uint64_t>>> inactive; // address -> end, requested
     for (const BlockRecord& r : state.blocks) {
-        if (r.state == 0)
-            continue; // inactive blocks are the gaps between active ones; snapshot() derives them
-        Device& dev = deviceOf(r.device);
-        auto it = dev.upper_bound(r.address);
+        if (r.state == 0) {
+            if (r.device >= inactive.size())
+                inactive.resize(size_t(r.device) + 1);
+            if (r.address + r.size > r.address)
+                inactive[r.device][r.address] = { r.address + r.size, r.requestedSize };
+            continue;
+        }
+        auto& segments = deviceOf(r.device).segments;
+        auto it = segments.upper_bound(r.address);
         Segment* seg = nullptr;
-        if (it != dev.begin()) {
+        if (it != segments.begin()) {
             --it;
             if (r.address < it->first + it->second.size && r.size <= it->first + it->second.size - r.address)
                 seg = &it->second;
@@ -110,6 +126,38 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
             seg->blocks.emplace(r.address, Block { r.size, r.requestedSize, r.state, stackKey(r.stackId) });
         else
             misfit();
+    }
+    // The space between active blocks is free: as the inactive blocks the state lists there (PyTorch leaves the
+    // last user's request on each, c10/cuda/CUDACachingAllocator.cpp: free_block), or, where they do not tile it
+    // (an agent that lists none), one free block of no known request.
+    for (size_t d = 0; d < devices.size(); ++d) {
+        static const std::map<uint64_t, std::pair<uint64_t, uint64_t>> none;
+        const auto& listed = d < inactive.size() ? inactive[d] : none;
+        model::FreeBlocks& free = devices[d].free;
+        auto gap = [&](uint64_t from, uint64_t to) {
+            std::vector<std::pair<uint64_t, std::pair<uint64_t, uint64_t>>> tiles;
+            uint64_t at = from;
+            for (auto it = listed.find(from); it != listed.end() && it->first == at && it->second.first <= to; ++it) {
+                tiles.emplace_back(it->first, it->second);
+                at = it->second.first;
+            }
+            if (at != to) {
+                free.insert(model::DeviceAddr(from), model::DeviceAddr(to), 0);
+                return;
+            }
+            for (const auto& [start, block] : tiles)
+                free.insert(model::DeviceAddr(start), model::DeviceAddr(block.first), model::ByteCount(block.second));
+        };
+        for (const auto& [address, seg] : devices[d].segments) {
+            uint64_t cursor = address;
+            for (const auto& [addr, blk] : seg.blocks) {
+                if (addr > cursor)
+                    gap(cursor, addr);
+                cursor = addr + blk.size;
+            }
+            if (cursor < address + seg.size)
+                gap(cursor, address + seg.size);
+        }
     }
     return devices;
 }
@@ -167,8 +215,28 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
     const Device none;
     const size_t devices = std::max(m_devices.size(), target.size());
     for (size_t d = 0; d < devices; ++d) {
-        const Device& from = d < m_devices.size() ? m_devices[d] : none;
-        const Device& to = d < target.size() ? target[d] : none;
+        const Device& fromDevice = d < m_devices.size() ? m_devices[d] : none;
+        const Device& toDevice = d < target.size() ? target[d] : none;
+        const auto& from = fromDevice.segments;
+        const auto& to = toDevice.segments;
+        // The free blocks the synthetic entries leave, as anything applying PyTorch's rules to them derives them
+        // (a Replay of the recording, a live view's): they start as the Recorder's and follow every entry below.
+        model::FreeBlocks sim = fromDevice.free;
+        using model::DeviceAddr;
+        // The mapped ranges while the removals go on (for what an unmap releases, as unmapFree decides it).
+        std::map<uint64_t, uint64_t> mapped; // address -> end
+        for (const auto& [address, seg] : from)
+            if (seg.isExpandable)
+                mapped.emplace(address, address + seg.size);
+        auto unmap = [&](uint64_t address, uint64_t end) {
+            mapped.erase(address);
+            sim.unmap(DeviceAddr(address), DeviceAddr(end));
+            const model::UnmappedSpace::Range around = sim.unmapped().around(DeviceAddr(address));
+            auto before = mapped.lower_bound(uint64_t(around.start));
+            const bool left = before != mapped.begin() && std::prev(before)->second == uint64_t(around.start);
+            if (around.start < around.end && !left && !mapped.count(uint64_t(around.end)))
+                sim.unmapped().forget(around.start, around.end);
+        };
         // Removals first, so that whatever replaces a block or segment finds its range free. A block that is
         // still allocated gets a free_requested before its free_completed, as PyTorch records every free (and a
         // Replay warns about a free_completed whose alloc has no free_requested).
@@ -190,10 +258,17 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
                 if (block.state == 1)
                     emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
                 emit(model::Action::FreeCompleted, d, addr, block.requestedSize, seg.stream, block.stack);
+                sim.release(DeviceAddr(addr), DeviceAddr(addr + block.size), model::ByteCount(block.requestedSize),
+                            addr > address, addr + block.size < address + seg.size);
             }
-            if (!segmentKept)
+            if (!segmentKept) {
                 emit(seg.isExpandable ? model::Action::SegmentUnmap : model::Action::SegmentFree, d, address, seg.size,
                      seg.stream, seg.stack);
+                if (seg.isExpandable)
+                    unmap(address, address + seg.size);
+                else
+                    sim.erase(DeviceAddr(address), DeviceAddr(address + seg.size));
+            }
         }
         // Then what is new: segments, then their blocks.
         for (const auto& [address, seg] : to) {
@@ -203,6 +278,11 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
                      seg.stream, seg.stack);
                 m_entries.back().poolFirst = seg.poolFirst;
                 m_entries.back().poolSecond = seg.poolSecond;
+                // (A new mapped range never joins another: one it would join would be part of this segment.)
+                if (seg.isExpandable)
+                    sim.map(DeviceAddr(address), DeviceAddr(address + seg.size), false, false);
+                else
+                    sim.release(DeviceAddr(address), DeviceAddr(address + seg.size), 0, false, false);
             }
         }
         for (const auto& [address, seg] : to) {
@@ -217,17 +297,43 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
                 }
                 emit(model::Action::Alloc, d, addr, block.requestedSize, seg.stream, block.stack);
                 m_entries.back().blockSize = block.size;
+                sim.take(DeviceAddr(addr), DeviceAddr(addr + block.size));
                 if (block.state == 2)
                     emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
             }
         }
+        // Last, the stale requests: a free block whose request the entries above do not leave as the fresh state
+        // shows it is handed out and freed again with that request (free_block leaves it on the block; its
+        // neighbours are in use or other segments, so it merges with nothing).
+        const auto& wanted = toDevice.free.blocks();
+        for (const auto& [start, block] : wanted) {
+            const model::FreeBlocks::Block* now = sim.at(start);
+            if (now && now->end == block.end && now->requested == block.requested)
+                continue;
+            auto seg = to.upper_bound(uint64_t(start));
+            if (seg == to.begin())
+                continue;
+            --seg;
+            const uint64_t addr = uint64_t(start), size = uint64_t(block.end - start);
+            emit(model::Action::Alloc, d, addr, uint64_t(block.requested), seg->second.stream, 0);
+            m_entries.back().blockSize = size;
+            emit(model::Action::FreeRequested, d, addr, uint64_t(block.requested), seg->second.stream, 0);
+            emit(model::Action::FreeCompleted, d, addr, uint64_t(block.requested), seg->second.stream, 0);
+            sim.take(start, block.end);
+            sim.release(start, block.end, block.requested, addr > seg->first,
+                        addr + size < seg->first + seg->second.size);
+        }
+        // The free blocks are now the fresh state's; what the Recorder keeps is what the entries leave (the same,
+        // with what they leave of the unmapped space), so that it goes on exactly as a Replay of its trace would.
+        if (d < target.size())
+            target[d].free = std::move(sim);
     }
 
     // Segments keep their own stack key; carry over those of segments that stayed (the state reply has none).
     for (size_t d = 0; d < target.size() && d < m_devices.size(); ++d)
-        for (auto& [address, seg] : target[d]) {
-            auto was = m_devices[d].find(address);
-            if (was != m_devices[d].end() && sameSegment(was->second, seg))
+        for (auto& [address, seg] : target[d].segments) {
+            auto was = m_devices[d].segments.find(address);
+            if (was != m_devices[d].segments.end() && sameSegment(was->second, seg))
                 seg.stack = was->second.stack;
         }
 
@@ -346,18 +452,21 @@ void Recorder::apply(const EventRecord& e)
 bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
 {
     const uint8_t d = e.device;
+    using model::ByteCount;
+    using model::DeviceAddr;
     switch (EventType(e.type)) {
     case EventType::Alloc: {
-        Segment* seg = segmentAt(d, e.address, e.size);
+        auto [base, seg] = segmentAt(d, e.address, e.size);
         if (!seg || !isFree(seg->blocks, e.address, e.size))
             return false;
         seg->blocks.emplace(e.address, Block { e.size, e.requestedSize, 1, stackKey(e.stackId) });
+        device(d).free.take(DeviceAddr(e.address), DeviceAddr(e.address + e.size));
         traceSize = e.requestedSize;
         return true;
     }
     case EventType::FreeRequested:
     case EventType::FreeCompleted: {
-        Segment* seg = segmentAt(d, e.address, 1);
+        auto [base, seg] = segmentAt(d, e.address, 1);
         if (!seg)
             return false;
         auto it = seg->blocks.find(e.address);
@@ -369,6 +478,10 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
                 return false;
             it->second.state = 2;
         } else {
+            // free_block: the block keeps its request and absorbs the free blocks beside it in its segment.
+            const uint64_t end = e.address + it->second.size;
+            device(d).free.release(DeviceAddr(e.address), DeviceAddr(end), ByteCount(it->second.requestedSize),
+                                   e.address > base, end < base + seg->size);
             seg->blocks.erase(it);
         }
         return true;
@@ -376,10 +489,11 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
     case EventType::SegmentAlloc:
     case EventType::SegmentMap: {
         Device& dev = device(d);
-        if (!isFree(dev, e.address, e.size))
+        auto& segments = dev.segments;
+        if (!isFree(segments, e.address, e.size))
             return false;
-        auto next = dev.lower_bound(e.address);
-        auto prev = next == dev.begin() ? dev.end() : std::prev(next);
+        auto next = segments.lower_bound(e.address);
+        auto prev = next == segments.begin() ? segments.end() : std::prev(next);
         Segment s;
         s.size = e.size;
         s.stream = e.stream;
@@ -390,7 +504,8 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         s.stack = stackKey(e.stackId);
         traceSize = e.size;
         if (!s.isExpandable) {
-            dev.emplace(e.address, std::move(s));
+            segments.emplace(e.address, std::move(s));
+            dev.free.release(DeviceAddr(e.address), DeviceAddr(e.address + e.size), 0, false, false);
             return true;
         }
         // PyTorch reports one segment per contiguous mapped range of an expandable segment (CUDACachingAllocator.cpp
@@ -400,41 +515,46 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
                 && other.poolSecond == s.poolSecond;
         };
         uint64_t address = e.address;
-        if (prev != dev.end() && prev->first + prev->second.size == e.address && joins(prev->second)) {
+        const bool joinLeft
+            = prev != segments.end() && prev->first + prev->second.size == e.address && joins(prev->second);
+        const bool joinRight = next != segments.end() && next->first == e.address + e.size && joins(next->second);
+        if (joinLeft) {
             address = prev->first;
             prev->second.size += s.size;
         } else {
-            dev.emplace(e.address, s);
+            segments.emplace(e.address, s);
         }
-        Segment& merged = dev[address];
-        if (next != dev.end() && next->first == e.address + e.size && joins(next->second)) {
+        Segment& merged = segments[address];
+        if (joinRight) {
             merged.size += next->second.size;
             merged.blocks.merge(next->second.blocks);
-            dev.erase(next);
+            segments.erase(next);
         }
+        dev.free.map(DeviceAddr(e.address), DeviceAddr(e.address + e.size), joinLeft, joinRight);
         return true;
     }
     case EventType::SegmentFree: {
         Device& dev = device(d);
-        auto it = dev.find(e.address);
-        if (it == dev.end() || !it->second.blocks.empty())
+        auto it = dev.segments.find(e.address);
+        if (it == dev.segments.end() || !it->second.blocks.empty())
             return false;
         traceSize = it->second.size;
-        dev.erase(it);
+        dev.free.erase(DeviceAddr(e.address), DeviceAddr(e.address + it->second.size));
+        dev.segments.erase(it);
         return true;
     }
     case EventType::SegmentUnmap: {
         Device& dev = device(d);
-        Segment* seg = segmentAt(d, e.address, e.size);
+        auto [base, seg] = segmentAt(d, e.address, e.size);
         if (!seg || e.size == 0 || !seg->isExpandable)
             return false;
         for (const auto& [addr, b] : seg->blocks)
             if (addr < e.address + e.size && addr + b.size > e.address)
                 return false; // an active block in the range: PyTorch unmaps free pages only
-        auto it = std::prev(dev.upper_bound(e.address));
+        auto it = dev.segments.find(base);
         const uint64_t begin = it->first, end = it->first + it->second.size;
         Segment whole = std::move(it->second);
-        dev.erase(it);
+        dev.segments.erase(it);
         if (e.address > begin) {
             Segment left = whole;
             left.size = e.address - begin;
@@ -442,7 +562,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
             for (const auto& [addr, b] : whole.blocks)
                 if (addr < e.address)
                     left.blocks.emplace(addr, b);
-            dev.emplace(begin, std::move(left));
+            dev.segments.emplace(begin, std::move(left));
         }
         if (e.address + e.size < end) {
             Segment right = whole;
@@ -451,16 +571,43 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
             for (const auto& [addr, b] : whole.blocks)
                 if (addr >= e.address + e.size)
                     right.blocks.emplace(addr, b);
-            dev.emplace(e.address + e.size, std::move(right));
+            dev.segments.emplace(e.address + e.size, std::move(right));
         }
+        unmapFree(dev, e.address, e.size);
         traceSize = e.size;
         return true;
     }
-    case EventType::Oom: return true; // address = free device bytes, size = the request: no state change
+    case EventType::Oom:
+        return true; // address = free device bytes, size = the request: no state change
     case EventType::Heartbeat:
-    case EventType::Count: break;
+    case EventType::Count:
+        break;
     }
     return false;
+}
+
+// The free blocks of `dev` after [address, address + size) was unmapped (unmap_block), its segments already split.
+// An expandable segment left with nothing mapped beside the unmapped space is released with it
+// (CUDACachingAllocator.cpp release_blocks: an unmapped block with no prev and no next), and so is its address
+// space: a segment mapped there later starts from new Blocks.
+void Recorder::unmapFree(Device& dev, uint64_t address, uint64_t size)
+{
+    dev.free.unmap(model::DeviceAddr(address), model::DeviceAddr(address + size));
+    const model::UnmappedSpace::Range around = dev.free.unmapped().around(model::DeviceAddr(address));
+    if (around.start >= around.end)
+        return;
+    auto mapped = [&](uint64_t at, bool endsThere) {
+        auto it = dev.segments.lower_bound(at);
+        if (endsThere) {
+            if (it == dev.segments.begin())
+                return false;
+            --it;
+            return it->second.isExpandable && it->first + it->second.size == at;
+        }
+        return it != dev.segments.end() && it->first == at && it->second.isExpandable;
+    };
+    if (!mapped(uint64_t(around.start), true) && !mapped(uint64_t(around.end), false))
+        dev.free.unmapped().forget(around.start, around.end);
 }
 
 model::Snapshot Recorder::snapshot() const { return build(m_devices, m_entries.size(), m_notes.size()); }
@@ -516,7 +663,8 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
     };
 
     for (size_t d = 0; d < devices.size(); ++d) {
-        for (const auto& [address, seg] : devices[d]) {
+        const auto& freeBlocks = devices[d].free.blocks();
+        for (const auto& [address, seg] : devices[d].segments) {
             model::Segment out;
             out.device = int32_t(d);
             out.address = model::DeviceAddr(address);
@@ -528,13 +676,28 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
             out.hasFrames = true;
             out.stack = stackOf(seg.stack);
             out.blockBegin = uint32_t(s.blocks.size());
-            auto inactive = [&](uint64_t from, uint64_t to) {
+            auto inactiveBlock = [&](uint64_t from, uint64_t to, uint64_t requested) {
                 model::Block b;
                 b.address = model::DeviceAddr(from);
                 b.size = model::ByteCount(to - from);
+                b.requestedSize = model::ByteCount(requested); // stale: the last user's (PyTorch keeps it)
                 b.state = model::BlockState::Inactive;
                 b.hasFrames = b.hasRequestedSize = b.hasAddress = true;
                 s.blocks.push_back(b);
+            };
+            // The free space in [from, to): the free blocks there (with their requests), and anything they do not
+            // cover (only after inconsistent events) as free blocks of no known request.
+            auto inactive = [&](uint64_t from, uint64_t to) {
+                for (auto it = freeBlocks.lower_bound(model::DeviceAddr(from));
+                     it != freeBlocks.end() && uint64_t(it->first) < to && from < to; ++it) {
+                    const uint64_t start = uint64_t(it->first), end = std::min(uint64_t(it->second.end), to);
+                    if (start > from)
+                        inactiveBlock(from, start, 0);
+                    inactiveBlock(start, end, uint64_t(it->second.requested));
+                    from = end;
+                }
+                if (from < to)
+                    inactiveBlock(from, to, 0);
             };
             uint64_t cursor = address;
             for (const auto& [addr, blk] : seg.blocks) {
@@ -618,14 +781,23 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
         for (model::TraceEntry& e : trace) {
             seeStream(e.stream);
             switch (e.action) {
-            case model::Action::FreeCompleted: e.version = version(blockVersions, e.addr, true); break;
+            case model::Action::FreeCompleted:
+                e.version = version(blockVersions, e.addr, true);
+                break;
             case model::Action::FreeRequested:
-            case model::Action::Alloc: e.version = version(blockVersions, e.addr, false); break;
+            case model::Action::Alloc:
+                e.version = version(blockVersions, e.addr, false);
+                break;
             case model::Action::SegmentFree:
-            case model::Action::SegmentUnmap: e.version = version(segmentVersions, e.addr, true); break;
+            case model::Action::SegmentUnmap:
+                e.version = version(segmentVersions, e.addr, true);
+                break;
             case model::Action::SegmentAlloc:
-            case model::Action::SegmentMap: e.version = version(segmentVersions, e.addr, false); break;
-            default: break;
+            case model::Action::SegmentMap:
+                e.version = version(segmentVersions, e.addr, false);
+                break;
+            default:
+                break;
             }
         }
     }

@@ -8,10 +8,14 @@
 // fresh state from the agent (or the state of a restarted job): synthetic trace entries turn the Recorder's state
 // into the fresh one, and an annotation pair marks where data is missing. The snapshot's final segments and blocks
 // are always the state with the applied events on top, and its device_traces are exactly those events (plus the
-// synthetic ones), so a Replay of it ends where the Recorder ends. Single-threaded: one thread owns a Recorder.
+// synthetic ones), so a Replay of it ends where the Recorder ends. Free (inactive) blocks are kept as the agent's
+// state lists them, with the request PyTorch leaves on each, and follow PyTorch's split and merge rules
+// (model/freeblocks.h), so the snapshot's free blocks are the job's own, stale requests included. Single-threaded:
+// one thread owns a Recorder.
 // No ZeroMQ (client::AgentClient in common/client is the ZeroMQ side).
 #pragma once
 
+#include "model/freeblocks.h"
 #include "model/snapshot.h"
 #include "wire/decoder.h"
 #include "wire/protocol.h"
@@ -88,12 +92,14 @@ public:
     // all at the reason's time, in an order a Replay can undo: per device, free_requested (blocks still
     // allocated) and free_completed for blocks that vanished or changed, segment_free / segment_unmap for
     // segments that vanished or changed, then segment_alloc / segment_map for new segments, alloc (and
-    // free_requested for pending-free ones) for new blocks. A block whose only change is allocated -> pending free
-    // gets a free_requested. Adds an external annotation pair per device (START at the last applied record's
-    // time, END at the resync's) named "memscope: resync after N missing records" or "memscope: job restarted
-    // (pid P)", so a timeline shows where data is missing. Buffered events at or below fresh's lastSequence are
-    // dropped; later ones are applied. Before any state this is setState(). After a Restart, stack ids name the
-    // new job's definitions (those sent from now on); entries before it keep the old job's frames.
+    // free_requested for pending-free ones) for new blocks, and last, for each free block whose request the
+    // entries so far would not leave as `fresh` shows it (by PyTorch's rules), an alloc, free_requested and
+    // free_completed of the whole block with that request (free_block leaves it on the block). A block whose only
+    // change is allocated -> pending free gets a free_requested. Adds an external annotation pair per device (START at
+    // the last applied record's time, END at the resync's) named "memscope: resync after N missing records" or
+    // "memscope: job restarted (pid P)", so a timeline shows where data is missing. Buffered events at or below fresh's
+    // lastSequence are dropped; later ones are applied. Before any state this is setState(). After a Restart, stack ids
+    // name the new job's definitions (those sent from now on); entries before it keep the old job's frames.
     void resync(const DecodedState& fresh, const ResyncReason& reason);
 
     const RecorderStats& stats() const { return m_stats; }
@@ -102,10 +108,10 @@ public:
     size_t bufferedEvents() const { return m_buffer.size(); }
 
     // The snapshot: final segments (by device, then address) with blocks tiling each of them (active blocks and
-    // inactive gaps), device_traces with the applied events, external_annotations only for resyncs (so a
-    // recording without one is exactly what it was before resync() existed), empty allocator_settings. Entries,
-    // blocks and segments whose stack was defined carry its frames ({name, filename, line}, innermost first, as
-    // PyTorch's C++ frames; "??" and 0 where the agent could not tell); the others have empty frames.
+    // inactive ones with their stale requests), device_traces with the applied events, external_annotations only for
+    // resyncs (so a recording without one is exactly what it was before resync() existed), empty allocator_settings.
+    // Entries, blocks and segments whose stack was defined carry its frames ({name, filename, line}, innermost first,
+    // as PyTorch's C++ frames; "??" and 0 where the agent could not tell); the others have empty frames.
     model::Snapshot snapshot() const;
 
     // For viewers that grow a model of their own instead of copying snapshot() every time (the app's live view,
@@ -159,9 +165,13 @@ private:
         bool isExpandable = false;
         bool isSmall = false;
         uint64_t stack = 0; // stackKey()
-        std::map<uint64_t, Block> blocks; // active blocks by address; the gaps between them are inactive
+        std::map<uint64_t, Block> blocks; // active blocks by address; the inactive ones are in Device::free
     };
-    using Device = std::map<uint64_t, Segment>; // by address
+    struct Device {
+        std::map<uint64_t, Segment> segments; // by address
+        // The inactive blocks with the requests PyTorch leaves on them, kept by its rules (model/freeblocks.h).
+        model::FreeBlocks free;
+    };
 
     // A wire stack id made unique across job restarts: the restart count in the high half (0 stays "none").
     uint64_t stackKey(uint32_t wireId) const { return wireId == 0 ? 0 : (uint64_t(m_epoch) << 32) | wireId; }
@@ -170,8 +180,10 @@ private:
     void drain();
     void apply(const EventRecord& e);
     bool applyToState(const EventRecord& e, uint64_t& traceSize);
+    void unmapFree(Device& dev, uint64_t address, uint64_t size);
     Device& device(uint8_t d);
-    Segment* segmentAt(uint8_t d, uint64_t address, uint64_t size);
+    // The segment holding [address, address + size) and its address (nullptr: none).
+    std::pair<uint64_t, Segment*> segmentAt(uint8_t d, uint64_t address, uint64_t size);
 
     bool m_hasState = false;
     bool m_awaitingFresh = false;

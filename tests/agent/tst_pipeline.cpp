@@ -1,10 +1,10 @@
 // End-to-end tests of the live pipeline: the real `memscope-cli demo` (allocator + publisher, as in a job) and
 // `memscope-cli record` (the Clone-pattern viewer), both run as processes from the binary beside this test over
-// ipc endpoints in a temporary folder. Covers a whole run, a late join, a viewer killed and restarted, the agent
-// killed, incompatible or garbage frames from a fake publisher in this test, and the throughput (reported with
-// qInfo, never asserted). What tst_recordcommand already checks against its fake agent (goodbye, limits, silence
-// with synthetic events, bad command lines) is not repeated. Runs on the test's main thread; the fake publisher
-// owns its sockets on its own thread.
+// ipc endpoints in a temporary folder. Covers a whole run, a late join, a viewer killed and restarted, recordings
+// that end exactly in the job's own exit dump however they joined, the agent killed, incompatible or garbage
+// frames from a fake publisher in this test, and the throughput (reported with qInfo, never asserted). What
+// tst_recordcommand already checks against its fake agent (goodbye, limits, silence with synthetic events, bad command
+// lines) is not repeated. Runs on the test's main thread; the fake publisher owns its sockets on its own thread.
 #include "io/snapshotio.h"
 #include "statelines.h"
 #include "wire/decoder.h"
@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -141,6 +142,36 @@ QString replayVerdict(const QString& file)
 
 constexpr const char* IdenticalVerdict = "final state identical: yes";
 
+// The resyncs of `record`'s summary line (recordcommand.cpp): "resyncs N (M restarts)".
+qulonglong parseResyncs(const QString& out)
+{
+    static const QRegularExpression re(QStringLiteral("resyncs (\\d+) \\((\\d+) restarts\\)"));
+    const QRegularExpressionMatch m = re.match(out);
+    return m.hasMatch() ? m.captured(1).toULongLong() : 0;
+}
+
+// What `memscope-cli COMMAND FILE` prints on stdout.
+QByteArray cliOutput(const QString& command, const QString& file)
+{
+    QProcess p;
+    p.start(cliPath(), { command, file });
+    if (!p.waitForFinished(60000) || p.exitCode() != 0)
+        return "memscope-cli " + command.toUtf8() + " failed: " + p.readAllStandardError();
+    return p.readAllStandardOutput();
+}
+
+// Every segment's address and type ("small" / "large"), which statelines.h leaves out (a replay has no type).
+QStringList segmentTypes(const model::Snapshot& s)
+{
+    QStringList out;
+    for (const model::Segment& seg : s.segments)
+        out << QStringLiteral("%1 %2").arg(seg.address, 0, 16).arg(QString::fromUtf8(s.str(seg.segmentType)));
+    return out;
+}
+
+// How a recording joins the job whose exit dump it is compared with.
+enum class Join { AtStart, Late, LateLeaking, Resync, Restart };
+
 // A publisher that speaks just enough of the protocol to be joined, then sends one bad frame on the events topic
 // (or answers the state request with a bad state).
 enum class Bad { BatchVersion2, GarbageBatch, StateVersion2 };
@@ -213,6 +244,7 @@ private:
 } // namespace
 
 Q_DECLARE_METATYPE(Bad)
+Q_DECLARE_METATYPE(Join)
 
 class TestPipeline : public QObject {
     Q_OBJECT
@@ -363,6 +395,126 @@ private Q_SLOTS:
         const QStringList expected = test::stateLines(*referenceSnapshot), actual = test::stateLines(*joinedSnapshot);
         QVERIFY(!expected.isEmpty());
         QCOMPARE(actual, expected);
+    }
+
+    // The recording ends with exactly the job's own final state, as the job dumps it at exit (MEMSCOPE_DUMP_ON=exit,
+    // PyTorch's snapshot format): every segment and every block, free ones included, with its address, size, state,
+    // requested size (the stale one PyTorch leaves on a free block too), stream, pool and type; and `memscope-cli
+    // segments` / `memory` print the same bytes for both. However the recording joined: at the start, late, late
+    // into a leaking job at a high rate, after resynchronising from a state (records the agent dropped, its ring
+    // made tiny), and across a restart of the job (--follow: the second run's dump).
+    void recordingMatchesExitDump_data()
+    {
+        QTest::addColumn<Join>("join");
+        QTest::newRow("joined at the start") << Join::AtStart;
+        QTest::newRow("joined 1 s late") << Join::Late;
+        QTest::newRow("joined 1.5 s late into a leaking job at 200 k events/s") << Join::LateLeaking;
+        QTest::newRow("resynchronised after the agent dropped records") << Join::Resync;
+        QTest::newRow("across a restart of the job (--follow)") << Join::Restart;
+    }
+    void recordingMatchesExitDump()
+    {
+        QFETCH(Join, join);
+        const QString tag = QStringLiteral("exit%1").arg(int(join));
+        const QString e = endpoint(tag), dump = file(tag + QLatin1String("-job.pickle")),
+                      recording = file(tag + QLatin1String("-recording.pickle"));
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("MEMSCOPE_DUMP_ON"), QStringLiteral("exit"));
+        env.insert(QStringLiteral("MEMSCOPE_DUMP_PATH"), dump);
+        QStringList args { QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--delay"),
+                           QStringLiteral("500") };
+        switch (join) {
+        case Join::AtStart:
+        case Join::Late:
+            args << QStringLiteral("--events") << QStringLiteral("60000") << QStringLiteral("--rate")
+                 << QStringLiteral("30000");
+            break;
+        case Join::LateLeaking:
+            args << QStringLiteral("--events") << QStringLiteral("500000") << QStringLiteral("--rate")
+                 << QStringLiteral("200000") << QStringLiteral("--leak");
+            break;
+        case Join::Resync:
+            // A flood into a tiny ring: the agent drops records; the job then stays a while (answering state
+            // requests) so that the viewer repairs before the goodbye.
+            env.insert(QStringLiteral("MEMSCOPE_RING_RECORDS"), QStringLiteral("256"));
+            args << QStringLiteral("--events") << QStringLiteral("300000") << QStringLiteral("--rate")
+                 << QStringLiteral("0") << QStringLiteral("--linger") << QStringLiteral("5000");
+            break;
+        case Join::Restart:
+            args << QStringLiteral("--events") << QStringLiteral("30000") << QStringLiteral("--rate")
+                 << QStringLiteral("30000");
+            break;
+        }
+
+        Cli demo, record;
+        if (join == Join::Restart) {
+            // A first run, recorded whole; its goodbye is not the end of a recording that follows the job.
+            QProcessEnvironment first = QProcessEnvironment::systemEnvironment();
+            first.remove(QStringLiteral("MEMSCOPE_DUMP_ON"));
+            Cli firstRun;
+            firstRun.process->setProcessEnvironment(first);
+            firstRun.start(args);
+            QVERIFY(waitBound(firstRun));
+            record.start(recordArgs(e, recording) << QStringLiteral("--follow"));
+            QVERIFY(firstRun.finish(60000));
+            QCOMPARE(firstRun.status(), 0);
+        }
+        demo.process->setProcessEnvironment(env);
+        demo.start(args);
+        QVERIFY(waitBound(demo));
+        if (join == Join::AtStart || join == Join::Resync)
+            record.start(recordArgs(e, recording));
+        else if (join == Join::Late || join == Join::LateLeaking) {
+            QTest::qWait(join == Join::Late ? 1000 : 1500); // the 0.5 s delay, then the run goes on without us
+            QCOMPARE(demo.process->state(), QProcess::Running);
+            record.start(recordArgs(e, recording));
+        }
+        QVERIFY(demo.finish(120000));
+        QCOMPARE(demo.status(), 0);
+        const DemoSummary d = parseDemo(demo.err());
+        QVERIFY(d.parsed);
+        if (join == Join::Restart) {
+            // --follow records until interrupted: once the second run said goodbye, ask it to write its file.
+            QTest::qWait(1500);
+            QCOMPARE(record.process->state(), QProcess::Running);
+            ::kill(pid_t(record.process->processId()), SIGINT);
+        }
+        QVERIFY(record.finish(120000));
+        const QString recordOut = record.out(), recordErr = record.err();
+        QVERIFY2(record.status() == 0, qPrintable(recordErr));
+        const RecordSummary r = parseRecord(recordOut);
+        QVERIFY2(r.parsed, qPrintable(recordOut));
+        switch (join) {
+        case Join::AtStart:
+            QCOMPARE(r.events, d.events);
+            break;
+        case Join::Late:
+        case Join::LateLeaking:
+            QVERIFY2(r.events > 0 && r.events < d.events, qPrintable(recordOut)); // it did join late
+            break;
+        case Join::Resync:
+            if (d.lost == 0)
+                QSKIP("the agent kept up with the flood on this machine: nothing to resynchronise");
+            QVERIFY2(parseResyncs(recordOut) > 0, qPrintable(recordOut + recordErr));
+            break;
+        case Join::Restart:
+            QVERIFY2(recordOut.contains(QStringLiteral("(1 restarts)")), qPrintable(recordOut));
+            break;
+        }
+        if (join != Join::Resync && d.lost != 0)
+            QSKIP("the agent dropped events on this machine: the recording resynchronised instead");
+
+        const auto job = load(dump), recorded = load(recording);
+        QVERIFY(job && recorded);
+        const QStringList expected = test::stateLines(*job);
+        QVERIFY(expected.size() > 10);
+        QCOMPARE(test::stateLines(*recorded), expected);
+        QCOMPARE(segmentTypes(*recorded), segmentTypes(*job));
+        for (const QString& command : { QStringLiteral("segments"), QStringLiteral("memory") }) {
+            const QByteArray fromJob = cliOutput(command, dump), fromRecording = cliOutput(command, recording);
+            QVERIFY(!fromJob.isEmpty());
+            QCOMPARE(fromRecording, fromJob);
+        }
     }
 
     // The job dies without a goodbye: the viewer notices by the silence (2 s, recordcommand.cpp), keeps what it

@@ -3,6 +3,7 @@
 // snapshot that reads back from its own pickle and replays to the same final state with no warnings).
 #include "io/snapshotio.h"
 #include "model/replay.h"
+#include "model/replayextender.h"
 #include "testutil.h"
 #include "wire/decoder.h"
 #include "wire/recorder.h"
@@ -19,6 +20,9 @@ using namespace memscope;
 using namespace memscope::wire;
 
 Q_DECLARE_METATYPE(std::vector<uint8_t>)
+Q_DECLARE_METATYPE(std::vector<memscope::wire::SegmentRecord>)
+Q_DECLARE_METATYPE(std::vector<memscope::wire::BlockRecord>)
+Q_DECLARE_METATYPE(std::vector<memscope::wire::EventRecord>)
 
 namespace {
 
@@ -81,6 +85,41 @@ std::vector<uint8_t> validState()
     const std::vector segs { segment(A, 20 * MiB) };
     const std::vector blocks { block(A, MiB, 1'000'000), block(A + MiB, MiB, 0, 0), block(A + 2 * MiB, MiB, 999) };
     return encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks);
+}
+
+// The inactive blocks of a snapshot or a replay state: "offset size request" (offset from A and size in MiB, the
+// request in bytes), joined by "; ".
+template <class Blocks> QString inactiveOf(const Blocks& blocks)
+{
+    QStringList out;
+    for (const auto& b : blocks)
+        if (b.state == model::BlockState::Inactive)
+            out << QStringLiteral("%1 %2 %3")
+                       .arg(double(uint64_t(b.address) - A) / double(MiB))
+                       .arg(double(b.size) / double(MiB))
+                       .arg(b.requestedSize);
+    return out.join(QStringLiteral("; "));
+}
+QString inactiveBlocks(const model::Snapshot& s) { return inactiveOf(s.blocks); }
+QString inactiveBlocks(const model::ReplayState& s) { return inactiveOf(s.blocks); }
+
+// The state a ReplayExtender reaches from the Recorder's join state through its trace (what a live view shows).
+// `details`: what the agent knows beyond the trace, per entry so far (grown here from the Recorder's deltas).
+model::ReplayState extendedEnd(Recorder& rec, std::vector<model::EntryDetail>& details)
+{
+    const model::Snapshot join = rec.joinSnapshot(), whole = rec.snapshot();
+    Recorder::Delta delta;
+    rec.takeDelta(delta);
+    for (const Recorder::Entry& e : delta.entries)
+        details.push_back({ model::ByteCount(e.blockSize), { e.poolFirst, e.poolSecond } });
+    model::Replay replay;
+    model::ReplayExtender extender;
+    extender.start(replay, join, 0);
+    const auto& trace = whole.deviceTraces[0];
+    extender.append(replay, std::span(trace.data(), trace.size()), details);
+    if (replay.warnings() != 0)
+        qWarning("the extended replay has %llu warnings", static_cast<unsigned long long>(replay.warnings()));
+    return replay.stateAt(replay.entryCount());
 }
 
 std::vector<uint8_t> validStackDef()
@@ -606,6 +645,110 @@ private Q_SLOTS:
         QVERIFY(!rec.needsFreshState());
         QCOMPARE(rec.stats().applied, 1ULL);
         QCOMPARE(rec.stats().gaps, 0ULL);
+    }
+
+    // Inactive blocks keep the request of their Block object's last user, as the job's own snapshot shows it
+    // (c10/cuda/CUDACachingAllocator.cpp; model/freeblocks.h has the rules): from the state reply, through splits,
+    // merges, new segments, unmaps and maps.
+    void recorderKeepsStaleRequests_data()
+    {
+        QTest::addColumn<std::vector<SegmentRecord>>("segments");
+        QTest::addColumn<std::vector<BlockRecord>>("blocks");
+        QTest::addColumn<std::vector<EventRecord>>("events");
+        QTest::addColumn<QString>("inactive"); // "offset-from-A size request" per inactive block, in MiB
+        // A: [1 MiB active][1 MiB free, 777][1 MiB active][17 MiB free, 555]
+        const std::vector segs { segment(A, 20 * MiB) };
+        const std::vector blocks { block(A, MiB, 1000), block(A + MiB, MiB, 777, 0), block(A + 2 * MiB, MiB, 999),
+                                   block(A + 3 * MiB, 17 * MiB, 555, 0) };
+        QTest::newRow("the state reply's inactive blocks, with their requests")
+            << segs << blocks << std::vector<EventRecord> {} << QStringLiteral("1 1 777; 3 17 555");
+        QTest::newRow("alloc_found_block: an allocation takes the front, the rest keeps the request")
+            << segs << blocks << std::vector { makeEvent(11, EventType::Alloc, A + 3 * MiB, MiB, 10) }
+            << QStringLiteral("1 1 777; 4 16 555");
+        QTest::newRow("free_block: the freed block absorbs both free neighbours with its own request")
+            << segs << blocks
+            << std::vector { makeEvent(11, EventType::FreeRequested, A + 2 * MiB, MiB),
+                             makeEvent(12, EventType::FreeCompleted, A + 2 * MiB, MiB) }
+            << QStringLiteral("1 19 999");
+        QTest::newRow("alloc_block: a new segment is a block no one requested")
+            << segs << blocks << std::vector { makeEvent(11, EventType::SegmentAlloc, A + 20 * MiB, 2 * MiB) }
+            << QStringLiteral("1 1 777; 3 17 555; 20 2 0");
+        QTest::newRow("an agent that lists no inactive blocks: the gaps carry no request")
+            << segs << std::vector { block(A, MiB, 1000), block(A + 2 * MiB, MiB, 999) } << std::vector<EventRecord> {}
+            << QStringLiteral("1 1 0; 3 17 0");
+        // An expandable segment's mapped 4 MiB, all free, last used for 321 bytes.
+        const std::vector expandable { segment(A, 4 * MiB, true) };
+        const std::vector freeBlock { block(A, 4 * MiB, 321, 0) };
+        QTest::newRow("unmap_block, map_block: a range mapped again brings back the request it was unmapped with")
+            << expandable << freeBlock
+            << std::vector { makeEvent(11, EventType::SegmentUnmap, A + 2 * MiB, 2 * MiB),
+                             makeEvent(12, EventType::SegmentMap, A + 2 * MiB, 2 * MiB) }
+            << QStringLiteral("0 4 321");
+        QTest::newRow("unmap_block: the pages left free around the unmapped ones are new blocks")
+            << expandable << freeBlock << std::vector { makeEvent(11, EventType::SegmentUnmap, A + 2 * MiB, 2 * MiB) }
+            << QStringLiteral("0 2 0");
+        QTest::newRow("release_expandable_segment: nothing mapped any more, the space is new when mapped again")
+            << expandable << freeBlock
+            << std::vector { makeEvent(11, EventType::SegmentUnmap, A, 4 * MiB),
+                             makeEvent(12, EventType::SegmentMap, A, 2 * MiB) }
+            << QStringLiteral("0 2 0");
+    }
+    void recorderKeepsStaleRequests()
+    {
+        QFETCH(std::vector<SegmentRecord>, segments);
+        QFETCH(std::vector<BlockRecord>, blocks);
+        QFETCH(std::vector<EventRecord>, events);
+        QFETCH(QString, inactive);
+        Recorder rec;
+        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segments, blocks))));
+        rec.addEvents(events);
+        QCOMPARE(rec.stats().inconsistent, 0ULL);
+        const model::Snapshot s = rec.snapshot();
+        QCOMPARE(inactiveBlocks(s), inactive);
+        // A replay of the recording's trace from its join state (what a live view grows) ends with the same.
+        std::vector<model::EntryDetail> details;
+        QCOMPARE(inactiveBlocks(extendedEnd(rec, details)), inactive);
+    }
+
+    // After a resync (records missed, or the job restarted) the recording's free blocks carry the fresh state's
+    // requests, and the synthetic entries bring a replay of its trace to exactly that state too.
+    void recorderResyncKeepsStaleRequests_data()
+    {
+        QTest::addColumn<bool>("restart");
+        QTest::newRow("records missed") << false;
+        QTest::newRow("the job restarted") << true;
+    }
+    void recorderResyncKeepsStaleRequests()
+    {
+        QFETCH(bool, restart);
+        Recorder rec;
+        const std::vector segs { segment(A, 20 * MiB) };
+        const std::vector before { block(A, MiB, 1000), block(A + MiB, MiB, 777, 0), block(A + 2 * MiB, MiB, 999),
+                                   block(A + 3 * MiB, 17 * MiB, 555, 0) };
+        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, before))));
+        rec.addEvents(std::vector { makeEvent(11, EventType::Alloc, A + 3 * MiB, MiB, 10) });
+        // The fresh state: the first block freed, its space and the next free block taken by one free block last
+        // requested with 4242 (what a missed free and merge left), the 1 MiB allocation gone, its space merged with
+        // the rest under yet another request; and a new segment whose rest of a split carries an old request.
+        const std::vector fresh { segment(A, 20 * MiB), segment(B, 2 * MiB) };
+        const std::vector freshBlocks { block(A, 2 * MiB, 4242, 0), block(A + 2 * MiB, MiB, 999),
+                                        block(A + 3 * MiB, 17 * MiB, 31, 0), block(B, MiB, 100),
+                                        block(B + MiB, MiB, 64, 0) };
+        const DecodedState state
+            = wire::decodeState(encodeState(makeHello(restart ? 43 : 42, 1, "node1", "0.1"), 20, fresh, freshBlocks));
+        ResyncReason reason;
+        reason.kind = restart ? ResyncReason::Kind::Restart : ResyncReason::Kind::Gap;
+        reason.missing = 8;
+        rec.resync(state, reason);
+        QCOMPARE(rec.stats().inconsistent, 0ULL);
+        const QString expected = QStringLiteral("0 2 4242; 3 17 31; 257 1 64"); // B is A + 256 MiB
+        QCOMPARE(inactiveBlocks(rec.snapshot()), expected);
+        std::vector<model::EntryDetail> details;
+        QCOMPARE(inactiveBlocks(extendedEnd(rec, details)), expected);
+        // And the recorder goes on from there by the rules.
+        rec.addEvents(std::vector { makeEvent(21, EventType::Alloc, A, MiB, 5) });
+        QCOMPARE(inactiveBlocks(rec.snapshot()), QStringLiteral("1 1 4242; 3 17 31; 257 1 64"));
+        QCOMPARE(inactiveBlocks(extendedEnd(rec, details)), QStringLiteral("1 1 4242; 3 17 31; 257 1 64"));
     }
 
     void recorderSkipsWhatDoesNotFit_data()
