@@ -378,23 +378,25 @@ void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
         sides[0].document = done.documents[0];
         sides[1].document = done.documents.size() > 1 ? done.documents[1] : done.documents[0];
         for (size_t i = 0; i < 2; ++i) {
-            const int64_t index = done.indices[i];
-            if (index == model::EndOfTrace)
+            const model::Moment& moment = done.moments[i];
+            if (moment.kind == model::MomentKind::End)
                 continue;
-            // A state index belongs to one device's trace: the first device that has one.
+            // A moment belongs to one device's trace: the first device that has one.
             const auto& traces = sides[i].document->snapshot->deviceTraces;
             int device = 0;
             while (size_t(device) < traces.size() && traces[size_t(device)].empty())
                 ++device;
-            const int64_t n = size_t(device) < traces.size() ? int64_t(traces[size_t(device)].size()) : 0;
-            if (index > n) {
-                showError(done.paths[done.paths.size() > 1 ? qsizetype(i) : 0]
-                          + tr(": index %1 is beyond the trace (%2 entries)").arg(index).arg(n));
+            device = std::min<int>(device, int(sides[i].document->replays.size()) - 1);
+            const model::ResolvedMoment r = model::resolveMoment(moment, *sides[i].document->snapshot,
+                                                                 sides[i].document->replays[size_t(device)]);
+            if (!r.ok) {
+                showError(done.paths[done.paths.size() > 1 ? qsizetype(i) : 0] + QStringLiteral(": ")
+                          + QString::fromStdString(r.error));
                 Q_EMIT loadFinished(false);
                 return;
             }
             sides[i].device = device;
-            sides[i].index = index;
+            sides[i].index = r.index;
         }
         openDiffTab(sides[0], sides[1]);
     } else {
@@ -414,13 +416,13 @@ void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
 
 void MainWindow::openDiff(const QString& a, const QString& b)
 {
-    // Each side may be FILE@INDEX (the state after INDEX entries), as `memscope-cli diff` takes them.
+    // Each side may be FILE@MOMENT (an index, peak, oom, an annotation...), as `memscope-cli diff` takes them.
     QString paths[2];
-    std::array<int64_t, 2> indices {};
+    std::array<model::Moment, 2> moments {};
     const QString specs[2] = { a, b };
     for (int i = 0; i < 2; ++i) {
         std::string path, error;
-        if (!model::parseDiffSideSpec(specs[i].toStdString(), path, indices[size_t(i)], error)) {
+        if (!model::parseDiffSideSpec(specs[i].toStdString(), path, moments[size_t(i)], error)) {
             showError(specs[i] + QStringLiteral(": ") + QString::fromStdString(error));
             // Reported after the caller returns, like every other load, so it can connect first.
             QMetaObject::invokeMethod(this, [this] { Q_EMIT loadFinished(false); }, Qt::QueuedConnection);
@@ -432,7 +434,7 @@ void MainWindow::openDiff(const QString& a, const QString& b)
         startGroup(LoadGroup::Kind::Diff, { paths[0] });
     else
         startGroup(LoadGroup::Kind::Diff, { paths[0], paths[1] });
-    m_groups[m_nextGroup - 1].indices = indices;
+    m_groups[m_nextGroup - 1].moments = moments;
 }
 
 void MainWindow::openRankGroup(const QStringList& paths)
