@@ -16,10 +16,12 @@
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -27,7 +29,9 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTabWidget>
@@ -51,7 +55,12 @@ MainWindow::MainWindow(QWidget* parent)
 {
     setWindowTitle(QStringLiteral("memscope"));
     setAcceptDrops(true);
-    resize(1500, 950);
+    // The first window fits the screen it opens on (a 1280x720 laptop, a 4K monitor at 2x): 1500x950 at most, 90 %
+    // of the available area at least as small. A saved geometry (restoreGeometry below) wins.
+    QSize first(1500, 950);
+    if (const QScreen* screen = QGuiApplication::primaryScreen())
+        first = first.boundedTo(screen->availableGeometry().size() * 9 / 10);
+    resize(first);
 
     auto* central = new QWidget(this);
     auto* layout = new QVBoxLayout(central);
@@ -219,12 +228,41 @@ void MainWindow::buildMenus()
           [](DocumentWindow* d) { d->session()->setCursor(d->session()->entryCount()); });
     addGo(tr("Clear Selection"), QKeySequence(Qt::Key_Escape),
           [](DocumentWindow* d) { d->session()->setSelection(model::NoAllocation); });
+    go->addSeparator();
+    // Landmarks (model/landmarks.h): the same moments `--at`, Compare Two Moments and `memscope-cli diff A@peak`
+    // take. Each selects what it is about and says why in the status line.
+    auto goMoment = [this](model::MomentKind kind) {
+        return [this, kind](DocumentWindow* d) {
+            const QString error = d->goTo(model::Moment { kind, 1, {} });
+            if (!error.isEmpty())
+                statusBar()->showMessage(error, 5000);
+        };
+    };
+    addGo(tr("Peak Allocated"), QKeySequence(Qt::Key_P), goMoment(model::MomentKind::PeakAllocated));
+    addGo(tr("Peak Reserved"), QKeySequence(Qt::SHIFT | Qt::Key_P), goMoment(model::MomentKind::PeakReserved));
+    addGo(tr("Next OOM"), QKeySequence(Qt::Key_O), [](DocumentWindow* d) { d->stepOom(1); });
+    addGo(tr("Previous OOM"), QKeySequence(Qt::SHIFT | Qt::Key_O), [](DocumentWindow* d) { d->stepOom(-1); });
+    addGo(tr("Largest Allocation"), QKeySequence(Qt::Key_L), goMoment(model::MomentKind::Largest));
+    addGo(tr("Go to Moment…"), QKeySequence(Qt::CTRL | Qt::Key_G), [this](DocumentWindow* d) {
+        bool ok = false;
+        const QString text = QInputDialog::getText(
+            this, tr("Go to moment"),
+            tr("An entry index, end, peak, peak-reserved, oom, oom2…, largest, or a record_function name "
+               "(NAME:end for its end):"),
+            QLineEdit::Normal, QStringLiteral("peak"), &ok);
+        if (!ok)
+            return;
+        const auto moment = model::parseMoment(text.trimmed().toStdString());
+        const QString error = moment ? d->goTo(*moment) : tr("no moment given");
+        if (!error.isEmpty())
+            showError(text + QStringLiteral(": ") + error);
+    });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     const std::pair<DocumentWindow::View, QString> views[] = {
-        { DocumentWindow::View::Timeline, tr("&Timeline") },   { DocumentWindow::View::Segments, tr("&Segment Map") },
-        { DocumentWindow::View::Tree, tr("&Call Stacks") },    { DocumentWindow::View::Events, tr("&Events") },
-        { DocumentWindow::View::Overview, tr("&Overview") },
+        { DocumentWindow::View::Timeline, tr("&Timeline") }, { DocumentWindow::View::Segments, tr("&Segment Map") },
+        { DocumentWindow::View::Tree, tr("&Call Stacks") },  { DocumentWindow::View::Events, tr("&Events") },
+        { DocumentWindow::View::Overview, tr("&Overview") }, { DocumentWindow::View::Insights, tr("&Insights") },
     };
     int n = 1;
     for (const auto& [v, name] : views) {
@@ -234,6 +272,22 @@ void MainWindow::buildMenus()
         });
         a->setShortcut(QKeySequence(Qt::ALT | (Qt::Key_0 + n++)));
     }
+    view->addSeparator();
+    QAction* compiler = view->addAction(tr("torch.compile's Own Annotations"));
+    compiler->setObjectName(QStringLiteral("compilerAnnotationsAction"));
+    compiler->setCheckable(true);
+    compiler->setToolTip(tr("Show the record_function ranges torch.compile opens for itself (Torch-Compiled Region, "
+                            "CompiledFunction, ## Call CompiledFxGraph ##...): hidden by default"));
+    connect(compiler, &QAction::toggled, this, [this](bool on) {
+        if (auto* doc = currentDocument())
+            doc->session()->setCompilerAnnotationsShown(on);
+    });
+    connect(m_tabs, &QTabWidget::currentChanged, compiler, [this, compiler] {
+        const QSignalBlocker block(compiler);
+        auto* doc = currentDocument();
+        compiler->setEnabled(doc != nullptr);
+        compiler->setChecked(doc && doc->session()->compilerAnnotationsShown());
+    });
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts)->setShortcut(QKeySequence::HelpContents);
@@ -315,7 +369,7 @@ void MainWindow::onLoaded(uint64_t job, const LoadOutcome& outcome)
     }
     auto* doc = new DocumentWindow(outcome.document, m_tabs);
     QSettings settings;
-    doc->restoreState(settings.value(DocStateKey).toByteArray());
+    doc->restoreLayout(settings.value(DocStateKey).toByteArray());
     connect(doc, &DocumentWindow::statusChanged, this, [this, doc] {
         if (doc == currentDocument())
             updateStatus();
@@ -512,17 +566,28 @@ void MainWindow::chooseCompareMoments()
         return;
     }
     Session* s = doc->session();
-    const qint64 suggested = m_baseline.document == s->documentPtr() ? m_baseline.index : 0;
+    const QString suggested
+        = m_baseline.document == s->documentPtr() ? QString::number(m_baseline.index) : QStringLiteral("peak");
     bool ok = false;
-    const qint64 a = QInputDialog::getInt(this, tr("Compare two moments"),
-                                          tr("Side A: state index (B is the cursor, %1)").arg(s->cursor()),
-                                          int(suggested), 0, int(s->entryCount()), 1, &ok);
+    const QString text = QInputDialog::getText(
+        this, tr("Compare two moments"),
+        tr("Side A: an entry index, peak, peak-reserved, oom, oom2…, largest or a record_function name (B is the "
+           "cursor, entry %1)")
+            .arg(s->cursor()),
+        QLineEdit::Normal, suggested, &ok);
     if (!ok)
         return;
+    const auto moment = model::parseMoment(text.trimmed().toStdString());
+    const model::ResolvedMoment a = moment ? model::resolveMoment(*moment, s->snapshot(), s->replay())
+                                           : model::ResolvedMoment { false, 0, "no moment given", {}, 0 };
+    if (!a.ok) {
+        showError(tr("Compare Two Moments: %1: %2").arg(text, QString::fromStdString(a.error)));
+        return;
+    }
     DiffInput sa, sb;
     sa.document = sb.document = s->documentPtr();
     sa.device = sb.device = s->device();
-    sa.index = a;
+    sa.index = a.index;
     sb.index = s->cursor();
     openDiffTab(sa, sb);
 }
@@ -745,7 +810,7 @@ void MainWindow::closeEvent(QCloseEvent* event)
     settings.setValue(GeometryKey, saveGeometry());
     settings.setValue(StateKey, saveState());
     if (auto* doc = currentDocument())
-        settings.setValue(DocStateKey, doc->saveState());
+        settings.setValue(DocStateKey, doc->saveLayout());
     QMainWindow::closeEvent(event);
 }
 

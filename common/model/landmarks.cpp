@@ -265,7 +265,7 @@ ResolvedMoment openingMoment(const Snapshot& snapshot, const Replay& replay)
         }
     }
     ResolvedMoment r = resolveMoment(Moment { MomentKind::End, 0, {} }, snapshot, replay);
-    r.why = replay.entryCount() > 0 ? "at the end of the trace (no OOM)" : "at the snapshot (no trace recorded)";
+    r.why = replay.entryCount() > 0 ? "at the end of the trace: no OOM in it" : "at the snapshot: no trace recorded";
     return r;
 }
 

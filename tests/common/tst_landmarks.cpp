@@ -243,7 +243,7 @@ void TestLandmarks::opening_data()
     QTest::addColumn<QString>("why");
     QTest::newRow("one OOM") << "oom.pickle" << qint64(51) << "at the OOM";
     QTest::newRow("many OOMs") << "corpus/gc05_fraction.pickle" << qint64(369) << "at the first of 29 OOMs";
-    QTest::newRow("no OOM") << "transformer_train.pickle" << qint64(-1) << "at the end of the trace (no OOM)";
+    QTest::newRow("no OOM") << "transformer_train.pickle" << qint64(-1) << "at the end of the trace: no OOM in it";
 }
 
 void TestLandmarks::opening()
