@@ -129,7 +129,10 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->addWidget(m_status, 1);
     m_progress = new QProgressBar(this);
     m_progress->setObjectName(QStringLiteral("loadProgress"));
-    m_progress->setMaximumWidth(220);
+    // Wide enough for "Loading <a long file name>… 100%" (the text is drawn inside the bar).
+    m_progress->setMinimumWidth(
+        fontMetrics().horizontalAdvance(QStringLiteral("Loading transformer_train.pickle… 100%")) + 24);
+    m_progress->setMaximumWidth(m_progress->minimumWidth() * 3 / 2);
     m_progress->setRange(0, 100);
     m_progress->hide();
     m_cancel = new QPushButton(tr("Cancel"), this);

@@ -312,9 +312,11 @@ namespace {
                     biggest = b.size;
                     it.allocation = b.allocation;
                 }
-            const std::string where = "OOM " + std::to_string(k + 1) + " of " + std::to_string(ooms.size())
-                + " at entry " + std::to_string(ooms[k]) + " (" + size(request) + " requested from "
-                + stackLabel(c.s, e.stack, c.options.frameFilter) + "): ";
+            // The cause first (a narrow list shows the start), then the request and where it came from.
+            const std::string where = "OOM " + std::to_string(k + 1) + " of " + std::to_string(ooms.size()) + ", entry "
+                + std::to_string(ooms[k]) + ": ";
+            const std::string what
+                = "; " + size(request) + " requested from " + stackLabel(c.s, e.stack, c.options.frameFilter);
             auto exact = [](ByteCount b) { return size(b) + " (" + std::to_string(b) + " B)"; };
             const std::string numbers = "requested " + exact(request) + ", a block of at least "
                 + std::to_string(rounded) + " B; reserved " + exact(reserved) + ", active " + exact(active)
@@ -323,12 +325,12 @@ namespace {
             switch (cause) {
             case Cause::Pieces:
                 it.title = where + "the memory was there but in pieces (" + size(freeCached)
-                    + " reserved and free, the largest free block " + size(largest) + ")";
+                    + " reserved and free, the largest free block " + size(largest) + ")" + what;
                 it.detail = numbers + fragmentationAdvice(settings);
                 break;
             case Cause::Cap:
                 it.title = where + "the process hit its memory cap, not the device (" + size(deviceFree)
-                    + " free on the device, " + size(reserved) + " reserved)";
+                    + " free on the device, " + size(reserved) + " reserved)" + what;
                 it.detail = numbers
                     + "The device had the bytes: the cap is torch.cuda.set_per_process_memory_fraction (the "
                       "allocator refuses to reserve past fraction x device memory; a snapshot does not record it). "
@@ -338,7 +340,7 @@ namespace {
                 break;
             case Cause::Full:
                 it.title = where + "the device was full (" + size(deviceFree) + " free on it, " + size(reserved)
-                    + " reserved by this process)";
+                    + " reserved by this process)" + what;
                 it.detail = numbers
                     + "Nothing cached could serve it: lower the peak (smaller batches, activation checkpointing, "
                       "freeing tensors earlier) or find what else uses the device.\n";

@@ -6,6 +6,7 @@
 #include "apptestutil.h"
 #include "models/insightsmodel.h"
 #include "views/calltreeview.h"
+#include "views/diffwindow.h"
 #include "views/documentwindow.h"
 #include "views/insightsview.h"
 #include "views/mainwindow.h"
@@ -116,6 +117,7 @@ private Q_SLOTS:
     void firstWindowFitsTheScreen();
     void colourByRecoloursTheTimeline();
     void compilerAnnotationsHidden();
+    void diffInsightsSelectTheStack();
 };
 
 void TestInsightsDock::modelTester_data()
@@ -341,6 +343,29 @@ void TestInsightsDock::compilerAnnotationsHidden()
     s.setCompilerAnnotationsShown(true);
     QCOMPARE(changed.count(), 1);
     QCOMPARE(names().size(), 4);
+}
+
+void TestInsightsDock::diffInsightsSelectTheStack()
+{
+    DiffInput a, b;
+    a.document = document(QStringLiteral("diff_before.pickle"));
+    b.document = document(QStringLiteral("diff_after.pickle"));
+    DiffWindow w(a, b);
+    w.resize(1280, 720);
+    w.show();
+    auto* view = w.findChild<InsightsView*>(QStringLiteral("diffInsights"));
+    QVERIFY(view);
+    const QModelIndex section = view->model()->index(0, 0);
+    QCOMPARE(view->model()->rowCount(section), 3); // the totals, then the two stacks that grew
+    const QModelIndex leak = view->model()->index(1, 0, section);
+    QVERIFY(view->model()->data(leak).toString().startsWith(
+        QLatin1String("+9.0MiB in +3 blocks from gen_snapshots.py:126:step")));
+    view->activate(leak);
+    QCOMPARE(w.view(DiffWindow::View::Tree)->isVisible(), true);
+    const QModelIndex current = w.treeView()->currentIndex();
+    QVERIFY(current.isValid());
+    QVERIFY2(current.data().toString().contains(QLatin1String("gen_snapshots.py:126")),
+             qPrintable(current.data().toString()));
 }
 
 QTEST_MAIN(TestInsightsDock)
