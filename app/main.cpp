@@ -1,11 +1,13 @@
 // memscope's entry point: `memscope [FILE...]` opens each FILE in a tab (the bundled sample when none is given);
-// `memscope --screenshot OUT.png [--view timeline|segments|tree|events|overview] [--at INDEX] [FILE]` renders the
-// window, or one view, with FILE loaded and the cursor at INDEX into OUT.png (or .svg) and exits: 0, 1 with the
+// `memscope --screenshot OUT.png [--view timeline|segments|tree|events|overview|insights] [--at MOMENT]
+// [--size WxH] [FILE]` renders the window, or one view, with FILE loaded and the cursor at MOMENT (an index, peak,
+// oom, largest, an annotation: model/landmarks.h) into OUT.png (or .svg) and exits: 0, 1 with the
 // error on stderr when loading or writing fails, 2 for a bad command line. `memscope --diff A B` opens a diff tab of
 // two files, `memscope --ranks FILE...` a rank group; with --screenshot, --view then names a diff view (diff-summary,
 // diff-tree, diff-flame, diff-segments, diff-timeline) or `ranks`. Runs on the GUI thread.
 #include "ingest/demojob.h"
 #include "ingest/resources.h"
+#include "models/insightsmodel.h"
 #include "views/diffwindow.h"
 #include "views/livewindow.h"
 #include "views/mainwindow.h"
@@ -26,11 +28,11 @@ namespace {
 void printError(const QString& message) { std::fprintf(stderr, "memscope: %s\n", qPrintable(message)); }
 
 int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const QString& out,
-                   std::optional<memscope::app::DocumentWindow::View> view, qint64 at)
+                   std::optional<memscope::app::DocumentWindow::View> view, const QString& at, QSize size)
 {
     // Laid out and rendered like a shown window, but never mapped on a real screen.
     window.setAttribute(Qt::WA_DontShowOnScreen);
-    window.resize(1600, 1000);
+    window.resize(size);
     window.show();
 
     QEventLoop loop;
@@ -46,8 +48,21 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         return 1;
     }
     auto* doc = window.currentDocument();
-    if (at >= 0)
-        doc->session()->setCursor(at);
+    // The insights are computed in the background: wait for them, so the picture shows them.
+    if (doc->insights()->isComputing()) {
+        QEventLoop wait;
+        QObject::connect(doc->insights(), &memscope::app::InsightsModel::computed, &wait, &QEventLoop::quit);
+        wait.exec();
+    }
+    if (!at.isEmpty()) {
+        // --at takes what Go ▸ takes: an index, end, peak, peak-reserved, oom, oomN, largest or an annotation name.
+        const auto moment = memscope::model::parseMoment(at.toStdString());
+        const QString error = moment ? doc->goTo(*moment) : QStringLiteral("no moment given");
+        if (!error.isEmpty()) {
+            printError(QStringLiteral("--at %1: %2").arg(at, error));
+            return 2;
+        }
+    }
     QWidget* target = nullptr;
     if (view) {
         target = doc->view(*view);
@@ -227,8 +242,13 @@ int main(int argc, char** argv)
                                                        "events or overview."),
                                         QStringLiteral("name"));
     const QCommandLineOption atOption(QStringLiteral("at"),
-                                      QStringLiteral("With --screenshot: put the cursor at this state index."),
-                                      QStringLiteral("index"));
+                                      QStringLiteral("With --screenshot: put the cursor there: a state index, end, "
+                                                     "peak, peak-reserved, oom, oomN, largest or a record_function "
+                                                     "name (NAME:end: its end)."),
+                                      QStringLiteral("moment"));
+    const QCommandLineOption sizeOption(QStringLiteral("size"),
+                                        QStringLiteral("With --screenshot: the window's size (default 1600x1000)."),
+                                        QStringLiteral("WxH"), QStringLiteral("1600x1000"));
     const QCommandLineOption diffOption(QStringLiteral("diff"),
                                         QStringLiteral("Open a diff of the two FILEs (A then B) instead of tabs."));
     const QCommandLineOption ranksOption(QStringLiteral("ranks"),
@@ -268,6 +288,7 @@ int main(int argc, char** argv)
     parser.addOption(screenshot);
     parser.addOption(viewOption);
     parser.addOption(atOption);
+    parser.addOption(sizeOption);
     parser.addPositionalArgument(QStringLiteral("FILE"),
                                  QStringLiteral("Snapshots to open (pickle or JSON, optionally .xz); without any, "
                                                 "the bundled sample."),
@@ -368,22 +389,20 @@ int main(int argc, char** argv)
         if (parser.isSet(viewOption)) {
             view = memscope::app::DocumentWindow::viewFromName(parser.value(viewOption));
             if (!view) {
-                printError(QStringLiteral("unknown view '%1': use timeline, segments, tree, events or overview")
-                               .arg(parser.value(viewOption)));
+                printError(
+                    QStringLiteral("unknown view '%1': use timeline, segments, tree, events, overview or insights")
+                        .arg(parser.value(viewOption)));
                 return 2;
             }
         }
-        qint64 at = -1;
-        if (parser.isSet(atOption)) {
-            bool ok = false;
-            at = parser.value(atOption).toLongLong(&ok);
-            if (!ok || at < 0) {
-                printError(QStringLiteral("--at needs a state index (a whole number >= 0), not '%1'")
-                               .arg(parser.value(atOption)));
-                return 2;
-            }
+        const QStringList wh = parser.value(sizeOption).split(QLatin1Char('x'));
+        const QSize size = wh.size() == 2 ? QSize(wh[0].toInt(), wh[1].toInt()) : QSize();
+        if (size.width() < 320 || size.height() < 240 || size.width() > 8192 || size.height() > 8192) {
+            printError(QStringLiteral("--size needs WIDTHxHEIGHT (320x240 to 8192x8192), not '%1'")
+                           .arg(parser.value(sizeOption)));
+            return 2;
         }
-        return takeScreenshot(window, files.first(), parser.value(screenshot), view, at);
+        return takeScreenshot(window, files.first(), parser.value(screenshot), view, parser.value(atOption), size);
     }
     window.show();
     window.openFiles(files);

@@ -531,8 +531,27 @@ bool Publisher::start(std::string* error)
 
 void Publisher::onTraceEvent(const TraceEvent& event) { onTraceEventWithStack(event); }
 
+namespace {
+    // setThreadStack(): the frames this thread's allocator calls carry instead of a captured stack.
+    thread_local const uintptr_t* t_threadFrames = nullptr;
+    thread_local unsigned t_threadFrameCount = 0;
+} // namespace
+
+void Publisher::setThreadStack(const uintptr_t* frames, unsigned count) noexcept
+{
+    t_threadFrames = frames;
+    t_threadFrameCount = frames ? std::min(count, MaxStackDepth) : 0;
+}
+
+void Publisher::defineFrame(uintptr_t address, std::string name, std::string file, int line)
+{
+    m_definedFrames[address] = DefinedFrame { std::move(name), std::move(file), line };
+}
+
 uint32_t Publisher::internStack(Channel& c) noexcept
 {
+    if (t_threadFrames)
+        return c.stacks->intern(t_threadFrames, t_threadFrameCount);
     uintptr_t frames[MaxStackDepth];
     return c.stacks->intern(frames, memscope::agent::captureStack(frames, m_stackDepth));
 }
@@ -643,6 +662,13 @@ void Publisher::sendStack(const StackTable::Stack& stack)
     };
     for (unsigned i = 0; i < stack.count; ++i) {
         const uintptr_t address = stack.frames[i];
+        if (auto defined = m_definedFrames.find(address); defined != m_definedFrames.end()) {
+            frames[i].address = address;
+            frames[i].nameOffset = addString(defined->second.name);
+            frames[i].fileOffset = addString(defined->second.file);
+            frames[i].line = defined->second.line;
+            continue;
+        }
         auto it = m_symbols.find(address);
         if (it == m_symbols.end()) {
             std::string name = "??", file = "??";

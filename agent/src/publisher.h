@@ -132,6 +132,15 @@ public:
     // Device `device`'s ring (tests).
     EventRing& ring(int device = 0) { return m_channels[size_t(device)]->ring; }
 
+    // Frames a program knows better than a native stack walk (a demo, an interpreter that tracks its own stack):
+    // `address` names the frame (any value no code lives at, e.g. below 4096), sent on topic "S" with this name,
+    // file and line instead of dladdr's. Before start() only (the publisher thread reads them afterwards).
+    void defineFrame(uintptr_t address, std::string name, std::string file, int line);
+    // The calling thread's next allocator calls carry these frames (innermost first, at most 64; `frames` must stay
+    // valid until changed) instead of a captured native stack; null: capture again. Needs stacks on (stackDepth >
+    // 0). No allocation, no lock: a thread-local pointer.
+    static void setThreadStack(const uintptr_t* frames, unsigned count) noexcept;
+
     // After fork(), in the child: nothing more is recorded or sent, and stop() returns at once.
     void disableAfterFork();
 
@@ -226,6 +235,11 @@ private:
     unsigned m_stackDepth = 0;
     // Publisher thread: symbol of each return address seen so far (name, file).
     std::unordered_map<uintptr_t, std::pair<std::string, std::string>> m_symbols;
+    struct DefinedFrame {
+        std::string name, file;
+        int line = 0;
+    };
+    std::unordered_map<uintptr_t, DefinedFrame> m_definedFrames; // defineFrame(): written before start()
     std::vector<char> m_stackMessage; // publisher thread: the "S" frame being built
     ElfSymbols m_elfSymbols; // publisher thread: names dladdr does not know
 };

@@ -2,6 +2,7 @@
 #include "models/session.h"
 
 #include "model/framefilter.h"
+#include "model/landmarks.h"
 #include "report/memoryviz.h"
 
 #include <QDateTime>
@@ -113,13 +114,7 @@ int64_t Session::timeUsAt(int64_t index) const
 
 int64_t Session::indexAtTimeUs(int64_t timeUs) const
 {
-    const auto& e = entries();
-    // State i follows entry i - 1, so the first state at or after timeUs is one past the first entry at it.
-    auto it = std::lower_bound(e.begin(), e.end(), timeUs,
-                               [](const TraceEntry& entry, int64_t t) { return entry.timeUs < t; });
-    if (it == e.begin())
-        return 0;
-    return std::min<int64_t>(int64_t(it - e.begin()) + 1, entryCount());
+    return std::min<int64_t>(model::stateIndexAtTime(entries(), timeUs), entryCount());
 }
 
 void Session::setGrowing(bool growing)
@@ -136,6 +131,14 @@ void Session::setTimeAxis(TimeAxis axis)
         return;
     m_timeAxis = axis;
     Q_EMIT timeAxisChanged();
+}
+
+void Session::setColorMode(ColorMode mode)
+{
+    if (mode == m_colorMode)
+        return;
+    m_colorMode = mode;
+    Q_EMIT colorModeChanged();
 }
 
 void Session::setSelection(AllocationId id)
@@ -205,43 +208,35 @@ void Session::setFrameFilter(bool on)
 
 std::vector<AnnotationSpan> Session::annotations() const
 {
-    // record_function writes START and END with the same name; pair each END with the latest open START.
     std::vector<AnnotationSpan> out;
-    std::vector<size_t> open;
-    const Snapshot& s = snapshot();
-    for (const Annotation& a : s.annotations) {
-        if (a.device != m_device)
+    for (model::AnnotationRange& r : model::annotationRanges(snapshot(), m_device)) {
+        if (!m_compilerAnnotations && model::isCompilerAnnotation(r.name))
             continue;
-        const QString name = QString::fromUtf8(s.str(a.name).data(), qsizetype(s.str(a.name).size()));
-        if (a.stage == Annotation::Stage::Start) {
-            AnnotationSpan span;
-            span.name = name;
-            span.beginUs = span.endUs = a.timeUs;
-            span.begin = span.end = indexAtTimeUs(a.timeUs);
-            open.push_back(out.size());
-            out.push_back(span);
-        } else if (a.stage == Annotation::Stage::End) {
-            for (size_t k = open.size(); k-- > 0;) {
-                if (out[open[k]].name == name) {
-                    out[open[k]].endUs = a.timeUs;
-                    out[open[k]].end = indexAtTimeUs(a.timeUs);
-                    open.erase(open.begin() + qsizetype(k));
-                    break;
-                }
-            }
-        }
+        AnnotationSpan span;
+        span.name = QString::fromStdString(r.name);
+        span.begin = std::min(r.begin, entryCount());
+        span.end = std::min(r.end, entryCount());
+        span.beginUs = r.beginUs;
+        span.endUs = r.endUs;
+        out.push_back(std::move(span));
     }
-    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
     return out;
+}
+
+void Session::setCompilerAnnotationsShown(bool shown)
+{
+    if (shown == m_compilerAnnotations)
+        return;
+    m_compilerAnnotations = shown;
+    Q_EMIT filterChanged();
 }
 
 std::vector<int64_t> Session::oomIndices(int64_t fromEntry) const
 {
     std::vector<int64_t> out;
-    const auto& e = entries();
-    for (size_t i = size_t(std::max<int64_t>(0, fromEntry)); i < e.size(); ++i)
-        if (e[i].action == Action::Oom)
-            out.push_back(int64_t(i) + 1);
+    for (int64_t entry : model::oomEntries(entries()))
+        if (entry >= fromEntry)
+            out.push_back(entry + 1);
     return out;
 }
 
@@ -268,7 +263,7 @@ QString Session::formatBytes(int64_t bytes)
     return QString::number(v, 'f', v < 10 ? 2 : 1) + QLatin1Char(' ') + QLatin1String(units[u]);
 }
 
-QString Session::stackText(StackId stack) const
+QString Session::stackText(StackId stack, bool shortPaths) const
 {
     const Snapshot& s = snapshot();
     QString out;
@@ -276,7 +271,17 @@ QString Session::stackText(StackId stack) const
         const Frame& fr = s.frame(*f);
         if (m_frameFilter && !model::keepFrame(s.str(fr.name), s.str(fr.filename)))
             continue;
-        const std::string line = report::formatFrame(s, fr, true);
+        std::string line = report::formatFrame(s, fr, true);
+        if (shortPaths) {
+            for (std::string_view marker : { "site-packages/", "dist-packages/" }) {
+                const size_t at = line.rfind(marker);
+                const size_t colon = line.find(':');
+                if (at != std::string::npos && at < colon) {
+                    line.erase(0, at + marker.size());
+                    break;
+                }
+            }
+        }
         out += QString::fromUtf8(line.data(), qsizetype(line.size())) + QLatin1Char('\n');
     }
     if (out.isEmpty())
@@ -284,7 +289,7 @@ QString Session::stackText(StackId stack) const
     return out;
 }
 
-QString Session::describeAllocation(AllocationId id) const
+QString Session::describeAllocation(AllocationId id, bool shortPaths) const
 {
     if (id == NoAllocation || raw(id) >= replay().allocations().size())
         return {};
@@ -327,7 +332,7 @@ QString Session::describeAllocation(AllocationId id) const
             break;
         }
     }
-    return text + QLatin1Char('\n') + stackText(a.stack);
+    return text + QLatin1Char('\n') + stackText(a.stack, shortPaths);
 }
 
 } // namespace memscope::app

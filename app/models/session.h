@@ -49,6 +49,10 @@ struct AnnotationSpan {
 
 enum class TimeAxis : uint8_t { Index, Time };
 
+// How the views colour allocations (colors.h): one colour per allocation (by address, as MemoryViz.js), per call
+// stack, or per stream. The timeline and the segment map follow the Session's, so both say the same.
+enum class ColorMode : uint8_t { Allocation, Stack, Stream };
+
 class Session : public QObject {
     Q_OBJECT
 public:
@@ -91,6 +95,9 @@ public:
     TimeAxis timeAxis() const { return m_timeAxis; }
     void setTimeAxis(TimeAxis axis);
 
+    ColorMode colorMode() const { return m_colorMode; }
+    void setColorMode(ColorMode mode); // emits colorModeChanged
+
     // Selection (pinned, e.g. by a click) and hover, as allocations of the current device's replay.
     model::AllocationId selection() const { return m_selection; }
     void setSelection(model::AllocationId id);
@@ -115,14 +122,21 @@ public:
     bool frameFilter() const { return m_frameFilter; }
     void setFrameFilter(bool on);
 
-    std::vector<AnnotationSpan> annotations() const; // of the current device, by begin
+    // The record_function ranges of the current device, by begin (model/landmarks.h), without torch.compile's own
+    // ones unless compilerAnnotationsShown().
+    std::vector<AnnotationSpan> annotations() const;
+    // torch.compile's internal record_function ranges (model::isCompilerAnnotation) are hidden by default.
+    bool compilerAnnotationsShown() const { return m_compilerAnnotations; }
+    void setCompilerAnnotationsShown(bool shown); // emits filterChanged
     // State indices right after each oom entry of the current device (from entry `fromEntry` on).
     std::vector<int64_t> oomIndices(int64_t fromEntry = 0) const;
 
     // Text for people. Names follow PyTorch's viewer: b<hex address>_<version> for blocks, s<...> for segments.
     QString allocationName(model::AllocationId id) const;
-    QString describeAllocation(model::AllocationId id) const; // size, address, stream, pool, times, stack
-    QString stackText(model::StackId stack) const; // one frame per line, innermost first, filtered if on
+    // Size, address, stream, pool, times, stack. `shortPaths`: files of installed packages without the folders up to
+    // site-packages/ or dist-packages/ ("torch/nn/functional.py"), so a narrow pane shows whole frames.
+    QString describeAllocation(model::AllocationId id, bool shortPaths = false) const;
+    QString stackText(model::StackId stack, bool shortPaths = false) const; // one frame per line, innermost first
     static QString formatBytes(int64_t bytes); // "1.5 MiB"
 
 Q_SIGNALS:
@@ -132,6 +146,7 @@ Q_SIGNALS:
     void hoveredChanged(memscope::model::AllocationId id);
     void filterChanged();
     void timeAxisChanged();
+    void colorModeChanged();
     void growingChanged(bool growing);
     // The live Document grew from `previousCount` entries of the current device (emitted before the cursor moves).
     void grown(int64_t previousCount);
@@ -141,11 +156,13 @@ private:
     int m_device = 0;
     int64_t m_cursor = 0;
     TimeAxis m_timeAxis = TimeAxis::Index;
+    ColorMode m_colorMode = ColorMode::Allocation;
     model::AllocationId m_selection = model::NoAllocation;
     model::AllocationId m_hovered = model::NoAllocation;
     std::set<int64_t> m_hiddenStreams;
     std::set<std::pair<int64_t, int64_t>> m_hiddenPools;
     bool m_frameFilter = true;
+    bool m_compilerAnnotations = false;
     bool m_growing = false;
     int64_t m_knownCount = 0; // entryCount() when the views last heard of it
     mutable model::ReplayState m_state;
@@ -155,3 +172,4 @@ private:
 } // namespace memscope::app
 
 Q_DECLARE_METATYPE(memscope::model::AllocationId)
+Q_DECLARE_METATYPE(memscope::app::ColorMode)

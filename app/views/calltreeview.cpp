@@ -13,6 +13,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
+#include <QResizeEvent>
 #include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QStackedWidget>
@@ -210,6 +211,16 @@ void CallTreeView::scheduleRebuild(bool resetLayout)
     m_pending = true;
     m_resetLayout = m_resetLayout || resetLayout;
     m_rebuildTimer->start();
+}
+
+void CallTreeView::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    const int numberWidth = fontMetrics().horizontalAdvance(QStringLiteral("1023.9 MiB")) + 24;
+    // The frame column keeps at least ~32 characters; the secondary numbers give way first.
+    const bool narrow = width() < 4 * numberWidth + fontMetrics().horizontalAdvance(QLatin1Char('x')) * 32;
+    m_treeView->setColumnHidden(CallTreeModel::CountColumn, narrow);
+    m_treeView->setColumnHidden(CallTreeModel::SelfBytesColumn, narrow);
 }
 
 void CallTreeView::showEvent(QShowEvent* event)

@@ -72,6 +72,8 @@ Q_SIGNALS:
 
 protected:
     void showEvent(QShowEvent* event) override;
+    // Narrow (a dock beside the timeline on a 1280 px screen): Count and Self bytes hide, so the frames keep room.
+    void resizeEvent(QResizeEvent* event) override;
 
 private:
     void scheduleRebuild(bool resetLayout);

@@ -1,6 +1,8 @@
 // DiffWindow and its private views (segment-map overlay, timeline range overlay): see diffwindow.h.
 #include "views/diffwindow.h"
 
+#include "views/insightsview.h"
+
 #include "models/calltreemodel.h"
 #include "views/diffflamegraphview.h"
 #include "views/segmentmapview.h"
@@ -259,7 +261,7 @@ namespace {
 
 std::optional<DiffWindow::View> DiffWindow::viewFromName(const QString& name)
 {
-    for (View v : { View::Summary, View::Tree, View::Flame, View::Segments, View::Timeline })
+    for (View v : { View::Summary, View::Tree, View::Flame, View::Segments, View::Timeline, View::Insights })
         if (viewName(v) == name)
             return v;
     return std::nullopt;
@@ -278,6 +280,8 @@ QString DiffWindow::viewName(View view)
         return QStringLiteral("diff-segments");
     case View::Timeline:
         return QStringLiteral("diff-timeline");
+    case View::Insights:
+        return QStringLiteral("diff-insights");
     }
     return {};
 }
@@ -383,6 +387,34 @@ DiffWindow::DiffWindow(DiffInput a, DiffInput b, QWidget* parent)
         expandLargest();
     });
 
+    // Insights: what grew (report/insights.h), first; an item with a stack selects it in the Δ call tree.
+    m_insights = new InsightsModel(this);
+    m_insightsView = new InsightsView(m_insights, nullptr, m_tabs);
+    m_insightsView->setObjectName(QStringLiteral("diffInsights"));
+    m_tabs->insertTab(0, m_insightsView, tr("Insights"));
+    m_tabs->setCurrentIndex(0);
+    connect(m_insightsView, &InsightsView::linkActivated, this, [this](const QModelIndex& index) {
+        const report::Insight* it = m_insights->insightAt(index);
+        if (!it || it->stack == model::EmptyStack || !m_model->diffTree())
+            return;
+        const model::CallTree& tree = *m_model->diffTree()->tree;
+        model::CallNodeId node = tree.find(*m_session->result().frames, it->stack);
+        if (node == model::NoCallNode)
+            return;
+        // Bottom-up, a stack ends at its outermost frame: select its allocating frame, the root's child, instead.
+        if (tree.options().direction == model::CallTreeDirection::BottomUp)
+            while (tree.node(node).parent != model::CallTreeRoot && tree.node(node).parent != model::NoCallNode)
+                node = tree.node(node).parent;
+        const QModelIndex at = m_proxy->mapFromSource(m_model->indexOf(node));
+        if (!at.isValid())
+            return;
+        for (QModelIndex p = at.parent(); p.isValid(); p = p.parent())
+            m_treeView->expand(p);
+        m_treeView->setCurrentIndex(at);
+        m_treeView->scrollTo(at);
+        m_tabs->setCurrentWidget(m_treeView);
+    });
+
     // Differential flame graph, in a scroll area for deep stacks, with a legend.
     m_flamePage = new QWidget(m_tabs);
     auto* flameLayout = new QVBoxLayout(m_flamePage);
@@ -433,6 +465,8 @@ QWidget* DiffWindow::view(View view) const
         return m_segmentsPage;
     case View::Timeline:
         return m_timelinePage;
+    case View::Insights:
+        return m_insightsView;
     }
     return nullptr;
 }
@@ -471,6 +505,8 @@ void DiffWindow::rebuild()
     expandLargest();
     fillSummary();
     rebuildSides();
+    auto insights = std::make_shared<report::Insights>(report::computeDiffInsights(r));
+    m_insights->setInsights(std::move(insights));
 }
 
 void DiffWindow::applyNormalisation()

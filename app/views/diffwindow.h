@@ -21,13 +21,15 @@ class QTreeWidget;
 namespace memscope::app {
 
 class DiffFlameGraphView;
+class InsightsModel;
+class InsightsView;
 class SegmentMapView;
 class TimelineView;
 
 class DiffWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum class View { Summary, Tree, Flame, Segments, Timeline };
+    enum class View { Summary, Tree, Flame, Segments, Timeline, Insights };
     // "diff-summary", "diff-tree", "diff-flame", "diff-segments", "diff-timeline".
     static std::optional<View> viewFromName(const QString& name);
     static QString viewName(View view);
@@ -72,6 +74,8 @@ private:
     DiffModel* m_model = nullptr;
     DiffProxyModel* m_proxy = nullptr;
     QTabWidget* m_tabs = nullptr;
+    InsightsModel* m_insights = nullptr;
+    InsightsView* m_insightsView = nullptr;
     QLabel* m_sides = nullptr;
     QTreeWidget* m_summary = nullptr;
     QWidget* m_treePage = nullptr;

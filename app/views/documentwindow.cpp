@@ -3,9 +3,12 @@
 
 #include "views/calltreeview.h"
 #include "views/eventlistview.h"
+#include "views/insightsview.h"
 #include "views/overviewview.h"
 #include "views/segmentmapview.h"
 #include "views/timelineview.h"
+
+#include "models/insightsmodel.h"
 
 #include <QApplication>
 #include <QClipboard>
@@ -19,8 +22,10 @@
 #include <QMenu>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QSlider>
 #include <QSpinBox>
+#include <QTimer>
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -31,7 +36,7 @@ using namespace memscope::model;
 
 std::optional<DocumentWindow::View> DocumentWindow::viewFromName(const QString& name)
 {
-    for (View v : { View::Timeline, View::Segments, View::Tree, View::Events, View::Overview })
+    for (View v : { View::Timeline, View::Segments, View::Tree, View::Events, View::Overview, View::Insights })
         if (viewName(v) == name)
             return v;
     return std::nullopt;
@@ -45,8 +50,23 @@ QString DocumentWindow::viewName(View view)
     case View::Tree: return QStringLiteral("tree");
     case View::Events: return QStringLiteral("events");
     case View::Overview: return QStringLiteral("overview");
+    case View::Insights:
+        return QStringLiteral("insights");
     }
     return {};
+}
+
+namespace {
+    constexpr int LayoutVersion = 2; // 2: insights dock, call stacks and details beside the timeline
+} // namespace
+
+QByteArray DocumentWindow::saveLayout() const { return saveState(LayoutVersion); }
+
+bool DocumentWindow::restoreLayout(const QByteArray& state)
+{
+    const bool ok = !state.isEmpty() && restoreState(state, LayoutVersion);
+    m_sized |= ok;
+    return ok;
 }
 
 DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget* parent)
@@ -76,7 +96,9 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
     m_details = new QPlainTextEdit(detailsBox);
     m_details->setObjectName(QStringLiteral("detailsText"));
     m_details->setReadOnly(true);
-    m_details->setLineWrapMode(QPlainTextEdit::NoWrap);
+    // Wrapped, so a long frame is read whole without a horizontal scroll bar.
+    m_details->setLineWrapMode(QPlainTextEdit::WidgetWidth);
+    m_details->setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
     m_details->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_details->setPlaceholderText(tr("Hover or click an allocation to see its size, address, stream and stack."));
     auto* copy = new QPushButton(tr("Copy"), detailsBox);
@@ -85,26 +107,63 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
     detailsLayout->addWidget(m_details);
     detailsLayout->addWidget(copy, 0, Qt::AlignRight);
 
+    m_insights = new InsightsModel(this);
+    m_insightsView = new InsightsView(m_insights, m_session, this);
+    m_insightsView->setObjectName(QStringLiteral("insightsView"));
+
+    // The default layout answers first: beside the timeline the call stacks at the cursor and, under them, the
+    // details of the hovered or selected allocation with its whole stack; under the timeline the insights (the
+    // peak's top consumers, OOMs, leaks), the events and the overview chart. The segment map shares the call
+    // stacks' place. Sizes are proportions of the window, set when it is first shown (showEvent).
+    m_treeDock = addView(m_tree, tr("Call stacks"), Qt::RightDockWidgetArea);
+    m_detailsDock = addView(detailsBox, tr("Details"), Qt::RightDockWidgetArea);
+    splitDockWidget(m_treeDock, m_detailsDock, Qt::Vertical);
     QDockWidget* segDock = addView(m_segments, tr("Segment map"), Qt::RightDockWidgetArea);
-    QDockWidget* treeDock = addView(m_tree, tr("Call stacks"), Qt::RightDockWidgetArea);
-    tabifyDockWidget(segDock, treeDock);
-    segDock->raise();
+    tabifyDockWidget(m_treeDock, segDock);
+    m_treeDock->raise();
+    m_insightsDock = addView(m_insightsView, tr("Insights"), Qt::BottomDockWidgetArea);
     QDockWidget* eventsDock = addView(m_events, tr("Events"), Qt::BottomDockWidgetArea);
     QDockWidget* overviewDock = addView(m_overview, tr("Overview"), Qt::BottomDockWidgetArea);
-    QDockWidget* detailsDock = addView(detailsBox, tr("Details"), Qt::BottomDockWidgetArea);
-    splitDockWidget(eventsDock, detailsDock, Qt::Horizontal);
-    tabifyDockWidget(eventsDock, overviewDock);
-    eventsDock->raise();
-    resizeDocks({ segDock }, { 560 }, Qt::Horizontal);
-    resizeDocks({ eventsDock }, { 260 }, Qt::Vertical);
+    tabifyDockWidget(m_insightsDock, eventsDock);
+    tabifyDockWidget(m_insightsDock, overviewDock);
+    m_insightsDock->raise();
+    // The right column runs the full height, so the stack in the details pane gets room.
+    setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
+    setCorner(Qt::TopRightCorner, Qt::RightDockWidgetArea);
 
     buildControls();
 
     connect(m_session, &Session::cursorChanged, this, [this] {
+        if (!m_settingCursor)
+            m_reason.clear();
         updateControls();
         updateDetails();
         Q_EMIT statusChanged();
     });
+
+    // Insights: once for a file; for a live document again as it grows, at most every 2 s.
+    m_insights->compute(m_session->documentPtr());
+    if (m_session->document().isLive()) {
+        m_insightsTimer = new QTimer(this);
+        m_insightsTimer->setSingleShot(true);
+        m_insightsTimer->setInterval(2000);
+        connect(m_insightsTimer, &QTimer::timeout, this, [this] { m_insights->compute(m_session->documentPtr()); });
+        connect(m_session, &Session::grown, m_insightsTimer, [this] {
+            if (!m_insightsTimer->isActive())
+                m_insightsTimer->start();
+        });
+    } else {
+        // A file opens where it says the most: at the first OOM if there is one, else at the end (model/landmarks.h).
+        const model::ResolvedMoment landing = model::openingMoment(m_session->snapshot(), m_session->replay());
+        if (landing.ok) {
+            m_settingCursor = true;
+            m_session->setCursor(landing.index);
+            m_settingCursor = false;
+            m_reason = tr("opened %1").arg(QString::fromStdString(landing.why));
+            if (landing.index < m_session->entryCount())
+                m_reason += tr(" (Go ▸ Next OOM for the others; the Insights say why it failed)");
+        }
+    }
     connect(m_session, &Session::deviceChanged, this, [this] {
         updateControls();
         fillFilterMenu();
@@ -125,9 +184,9 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
     connect(m_session, &Session::filterChanged, this, &DocumentWindow::updateDetails);
 
     // Track which view the user works in, for File > Export.
-    for (QWidget* w : { static_cast<QWidget*>(m_timeline), static_cast<QWidget*>(m_segments),
-                        static_cast<QWidget*>(m_tree), static_cast<QWidget*>(m_events),
-                        static_cast<QWidget*>(m_overview) })
+    for (QWidget* w :
+         { static_cast<QWidget*>(m_timeline), static_cast<QWidget*>(m_segments), static_cast<QWidget*>(m_tree),
+           static_cast<QWidget*>(m_events), static_cast<QWidget*>(m_overview), static_cast<QWidget*>(m_insightsView) })
         w->installEventFilter(this);
     connect(qApp, &QApplication::focusChanged, this, [this](QWidget*, QWidget* now) {
         if (now)
@@ -179,13 +238,12 @@ void DocumentWindow::buildControls()
 
     auto* colourBox = new QComboBox(bar);
     colourBox->setObjectName(QStringLiteral("colourBox"));
-    colourBox->setToolTip(tr("How the segment map colours blocks"));
-    colourBox->addItem(tr("Colour by allocation"), int(SegmentMapView::ColorMode::Allocation));
-    colourBox->addItem(tr("Colour by stack"), int(SegmentMapView::ColorMode::Stack));
-    colourBox->addItem(tr("Colour by stream"), int(SegmentMapView::ColorMode::Stream));
-    connect(colourBox, &QComboBox::currentIndexChanged, this, [this, colourBox](int i) {
-        m_segments->setColorMode(SegmentMapView::ColorMode(colourBox->itemData(i).toInt()));
-    });
+    colourBox->setToolTip(tr("How the timeline and the segment map colour allocations"));
+    colourBox->addItem(tr("Colour by allocation"), int(ColorMode::Allocation));
+    colourBox->addItem(tr("Colour by stack"), int(ColorMode::Stack));
+    colourBox->addItem(tr("Colour by stream"), int(ColorMode::Stream));
+    connect(colourBox, &QComboBox::currentIndexChanged, this,
+            [this, colourBox](int i) { m_session->setColorMode(ColorMode(colourBox->itemData(i).toInt())); });
     bar->addWidget(colourBox);
 
     // The time axis and the cached-segments toggle live in the timeline's own header.
@@ -261,7 +319,9 @@ QString DocumentWindow::detailsText() const
 
 void DocumentWindow::updateDetails()
 {
-    const QString text = detailsText();
+    // The pane shows package files from their package folder on (Copy takes the full paths: detailsText()).
+    const AllocationId id = m_session->focused();
+    const QString text = id != NoAllocation ? m_session->describeAllocation(id, true) : QString();
     if (text != m_details->toPlainText())
         m_details->setPlainText(text);
 }
@@ -271,6 +331,8 @@ QString DocumentWindow::statusText() const
     const int64_t i = m_session->cursor();
     const auto& series = m_session->replay().series();
     QString text = tr("entry %L1 of %L2").arg(i).arg(m_session->entryCount());
+    if (!m_reason.isEmpty())
+        text += QStringLiteral(" · ") + m_reason;
     if (!m_session->entries().empty()) {
         const double seconds = double(m_session->timeUsAt(i) - m_session->entries().front().timeUs) / 1e6;
         text += tr(" · %1 s").arg(seconds, 0, 'f', 3);
@@ -293,6 +355,8 @@ QWidget* DocumentWindow::view(View v) const
     case View::Tree: return m_tree;
     case View::Events: return m_events;
     case View::Overview: return m_overview;
+    case View::Insights:
+        return m_insightsView;
     }
     return nullptr;
 }
@@ -336,6 +400,106 @@ void DocumentWindow::stepAnnotation(int direction)
     }
 }
 
+void DocumentWindow::setReason(const QString& reason)
+{
+    m_reason = reason;
+    Q_EMIT statusChanged();
+}
+
+// Selects `preferred`, else the largest block live at `index`.
+void DocumentWindow::selectAt(int64_t index, AllocationId preferred)
+{
+    if (preferred == NoAllocation) {
+        ByteCount largest = -1;
+        ReplayState state;
+        m_session->replay().stateAt(index, state);
+        for (const ReplayBlock& b : state.blocks)
+            if (b.state != BlockState::Inactive && b.size > largest) {
+                largest = b.size;
+                preferred = b.allocation;
+            }
+    }
+    m_session->setSelection(preferred);
+}
+
+QString DocumentWindow::goTo(const model::Moment& moment)
+{
+    const model::ResolvedMoment r = model::resolveMoment(moment, m_session->snapshot(), m_session->replay());
+    if (!r.ok)
+        return QString::fromStdString(r.error);
+    m_settingCursor = true;
+    m_session->setCursor(r.index);
+    m_settingCursor = false;
+    AllocationId select = NoAllocation;
+    if (moment.kind == model::MomentKind::Largest) {
+        select = model::largestAllocation(m_session->replay());
+    } else if (moment.kind == model::MomentKind::PeakAllocated && m_insights->insights()) {
+        // The peak's top consumer, as the Insights dock lists it first.
+        for (const report::Insight& it : m_insights->insights()->items)
+            if (it.kind == report::InsightKind::TopConsumer && it.device == m_session->device()) {
+                select = it.allocation;
+                break;
+            }
+    }
+    if (moment.kind != model::MomentKind::Index && moment.kind != model::MomentKind::End)
+        selectAt(r.index, select);
+    QString why = QString::fromStdString(r.why);
+    if (r.bytes > 0)
+        why += QStringLiteral(": ") + Session::formatBytes(r.bytes);
+    setReason(why);
+    return {};
+}
+
+bool DocumentWindow::stepOom(int direction)
+{
+    const std::vector<int64_t> ooms = m_session->oomIndices();
+    const int64_t c = m_session->cursor();
+    int64_t target = -1;
+    size_t which = 0;
+    for (size_t k = 0; k < ooms.size(); ++k) {
+        if (direction > 0 && ooms[k] > c) {
+            target = ooms[k];
+            which = k;
+            break;
+        }
+        if (direction < 0 && ooms[k] < c) {
+            target = ooms[k];
+            which = k;
+        }
+    }
+    if (target < 0) {
+        setReason(ooms.empty()        ? tr("no OOM in this trace")
+                      : direction > 0 ? tr("no OOM after the cursor")
+                                      : tr("no OOM before the cursor"));
+        return false;
+    }
+    goTo(model::Moment { model::MomentKind::Oom, int64_t(which) + 1, {} });
+    return true;
+}
+
+// Until the user drags a separator (or a saved layout was restored), the docks keep proportions of the window, so
+// the first window reads alike at 1280x720, at 4K and at 2x scale, and after maximizing.
+void DocumentWindow::resizeEvent(QResizeEvent* event)
+{
+    QMainWindow::resizeEvent(event);
+    if (m_sized || width() < 200 || height() < 200)
+        return;
+    // The right column 40 % of the width (at least 360 px), its call stacks over the details 45:55; the bottom area
+    // (insights, events, overview) a third of the height.
+    const int right = std::max(360, width() * 40 / 100);
+    resizeDocks({ m_treeDock }, { right }, Qt::Horizontal);
+    resizeDocks({ m_treeDock, m_detailsDock }, { height() * 45 / 100, height() * 55 / 100 }, Qt::Vertical);
+    resizeDocks({ m_insightsDock }, { std::max(170, height() * 34 / 100) }, Qt::Vertical);
+}
+
+bool DocumentWindow::event(QEvent* event)
+{
+    // A press on the window itself (not on a view) is on a dock separator: the user sizes the docks from now on.
+    if (event->type() == QEvent::MouseButtonPress)
+        m_sized = true;
+    return QMainWindow::event(event);
+}
+
 bool DocumentWindow::eventFilter(QObject* watched, QEvent* event)
 {
     // Called with a null event for focus changes anywhere in the application.
@@ -343,7 +507,7 @@ bool DocumentWindow::eventFilter(QObject* watched, QEvent* event)
         // The view that contains the widget the user pressed or focused becomes the current one.
         for (QWidget* w : { static_cast<QWidget*>(m_timeline), static_cast<QWidget*>(m_segments),
                             static_cast<QWidget*>(m_tree), static_cast<QWidget*>(m_events),
-                            static_cast<QWidget*>(m_overview) }) {
+                            static_cast<QWidget*>(m_overview), static_cast<QWidget*>(m_insightsView) }) {
             auto* target = qobject_cast<QWidget*>(watched);
             if (target && (target == w || w->isAncestorOf(target))) {
                 m_current = w;

@@ -3,6 +3,7 @@
 // views never talk to each other; they all follow the Session this window owns. GUI thread only.
 #pragma once
 
+#include "model/landmarks.h"
 #include "models/session.h"
 
 #include <QMainWindow>
@@ -14,6 +15,7 @@ class QComboBox;
 class QPlainTextEdit;
 class QSlider;
 class QSpinBox;
+class QTimer;
 class QToolButton;
 
 namespace memscope::app {
@@ -23,12 +25,14 @@ class SegmentMapView;
 class CallTreeView;
 class EventListView;
 class OverviewView;
+class InsightsModel;
+class InsightsView;
 
 class DocumentWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum class View { Timeline, Segments, Tree, Events, Overview };
-    static std::optional<View> viewFromName(const QString& name); // "timeline", "segments", "tree", ...
+    enum class View { Timeline, Segments, Tree, Events, Overview, Insights };
+    static std::optional<View> viewFromName(const QString& name); // "timeline", "segments", "tree", "insights", ...
     static QString viewName(View view);
 
     explicit DocumentWindow(std::shared_ptr<const Document> document, QWidget* parent = nullptr);
@@ -44,6 +48,23 @@ public:
     // Cursor steps: one entry, to the previous/next annotation boundary, to the start/end.
     void stepCursor(int64_t delta);
     void stepAnnotation(int direction);
+    // Go ▸ Peak allocated, Peak reserved, Largest allocation, a record_function name, an index: moves the cursor
+    // (model/landmarks.h), selects what the moment is about (at the peak the top consumer's largest block, at the
+    // largest allocation that one, at an OOM the largest block then) and says why in the status line. Returns an
+    // error line ("" when done).
+    QString goTo(const model::Moment& moment);
+    // Go ▸ Next / Previous OOM from the cursor; false when there is none that way.
+    bool stepOom(int direction);
+    // Why the cursor is where it is, after goTo() or at open ("at the first of 3 OOMs"); "" once it was moved.
+    QString cursorReason() const { return m_reason; }
+
+    // The dock layout, versioned so that a layout saved by an older memscope is not restored over the new defaults.
+    // A restored layout keeps its sizes; otherwise the docks get proportions of the window when it is first shown.
+    QByteArray saveLayout() const;
+    bool restoreLayout(const QByteArray& state);
+
+    InsightsModel* insights() const { return m_insights; }
+    InsightsView* insightsView() const { return m_insightsView; }
 
     // One line for the status bar: cursor index and time, totals at the cursor.
     QString statusText() const;
@@ -55,6 +76,8 @@ Q_SIGNALS:
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+    bool event(QEvent* event) override;
 
 private:
     void buildControls();
@@ -62,6 +85,8 @@ private:
     void updateDetails();
     void fillFilterMenu();
     QDockWidget* addView(QWidget* widget, const QString& title, Qt::DockWidgetArea area);
+    void selectAt(int64_t index, model::AllocationId preferred);
+    void setReason(const QString& reason);
 
     Session* m_session = nullptr;
     TimelineView* m_timeline = nullptr;
@@ -69,7 +94,16 @@ private:
     CallTreeView* m_tree = nullptr;
     EventListView* m_events = nullptr;
     OverviewView* m_overview = nullptr;
+    InsightsModel* m_insights = nullptr;
+    InsightsView* m_insightsView = nullptr;
     QPlainTextEdit* m_details = nullptr;
+    QDockWidget* m_treeDock = nullptr;
+    QDockWidget* m_detailsDock = nullptr;
+    QDockWidget* m_insightsDock = nullptr;
+    bool m_sized = false; // the user sized the docks (or a layout was restored): no more proportions
+    bool m_settingCursor = false; // goTo() is moving the cursor: keep the reason
+    QString m_reason;
+    QTimer* m_insightsTimer = nullptr; // live documents: insights again at most every 2 s
     QWidget* m_current = nullptr;
 
     QComboBox* m_deviceBox = nullptr;

@@ -274,7 +274,7 @@ void LiveWindow::replaceDocument(std::shared_ptr<const Document> document)
         const std::vector<int> devices = next->session()->devices();
         if (std::find(devices.begin(), devices.end(), old->session()->device()) != devices.end())
             next->session()->setDevice(old->session()->device());
-        next->restoreState(old->saveState());
+        next->restoreLayout(old->saveLayout());
         m_layout->replaceWidget(old, next);
         old->hide();
         // A rotated-out document holds gigabytes: giving them back to the system takes a good part of a second.

@@ -16,10 +16,12 @@
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
@@ -27,7 +29,9 @@
 #include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
+#include <QSignalBlocker>
 #include <QStatusBar>
 #include <QSvgGenerator>
 #include <QTabWidget>
@@ -51,7 +55,12 @@ MainWindow::MainWindow(QWidget* parent)
 {
     setWindowTitle(QStringLiteral("memscope"));
     setAcceptDrops(true);
-    resize(1500, 950);
+    // The first window fits the screen it opens on (a 1280x720 laptop, a 4K monitor at 2x): 1500x950 at most, 90 %
+    // of the available area at least as small. A saved geometry (restoreGeometry below) wins.
+    QSize first(1500, 950);
+    if (const QScreen* screen = QGuiApplication::primaryScreen())
+        first = first.boundedTo(screen->availableGeometry().size() * 9 / 10);
+    resize(first);
 
     auto* central = new QWidget(this);
     auto* layout = new QVBoxLayout(central);
@@ -120,7 +129,10 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->addWidget(m_status, 1);
     m_progress = new QProgressBar(this);
     m_progress->setObjectName(QStringLiteral("loadProgress"));
-    m_progress->setMaximumWidth(220);
+    // Wide enough for "Loading <a long file name>… 100%" (the text is drawn inside the bar).
+    m_progress->setMinimumWidth(
+        fontMetrics().horizontalAdvance(QStringLiteral("Loading transformer_train.pickle… 100%")) + 24);
+    m_progress->setMaximumWidth(m_progress->minimumWidth() * 3 / 2);
     m_progress->setRange(0, 100);
     m_progress->hide();
     m_cancel = new QPushButton(tr("Cancel"), this);
@@ -219,12 +231,41 @@ void MainWindow::buildMenus()
           [](DocumentWindow* d) { d->session()->setCursor(d->session()->entryCount()); });
     addGo(tr("Clear Selection"), QKeySequence(Qt::Key_Escape),
           [](DocumentWindow* d) { d->session()->setSelection(model::NoAllocation); });
+    go->addSeparator();
+    // Landmarks (model/landmarks.h): the same moments `--at`, Compare Two Moments and `memscope-cli diff A@peak`
+    // take. Each selects what it is about and says why in the status line.
+    auto goMoment = [this](model::MomentKind kind) {
+        return [this, kind](DocumentWindow* d) {
+            const QString error = d->goTo(model::Moment { kind, 1, {} });
+            if (!error.isEmpty())
+                statusBar()->showMessage(error, 5000);
+        };
+    };
+    addGo(tr("Peak Allocated"), QKeySequence(Qt::Key_P), goMoment(model::MomentKind::PeakAllocated));
+    addGo(tr("Peak Reserved"), QKeySequence(Qt::SHIFT | Qt::Key_P), goMoment(model::MomentKind::PeakReserved));
+    addGo(tr("Next OOM"), QKeySequence(Qt::Key_O), [](DocumentWindow* d) { d->stepOom(1); });
+    addGo(tr("Previous OOM"), QKeySequence(Qt::SHIFT | Qt::Key_O), [](DocumentWindow* d) { d->stepOom(-1); });
+    addGo(tr("Largest Allocation"), QKeySequence(Qt::Key_L), goMoment(model::MomentKind::Largest));
+    addGo(tr("Go to Moment…"), QKeySequence(Qt::CTRL | Qt::Key_G), [this](DocumentWindow* d) {
+        bool ok = false;
+        const QString text = QInputDialog::getText(
+            this, tr("Go to moment"),
+            tr("An entry index, end, peak, peak-reserved, oom, oom2…, largest, or a record_function name "
+               "(NAME:end for its end):"),
+            QLineEdit::Normal, QStringLiteral("peak"), &ok);
+        if (!ok)
+            return;
+        const auto moment = model::parseMoment(text.trimmed().toStdString());
+        const QString error = moment ? d->goTo(*moment) : tr("no moment given");
+        if (!error.isEmpty())
+            showError(text + QStringLiteral(": ") + error);
+    });
 
     QMenu* view = menuBar()->addMenu(tr("&View"));
     const std::pair<DocumentWindow::View, QString> views[] = {
-        { DocumentWindow::View::Timeline, tr("&Timeline") },   { DocumentWindow::View::Segments, tr("&Segment Map") },
-        { DocumentWindow::View::Tree, tr("&Call Stacks") },    { DocumentWindow::View::Events, tr("&Events") },
-        { DocumentWindow::View::Overview, tr("&Overview") },
+        { DocumentWindow::View::Timeline, tr("&Timeline") }, { DocumentWindow::View::Segments, tr("&Segment Map") },
+        { DocumentWindow::View::Tree, tr("&Call Stacks") },  { DocumentWindow::View::Events, tr("&Events") },
+        { DocumentWindow::View::Overview, tr("&Overview") }, { DocumentWindow::View::Insights, tr("&Insights") },
     };
     int n = 1;
     for (const auto& [v, name] : views) {
@@ -234,6 +275,22 @@ void MainWindow::buildMenus()
         });
         a->setShortcut(QKeySequence(Qt::ALT | (Qt::Key_0 + n++)));
     }
+    view->addSeparator();
+    QAction* compiler = view->addAction(tr("torch.compile's Own Annotations"));
+    compiler->setObjectName(QStringLiteral("compilerAnnotationsAction"));
+    compiler->setCheckable(true);
+    compiler->setToolTip(tr("Show the record_function ranges torch.compile opens for itself (Torch-Compiled Region, "
+                            "CompiledFunction, ## Call CompiledFxGraph ##...): hidden by default"));
+    connect(compiler, &QAction::toggled, this, [this](bool on) {
+        if (auto* doc = currentDocument())
+            doc->session()->setCompilerAnnotationsShown(on);
+    });
+    connect(m_tabs, &QTabWidget::currentChanged, compiler, [this, compiler] {
+        const QSignalBlocker block(compiler);
+        auto* doc = currentDocument();
+        compiler->setEnabled(doc != nullptr);
+        compiler->setChecked(doc && doc->session()->compilerAnnotationsShown());
+    });
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts)->setShortcut(QKeySequence::HelpContents);
@@ -315,7 +372,7 @@ void MainWindow::onLoaded(uint64_t job, const LoadOutcome& outcome)
     }
     auto* doc = new DocumentWindow(outcome.document, m_tabs);
     QSettings settings;
-    doc->restoreState(settings.value(DocStateKey).toByteArray());
+    doc->restoreLayout(settings.value(DocStateKey).toByteArray());
     connect(doc, &DocumentWindow::statusChanged, this, [this, doc] {
         if (doc == currentDocument())
             updateStatus();
@@ -378,23 +435,25 @@ void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
         sides[0].document = done.documents[0];
         sides[1].document = done.documents.size() > 1 ? done.documents[1] : done.documents[0];
         for (size_t i = 0; i < 2; ++i) {
-            const int64_t index = done.indices[i];
-            if (index == model::EndOfTrace)
+            const model::Moment& moment = done.moments[i];
+            if (moment.kind == model::MomentKind::End)
                 continue;
-            // A state index belongs to one device's trace: the first device that has one.
+            // A moment belongs to one device's trace: the first device that has one.
             const auto& traces = sides[i].document->snapshot->deviceTraces;
             int device = 0;
             while (size_t(device) < traces.size() && traces[size_t(device)].empty())
                 ++device;
-            const int64_t n = size_t(device) < traces.size() ? int64_t(traces[size_t(device)].size()) : 0;
-            if (index > n) {
-                showError(done.paths[done.paths.size() > 1 ? qsizetype(i) : 0]
-                          + tr(": index %1 is beyond the trace (%2 entries)").arg(index).arg(n));
+            device = std::min<int>(device, int(sides[i].document->replays.size()) - 1);
+            const model::ResolvedMoment r = model::resolveMoment(moment, *sides[i].document->snapshot,
+                                                                 sides[i].document->replays[size_t(device)]);
+            if (!r.ok) {
+                showError(done.paths[done.paths.size() > 1 ? qsizetype(i) : 0] + QStringLiteral(": ")
+                          + QString::fromStdString(r.error));
                 Q_EMIT loadFinished(false);
                 return;
             }
             sides[i].device = device;
-            sides[i].index = index;
+            sides[i].index = r.index;
         }
         openDiffTab(sides[0], sides[1]);
     } else {
@@ -414,13 +473,13 @@ void MainWindow::groupLoaded(int id, int position, const LoadOutcome& outcome)
 
 void MainWindow::openDiff(const QString& a, const QString& b)
 {
-    // Each side may be FILE@INDEX (the state after INDEX entries), as `memscope-cli diff` takes them.
+    // Each side may be FILE@MOMENT (an index, peak, oom, an annotation...), as `memscope-cli diff` takes them.
     QString paths[2];
-    std::array<int64_t, 2> indices {};
+    std::array<model::Moment, 2> moments {};
     const QString specs[2] = { a, b };
     for (int i = 0; i < 2; ++i) {
         std::string path, error;
-        if (!model::parseDiffSideSpec(specs[i].toStdString(), path, indices[size_t(i)], error)) {
+        if (!model::parseDiffSideSpec(specs[i].toStdString(), path, moments[size_t(i)], error)) {
             showError(specs[i] + QStringLiteral(": ") + QString::fromStdString(error));
             // Reported after the caller returns, like every other load, so it can connect first.
             QMetaObject::invokeMethod(this, [this] { Q_EMIT loadFinished(false); }, Qt::QueuedConnection);
@@ -432,7 +491,7 @@ void MainWindow::openDiff(const QString& a, const QString& b)
         startGroup(LoadGroup::Kind::Diff, { paths[0] });
     else
         startGroup(LoadGroup::Kind::Diff, { paths[0], paths[1] });
-    m_groups[m_nextGroup - 1].indices = indices;
+    m_groups[m_nextGroup - 1].moments = moments;
 }
 
 void MainWindow::openRankGroup(const QStringList& paths)
@@ -510,17 +569,28 @@ void MainWindow::chooseCompareMoments()
         return;
     }
     Session* s = doc->session();
-    const qint64 suggested = m_baseline.document == s->documentPtr() ? m_baseline.index : 0;
+    const QString suggested
+        = m_baseline.document == s->documentPtr() ? QString::number(m_baseline.index) : QStringLiteral("peak");
     bool ok = false;
-    const qint64 a = QInputDialog::getInt(this, tr("Compare two moments"),
-                                          tr("Side A: state index (B is the cursor, %1)").arg(s->cursor()),
-                                          int(suggested), 0, int(s->entryCount()), 1, &ok);
+    const QString text = QInputDialog::getText(
+        this, tr("Compare two moments"),
+        tr("Side A: an entry index, peak, peak-reserved, oom, oom2…, largest or a record_function name (B is the "
+           "cursor, entry %1)")
+            .arg(s->cursor()),
+        QLineEdit::Normal, suggested, &ok);
     if (!ok)
         return;
+    const auto moment = model::parseMoment(text.trimmed().toStdString());
+    const model::ResolvedMoment a = moment ? model::resolveMoment(*moment, s->snapshot(), s->replay())
+                                           : model::ResolvedMoment { false, 0, "no moment given", {}, 0 };
+    if (!a.ok) {
+        showError(tr("Compare Two Moments: %1: %2").arg(text, QString::fromStdString(a.error)));
+        return;
+    }
     DiffInput sa, sb;
     sa.document = sb.document = s->documentPtr();
     sa.device = sb.device = s->device();
-    sa.index = a;
+    sa.index = a.index;
     sb.index = s->cursor();
     openDiffTab(sa, sb);
 }
@@ -743,7 +813,7 @@ void MainWindow::closeEvent(QCloseEvent* event)
     settings.setValue(GeometryKey, saveGeometry());
     settings.setValue(StateKey, saveState());
     if (auto* doc = currentDocument())
-        settings.setValue(DocStateKey, doc->saveState());
+        settings.setValue(DocStateKey, doc->saveLayout());
     QMainWindow::closeEvent(event);
 }
 

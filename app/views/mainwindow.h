@@ -104,7 +104,7 @@ private:
         enum class Kind : uint8_t { Diff, Ranks } kind = Kind::Diff;
         QStringList paths;
         std::vector<std::shared_ptr<const Document>> documents; // by position in paths
-        std::array<int64_t, 2> indices { model::EndOfTrace, model::EndOfTrace }; // a diff's FILE@INDEX sides
+        std::array<model::Moment, 2> moments {}; // a diff's FILE@MOMENT sides (model/landmarks.h)
         int remaining = 0;
         bool failed = false;
     };

@@ -266,6 +266,11 @@ SegmentMapView::SegmentMapView(Session* session, QWidget* parent)
     connect(session, &Session::filterChanged, this, [this] { invalidateFit(); });
     connect(session, &Session::selectionChanged, this, [this] { update(); });
     connect(session, &Session::hoveredChanged, this, [this] { update(); });
+    connect(session, &Session::colorModeChanged, this, [this] {
+        invalidatePixmap();
+        update();
+        Q_EMIT colorModeChanged(colorMode());
+    });
     connect(session, &QObject::destroyed, this, [this] { update(); });
 }
 
@@ -277,12 +282,8 @@ SegmentMapView::~SegmentMapView()
 
 void SegmentMapView::setColorMode(ColorMode mode)
 {
-    if (mode == m_colorMode)
-        return;
-    m_colorMode = mode;
-    invalidatePixmap();
-    update();
-    Q_EMIT colorModeChanged(mode);
+    if (m_session)
+        m_session->setColorMode(mode);
 }
 
 void SegmentMapView::invalidateFit()
@@ -485,7 +486,7 @@ int32_t SegmentMapView::blockOf(AllocationId id) const
 
 QRgb SegmentMapView::blockColor(const ReplayBlock& block, QRgb streamColor) const
 {
-    switch (m_colorMode) {
+    switch (colorMode()) {
     case ColorMode::Stack:
         return colors::stack(block.stack).rgb();
     case ColorMode::Stream:

@@ -31,15 +31,14 @@ namespace memscope::app {
 class SegmentMapView : public QWidget {
     Q_OBJECT
 public:
-    enum class ColorMode : uint8_t { Allocation, Stack, Stream };
-    Q_ENUM(ColorMode)
+    using ColorMode = app::ColorMode; // the Session's: the timeline colours the same way
 
     // `session` must outlive the view (the view stops drawing if it is destroyed first).
     explicit SegmentMapView(Session* session, QWidget* parent = nullptr);
     ~SegmentMapView() override;
 
-    ColorMode colorMode() const { return m_colorMode; }
-    void setColorMode(ColorMode mode);
+    ColorMode colorMode() const { return m_session ? m_session->colorMode() : ColorMode::Allocation; }
+    void setColorMode(ColorMode mode); // sets the Session's
 
     // 1 = the whole state at the peak of reserved memory fits the view; larger zooms in (up to 16 bytes/pixel).
     double zoom() const { return m_zoom; }
@@ -64,7 +63,7 @@ public:
 
 Q_SIGNALS:
     void zoomChanged(double zoom);
-    void colorModeChanged(memscope::app::SegmentMapView::ColorMode mode);
+    void colorModeChanged(memscope::app::ColorMode mode);
 
 protected:
     bool event(QEvent* event) override;
@@ -105,7 +104,6 @@ private:
     void updateHover(QPointF point);
 
     QPointer<Session> m_session;
-    ColorMode m_colorMode = ColorMode::Allocation;
     double m_zoom = 1;
 
     // Cached layout, rebuilt by ensureLayout() when a key changed.

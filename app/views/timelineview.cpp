@@ -90,6 +90,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
     connect(session, &Session::deviceChanged, this, &TimelineView::onDeviceChanged);
     connect(session, &Session::filterChanged, this, &TimelineView::onFilterChanged);
     connect(session, &Session::timeAxisChanged, this, &TimelineView::onTimeAxisChanged);
+    connect(session, &Session::colorModeChanged, this, &TimelineView::onColorModeChanged);
     connect(session, &Session::growingChanged, this, &TimelineView::onTimeAxisChanged); // the domain's room to grow
     connect(session, &Session::cursorChanged, this, &TimelineView::onCursorChanged);
     connect(session, &Session::grown, this, &TimelineView::onGrown);
@@ -106,21 +107,70 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
 // annotations and OOM marks.
 void TimelineView::itemsChanged(int64_t fromEntry)
 {
-    auto colorsOf = [](const TimelineItems& items, std::vector<uint32_t>& out) {
-        const size_t from = std::min(out.size(), items.count());
-        out.resize(items.count());
-        for (size_t k = from; k < items.count(); ++k)
-            out[k] = colors::allocation(items.address[k]).rgb();
-    };
-    colorsOf(m_allocs, m_allocColors);
-    colorsOf(m_pieces, m_pieceColors);
     m_allocPiece.clear();
     m_allocPieceValid = false;
+    fillColors();
     m_annotations = m_session->annotations();
     if (fromEntry == 0)
         m_ooms.clear();
     const std::vector<int64_t> more = m_session->oomIndices(fromEntry);
     m_ooms.insert(m_ooms.end(), more.begin(), more.end());
+}
+
+// Colours of the items that have none yet, by the Session's colour mode, as the segment map colours blocks: by
+// address (MemoryViz.js), by stack, or by the stream of the segment holding the allocation.
+void TimelineView::fillColors()
+{
+    const ColorMode mode = m_session->colorMode();
+    const Replay& replay = m_session->replay();
+    const Snapshot& snapshot = m_session->snapshot();
+    const auto& pieces = replay.segmentPieces();
+    auto streamRgb = [&](int64_t stream) { return colors::stream(snapshot.streamNumber(stream)).rgb(); };
+    const size_t allocFrom = std::min(m_allocColors.size(), m_allocs.count());
+    m_allocColors.resize(m_allocs.count());
+    if (mode == ColorMode::Stream && allocFrom < m_allocs.count())
+        allocationPieces();
+    for (size_t k = allocFrom; k < m_allocs.count(); ++k) {
+        switch (mode) {
+        case ColorMode::Allocation:
+            m_allocColors[k] = colors::allocation(m_allocs.address[k]).rgb();
+            break;
+        case ColorMode::Stack:
+            m_allocColors[k] = colors::stack(replay.allocations()[k].stack).rgb();
+            break;
+        case ColorMode::Stream: {
+            const TimelineItem piece = k < m_allocPiece.size() ? m_allocPiece[k] : NoTimelineItem;
+            m_allocColors[k] = streamRgb(piece != NoTimelineItem ? pieces[piece].stream : 0);
+            break;
+        }
+        }
+    }
+    const size_t pieceFrom = std::min(m_pieceColors.size(), m_pieces.count());
+    m_pieceColors.resize(m_pieces.count());
+    for (size_t k = pieceFrom; k < m_pieces.count(); ++k) {
+        switch (mode) {
+        case ColorMode::Allocation:
+            m_pieceColors[k] = colors::allocation(m_pieces.address[k]).rgb();
+            break;
+        case ColorMode::Stack:
+            m_pieceColors[k] = colors::stack(pieces[k].stack).rgb();
+            break;
+        case ColorMode::Stream:
+            m_pieceColors[k] = streamRgb(pieces[k].stream);
+            break;
+        }
+    }
+}
+
+void TimelineView::onColorModeChanged()
+{
+    if (!m_session)
+        return;
+    m_allocColors.clear();
+    m_pieceColors.clear();
+    fillColors();
+    ++m_filterGeneration; // part of the plot's key: the plot is drawn again
+    update();
 }
 
 void TimelineView::onDeviceChanged()
@@ -191,6 +241,8 @@ void TimelineView::onFilterChanged()
 {
     if (!m_session)
         return;
+    m_annotations = m_session->annotations(); // torch.compile's may have been shown or hidden
+    update();
     bool anyHidden = false;
     for (int64_t s : m_session->streams())
         anyHidden |= !m_session->isStreamVisible(s);

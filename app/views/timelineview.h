@@ -117,6 +117,8 @@ private:
     void onDeviceChanged();
     void onGrown();
     void itemsChanged(int64_t fromEntry = 0);
+    void fillColors();
+    void onColorModeChanged();
     void onCursorChanged();
     QString cursorLabel(int64_t cursor) const;
     QRegion cursorRegion(int64_t cursor) const;

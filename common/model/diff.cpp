@@ -616,24 +616,71 @@ ByteCount diffGrowth(const DiffResult& result, DiffGrowthMetric metric)
     return d.active;
 }
 
-bool parseDiffSideSpec(const std::string& text, std::string& path, int64_t& index, std::string& error)
+bool parseDiffSideSpec(const std::string& text, std::string& path, Moment& moment, std::string& error)
 {
     path = text;
-    index = EndOfTrace;
+    moment = Moment {};
     const size_t at = text.rfind('@');
     if (at != std::string::npos) {
         const std::string suffix = text.substr(at + 1);
-        const bool digits = !suffix.empty() && suffix.size() <= 18
-            && std::all_of(suffix.begin(), suffix.end(), [](char c) { return c >= '0' && c <= '9'; });
-        if (digits || suffix == "end") {
+        auto endsWith = [&](std::string_view tail) { return std::string_view(suffix).ends_with(tail); };
+        const bool looksLikeFile = suffix.find('/') != std::string::npos || endsWith(".pickle") || endsWith(".pkl")
+            || endsWith(".json") || endsWith(".xz");
+        if (!suffix.empty() && !looksLikeFile) {
             path = text.substr(0, at);
-            index = digits ? std::stoll(suffix) : EndOfTrace;
+            moment = *parseMoment(suffix);
         }
     }
     if (path.empty()) {
         error = "'" + text + "' names no file";
         return false;
     }
+    return true;
+}
+
+bool resolveDiffSide(DiffSide& side, const Moment& moment, std::unique_ptr<Replay>& replay, std::string& error)
+{
+    const std::string label = side.name.empty() ? std::string("side") : side.name;
+    if (moment.kind == MomentKind::End) {
+        side.index = EndOfTrace;
+        return true;
+    }
+    if (moment.kind == MomentKind::Index) { // no replay needed: computeDiff checks the device and the range
+        side.index = moment.number;
+        return true;
+    }
+    if (!side.snapshot) {
+        error = label + ": no snapshot";
+        return false;
+    }
+    const Snapshot& s = *side.snapshot;
+    int device = side.device;
+    if (device == AllDevices) {
+        std::vector<int> traced;
+        for (size_t d = 0; d < s.deviceTraces.size(); ++d)
+            if (!s.deviceTraces[d].empty())
+                traced.push_back(int(d));
+        if (traced.size() > 1) {
+            error = label + ": '" + momentSpec(moment)
+                + "' is ambiguous: several devices have traces; pick one device (--device N)";
+            return false;
+        }
+        device = traced.empty() ? 0 : traced.front();
+    }
+    if (device < 0 || device >= std::max(1, s.deviceCount())) {
+        error = label + ": no device " + std::to_string(device);
+        return false;
+    }
+    if (!side.replay || side.replay->device() != device) {
+        replay = std::make_unique<Replay>(Replay::build(s, device));
+        side.replay = replay.get();
+    }
+    const ResolvedMoment r = resolveMoment(moment, s, *side.replay);
+    if (!r.ok) {
+        error = label + ": " + r.error;
+        return false;
+    }
+    side.index = r.index + side.replay->firstEntry();
     return true;
 }
 

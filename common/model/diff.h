@@ -21,6 +21,7 @@
 #pragma once
 
 #include "model/calltree.h"
+#include "model/landmarks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
 
@@ -209,10 +210,16 @@ ByteCount diffGrowth(const DiffResult& result, DiffGrowthMetric metric = DiffGro
 
 // ---- Diff sides ----
 
-// "FILE[@INDEX]": FILE and the index, EndOfTrace without one. The suffix after the last '@' is an index when it is
-// all digits or "end"; otherwise the whole text is the file. Returns false (with `error`) for an empty file name.
-// (memscope-cli diff and the app's --diff name their sides this way.)
-bool parseDiffSideSpec(const std::string& text, std::string& path, int64_t& index, std::string& error);
+// "FILE[@MOMENT]": FILE and the moment (model/landmarks.h: an index, end, peak, peak-reserved, oom, oomN, largest
+// or a record_function name), End without one. The suffix after the last '@' is a moment unless it is empty,
+// contains '/' or ends like a snapshot file (.pickle, .pkl, .json, .xz): then the whole text is the file. Returns
+// false (with `error`) for an empty file name. (memscope-cli diff and the app's --diff name their sides this way.)
+bool parseDiffSideSpec(const std::string& text, std::string& path, Moment& moment, std::string& error);
+// Puts `moment` of side.snapshot into side.index: EndOfTrace for End, else a state index of the trace side.device
+// names (with AllDevices, of the only device that has a trace). Builds that trace's replay into `replay` when the
+// moment needs one and the side brings none, and sets side.replay to it (keep `replay` alive for computeDiff).
+// False with a one-line `error` naming the side (side.name) and the reason. Any thread.
+bool resolveDiffSide(DiffSide& side, const Moment& moment, std::unique_ptr<Replay>& replay, std::string& error);
 // "active", "allocated", "reserved".
 std::string_view diffGrowthMetricName(DiffGrowthMetric metric);
 

@@ -336,8 +336,21 @@ private Q_SLOTS:
                                                        QStringLiteral("--view"), QStringLiteral("pie"), snapshot("oom.pickle") }
                                       << 2 << "unknown view 'pie'";
         QTest::newRow("bad index") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
-                                                    QStringLiteral("--at"), QStringLiteral("-3"), snapshot("oom.pickle") }
-                                   << 2 << "--at needs a state index";
+                                                    QStringLiteral("--at"), QStringLiteral("-3"),
+                                                    snapshot("oom.pickle") }
+                                   << 2 << "--at -3: no annotation named '-3'";
+        QTest::newRow("no second OOM") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
+                                                        QStringLiteral("--at"), QStringLiteral("oom2"),
+                                                        snapshot("oom.pickle") }
+                                       << 2 << "--at oom2: the trace has 1 OOM, not 2";
+        QTest::newRow("index beyond the trace")
+            << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"), QStringLiteral("--at"),
+                             QStringLiteral("78"), snapshot("oom.pickle") }
+            << 2 << "index 78 is beyond the trace (77 entries)";
+        QTest::newRow("bad size") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
+                                                   QStringLiteral("--size"), QStringLiteral("big"),
+                                                   snapshot("oom.pickle") }
+                                  << 2 << "--size needs WIDTHxHEIGHT";
         QTest::newRow("missing file") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
                                                        QStringLiteral("/nonexistent.pickle") }
                                       << 1 << "/nonexistent.pickle: ";

@@ -927,7 +927,23 @@ void TestDiff::commandLine_data()
                                                         QStringLiteral("1") }
                                        << 0 << "device 1's trace"
                                        << "";
+    QTest::newRow("peak against the end, by moment")
+        << QStringList { snap("transformer_train.pickle") + QLatin1String("@peak"), snap("transformer_train.pickle") }
+        << 0 << "state 9796 of 11137"
+        << "";
+    QTest::newRow("an annotation against the next one")
+        << QStringList { after + QLatin1String("@Optimizer.step#SGD.step"),
+                         after + QLatin1String("@Optimizer.step#SGD.step:end") }
+        << 0 << "allocations (same trace, exact)"
+        << "";
+    QTest::newRow("the OOM against the end")
+        << QStringList { snap("oom.pickle") + QLatin1String("@oom"), snap("oom.pickle") } << 0 << "state 51 of 77"
+        << "";
     // Errors.
+    QTest::newRow("no OOM to go to") << QStringList { after + QLatin1String("@oom"), after } << 2 << ""
+                                     << "the trace has no OOM";
+    QTest::newRow("no such annotation") << QStringList { after + QLatin1String("@step_9"), after } << 2 << ""
+                                        << "no annotation named 'step_9'";
     QTest::newRow("one file") << QStringList { before } << 2 << ""
                               << "needs exactly two snapshots";
     QTest::newRow("three files") << QStringList { before, after, before } << 2 << ""
@@ -1021,16 +1037,49 @@ void TestDiff::sideSpecs_data()
     QTest::addColumn<QString>("text");
     QTest::addColumn<bool>("ok");
     QTest::addColumn<QString>("path");
-    QTest::addColumn<qint64>("index");
-    const qint64 End = model::EndOfTrace;
-    QTest::newRow("file") << "a.pickle" << true << "a.pickle" << End;
-    QTest::newRow("file at index") << "a.pickle@123" << true << "a.pickle" << qint64(123);
-    QTest::newRow("file at zero") << "a.pickle@0" << true << "a.pickle" << qint64(0);
-    QTest::newRow("file at end") << "a.pickle@end" << true << "a.pickle" << End;
-    QTest::newRow("@ inside the name") << "runs/job@3/a.pickle" << true << "runs/job@3/a.pickle" << End;
-    QTest::newRow("@ inside the name and an index") << "job@3/a.pickle@7" << true << "job@3/a.pickle" << qint64(7);
-    QTest::newRow("no index after @") << "a.pickle@" << true << "a.pickle@" << End;
-    QTest::newRow("no file") << "@12" << false << "" << End;
+    QTest::addColumn<QString>("moment"); // model::momentSpec of the parsed moment
+    QTest::addColumn<int>("kind");
+    using K = model::MomentKind;
+    QTest::newRow("file") << "a.pickle" << true << "a.pickle"
+                          << "end" << int(K::End);
+    QTest::newRow("file at index") << "a.pickle@123" << true << "a.pickle"
+                                   << "123" << int(K::Index);
+    QTest::newRow("file at zero") << "a.pickle@0" << true << "a.pickle"
+                                  << "0" << int(K::Index);
+    QTest::newRow("file at end") << "a.pickle@end" << true << "a.pickle"
+                                 << "end" << int(K::End);
+    QTest::newRow("@ inside the name") << "runs/job@3/a.pickle" << true << "runs/job@3/a.pickle"
+                                       << "end" << int(K::End);
+    QTest::newRow("@ inside the name and an index") << "job@3/a.pickle@7" << true << "job@3/a.pickle"
+                                                    << "7" << int(K::Index);
+    QTest::newRow("@ in a file name") << "run@2.pickle" << true << "run@2.pickle"
+                                      << "end" << int(K::End);
+    QTest::newRow("no index after @") << "a.pickle@" << true << "a.pickle@"
+                                      << "end" << int(K::End);
+    QTest::newRow("no file") << "@12" << false << ""
+                             << "end" << int(K::End);
+    QTest::newRow("peak") << "a.pickle@peak" << true << "a.pickle"
+                          << "peak" << int(K::PeakAllocated);
+    QTest::newRow("peak-allocated") << "a.pickle@peak-allocated" << true << "a.pickle"
+                                    << "peak" << int(K::PeakAllocated);
+    QTest::newRow("peak-reserved") << "a.pickle@peak-reserved" << true << "a.pickle"
+                                   << "peak-reserved" << int(K::PeakReserved);
+    QTest::newRow("oom") << "a.pickle@oom" << true << "a.pickle"
+                         << "oom" << int(K::Oom);
+    QTest::newRow("third oom") << "a.pickle@oom3" << true << "a.pickle"
+                               << "oom3" << int(K::Oom);
+    QTest::newRow("third oom, dashed") << "a.pickle@oom-3" << true << "a.pickle"
+                                       << "oom3" << int(K::Oom);
+    QTest::newRow("largest") << "a.pickle@largest" << true << "a.pickle"
+                             << "largest" << int(K::Largest);
+    QTest::newRow("annotation") << "a.pickle@step_3" << true << "a.pickle"
+                                << "step_3" << int(K::Annotation);
+    QTest::newRow("annotation with dots") << "a.pickle@Optimizer.step#AdamW.step" << true << "a.pickle"
+                                          << "Optimizer.step#AdamW.step" << int(K::Annotation);
+    QTest::newRow("annotation's end") << "a.pickle@step_3:end" << true << "a.pickle"
+                                      << "step_3:end" << int(K::Annotation);
+    QTest::newRow("oom-like annotation") << "a.pickle@oom_guard" << true << "a.pickle"
+                                         << "oom_guard" << int(K::Annotation);
 }
 
 void TestDiff::sideSpecs()
@@ -1038,13 +1087,15 @@ void TestDiff::sideSpecs()
     QFETCH(QString, text);
     QFETCH(bool, ok);
     QFETCH(QString, path);
-    QFETCH(qint64, index);
+    QFETCH(QString, moment);
+    QFETCH(int, kind);
     std::string gotPath, error;
-    int64_t gotIndex = 0;
-    QCOMPARE(model::parseDiffSideSpec(text.toStdString(), gotPath, gotIndex, error), ok);
+    model::Moment got;
+    QCOMPARE(model::parseDiffSideSpec(text.toStdString(), gotPath, got, error), ok);
     if (ok) {
         QCOMPARE(QString::fromStdString(gotPath), path);
-        QCOMPARE(gotIndex, index);
+        QCOMPARE(QString::fromStdString(model::momentSpec(got)), moment);
+        QCOMPARE(int(got.kind), kind);
     } else {
         QVERIFY(!error.empty());
     }

@@ -16,11 +16,16 @@ namespace memscope {
 
 using namespace memscope::model;
 
-const char* const DiffUsage = R"(usage: memscope-cli diff A[@INDEX] B[@INDEX] [OPTIONS]
+const char* const DiffUsage = R"(usage: memscope-cli diff A[@MOMENT] B[@MOMENT] [OPTIONS]
 
 What changed from A to B: totals per device, pool and stream, segments only in one side, and live allocations
-matched by call stack. A and B are snapshot files, or one file twice; @INDEX picks the state after INDEX entries
-of the trace (0 = before the first; default: the end, the snapshot's own final state).
+matched by call stack. A and B are snapshot files, or one file twice; @MOMENT picks a state of the trace:
+  @INDEX          the state after INDEX entries (0 = before the first)
+  @end            the snapshot's own final state (the default)
+  @peak           the peak of allocated bytes (@peak-reserved: of reserved bytes), as `info` prints it
+  @oom, @oomN     right after the first (the Nth) OOM
+  @largest        right after the largest allocation
+  @NAME           the start of the first record_function range NAME (@NAME:end: its end), e.g. @step_3
 
 options:
   --by stack|stack+size|segment     rows: per call stack (default), per stack and block size, per segment
@@ -28,7 +33,7 @@ options:
                                     text (default); JSON (docs/diff-json.md); folded "stack delta" lines
                                     (signed bytes); difffolded "stack bytesA bytesB" lines (flamegraph.pl)
   --top N                           rows per list (default 10 in text, all otherwise; 0: all)
-  --device N|all                    one device only (default all; needed with @INDEX when several devices
+  --device N|all                    one device only (default all; needed with @MOMENT when several devices
                                     have traces)
   --no-frame-filter                 match stacks with every frame, not only those PyTorch's viewers show
   --fail-if-growth BYTES            exit status 3 when the growth exceeds BYTES (e.g. 0, 512MiB, 1.5GiB)
@@ -176,7 +181,7 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
         }
     }
     if (files.size() != 2)
-        return usage("needs exactly two snapshots: A[@INDEX] B[@INDEX]");
+        return usage("needs exactly two snapshots: A[@MOMENT] B[@MOMENT]");
     if ((format == Format::Folded || format == Format::DiffFolded) && shown.by == DiffGrouping::Segment)
         return usage("folded output is by call stack: use --by stack or --by stack+size");
     if (!topGiven && format == Format::Text)
@@ -184,9 +189,10 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
 
     DiffSide sides[2];
     std::string paths[2];
+    Moment moments[2];
     for (int i = 0; i < 2; ++i) {
         std::string error;
-        if (!parseDiffSideSpec(files[i], paths[i], sides[i].index, error))
+        if (!parseDiffSideSpec(files[i], paths[i], moments[i], error))
             return usage(error);
         sides[i].device = device;
         sides[i].name = files[i];
@@ -202,6 +208,19 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
         if (!sides[i].snapshot) {
             r.exitCode = 1;
             r.err = "memscope-cli: " + (error.empty() ? paths[i] + ": cannot be read" : error) + "\n";
+            return r;
+        }
+    }
+
+    // @peak, @oom, @NAME...: resolved in each side's trace (the replays built for that serve the diff too).
+    std::unique_ptr<Replay> replays[2];
+    for (int i = 0; i < 2; ++i) {
+        std::string error;
+        if (i == 1 && sides[1].snapshot == sides[0].snapshot)
+            sides[1].replay = sides[0].replay; // one file twice: one replay
+        if (!resolveDiffSide(sides[i], moments[i], replays[i], error)) {
+            r.exitCode = 2;
+            r.err = "memscope-cli: diff: " + error + "\n";
             return r;
         }
     }

@@ -7,6 +7,7 @@
 #include "allocatorreplay.h"
 #include "democommand.h"
 #include "diffcommand.h"
+#include "insightscommand.h"
 #include "keygencommand.h"
 #include "recordcommand.h"
 #include "io/snapshotio.h"
@@ -43,6 +44,10 @@ commands of memscope:
                        what changed from A to B (B - A): totals per device, pool and stream, segments only
                        in one, live allocations by call stack; @INDEX: the state after INDEX trace entries
                        (default: the end); exit status 3 when growth exceeds --fail-if-growth (docs/diff-json.md)
+  insights FILE... [--format text|json] [--top N]   (or --diff A[@MOMENT] B[@MOMENT])
+                       the peak's top call stacks and their share, leak suspects, record_stream stalls,
+                       fragmentation and every OOM explained (in pieces, the cap, or the device full), each
+                       with the entry to go to; with --diff, what grew
   record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S] [--follow]
        [--curve-server-key FILE --curve-key FILE]
                        join a running job's memscope agent (its MEMSCOPE_ENDPOINT) and record its allocator
@@ -214,6 +219,8 @@ int main(int argc, char** argv)
         return runAllocatorReplay(args);
     if (command == "diff")
         return runDiff(args);
+    if (command == "insights")
+        return runInsights(args);
     if (command == "record")
         return runRecord(args);
     if (command == "demo")

@@ -1,0 +1,372 @@
+// Tests of the answers in the app: the Insights dock (InsightsModel under QAbstractItemModelTester, a click moving
+// the shared cursor and selection), the Go moments (peak, OOMs, largest, annotations) and where a file opens, the
+// default layout at 1280x720, 1920x1080 and twice the font size (call stacks and details beside the timeline, not
+// behind tabs; no dock squeezed to a strip), "Colour by" recolouring the timeline, and torch.compile's own
+// annotations hidden by default. Screenshots land in build/screenshots. GUI thread only.
+#include "apptestutil.h"
+#include "models/insightsmodel.h"
+#include "views/calltreeview.h"
+#include "views/diffwindow.h"
+#include "views/documentwindow.h"
+#include "views/insightsview.h"
+#include "views/mainwindow.h"
+#include "views/timelineview.h"
+
+#include <QAbstractItemModelTester>
+#include <QDockWidget>
+#include <QPlainTextEdit>
+#include <QScreen>
+#include <QSignalSpy>
+#include <QTreeView>
+#include <QtTest>
+
+using namespace memscope;
+using namespace memscope::app;
+
+namespace {
+
+std::shared_ptr<const Document> document(const QString& name)
+{
+    const std::string path = name.startsWith(QLatin1String("corpus/")) ? test::dataPath(name.toStdString())
+                                                                       : test::snapshotPath(name.toStdString());
+    io::LoadResult r = io::loadSnapshot(path);
+    if (!r.ok())
+        qFatal("%s", r.error.toString().c_str());
+    return makeDocument(QString::fromStdString(path), r.snapshot);
+}
+
+// A window with its insights computed.
+std::unique_ptr<DocumentWindow> window(const QString& name, QSize size = QSize(1280, 720))
+{
+    auto w = std::make_unique<DocumentWindow>(document(name));
+    w->setAttribute(Qt::WA_DontShowOnScreen);
+    w->resize(size);
+    w->show();
+    if (w->insights()->isComputing()) {
+        QSignalSpy done(w->insights(), &InsightsModel::computed);
+        if (!done.wait(20000))
+            qFatal("insights not computed");
+    }
+    QCoreApplication::processEvents();
+    return w;
+}
+
+QDockWidget* dockOf(QWidget* view) { return qobject_cast<QDockWidget*>(view->parentWidget()); }
+
+// A small JSON snapshot whose annotations mix the user's with torch.compile's own.
+std::shared_ptr<const Document> annotated()
+{
+    QString entries, annotations;
+    for (int i = 0; i < 8; ++i)
+        entries += QStringLiteral("{\"action\":\"alloc\",\"addr\":%1,\"size\":512,\"stream\":0,\"time_us\":%2},")
+                       .arg(0x7f0000000000 + i * 512)
+                       .arg(100 + i * 10);
+    entries.chop(1);
+    auto range = [&](const char* name, int begin, int end) {
+        annotations += QStringLiteral("{\"stage\":\"START\",\"name\":\"%1\",\"device\":0,\"time_us\":%2},"
+                                      "{\"stage\":\"END\",\"name\":\"%1\",\"device\":0,\"time_us\":%3},")
+                           .arg(QLatin1String(name))
+                           .arg(begin)
+                           .arg(end);
+    };
+    range("step_0", 95, 200);
+    range("Torch-Compiled Region: 0/0", 100, 150);
+    range("## Call CompiledFxGraph fxyz ##", 110, 140);
+    range("CompiledFunctionBackward", 150, 170);
+    annotations.chop(1);
+    QString blocks;
+    for (int i = 0; i < 8; ++i)
+        blocks += QStringLiteral("{\"address\":%1,\"size\":512,\"requested_size\":512,\"state\":\"active_allocated\","
+                                 "\"frames\":[]},")
+                      .arg(0x7f0000000000 + i * 512);
+    blocks.chop(1);
+    const QByteArray json
+        = QStringLiteral("{\"segments\":[{\"device\":0,\"address\":%1,\"total_size\":2097152,"
+                         "\"allocated_size\":4096,\"active_size\":4096,\"requested_size\":4096,"
+                         "\"stream\":0,\"segment_type\":\"small\",\"segment_pool_id\":[0,0],"
+                         "\"is_expandable\":false,\"frames\":[],\"blocks\":[%2,{\"address\":%3,"
+                         "\"size\":2093056,\"requested_size\":0,\"state\":\"inactive\",\"frames\":[]}]"
+                         "}],\"device_traces\":[[%4]],\"external_annotations\":[%5]}")
+              .arg(0x7f0000000000)
+              .arg(blocks)
+              .arg(0x7f0000000000 + 4096)
+              .arg(entries, annotations)
+              .toUtf8();
+    io::LoadResult r = io::loadSnapshotFromMemory(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(json.constData()), size_t(json.size())), "a.json");
+    if (!r.ok())
+        qFatal("%s", r.error.toString().c_str());
+    return makeDocument(QStringLiteral("a.json"), r.snapshot);
+}
+
+} // namespace
+
+class TestInsightsDock : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void modelTester_data();
+    void modelTester();
+    void clickMovesCursorAndSelection();
+    void goToMoments_data();
+    void goToMoments();
+    void opensWhereItSaysTheMost_data();
+    void opensWhereItSaysTheMost();
+    void stepsThroughOoms();
+    void defaultLayout_data();
+    void defaultLayout();
+    void firstWindowFitsTheScreen();
+    void colourByRecoloursTheTimeline();
+    void compilerAnnotationsHidden();
+    void diffInsightsSelectTheStack();
+};
+
+void TestInsightsDock::modelTester_data()
+{
+    QTest::addColumn<QString>("file");
+    for (const char* f : { "transformer_train.pickle", "oom.pickle", "diff_after.pickle", "two_device.pickle",
+                           "corpus/streams_record_stream.pickle" })
+        QTest::newRow(f) << QString::fromLatin1(f);
+}
+
+void TestInsightsDock::modelTester()
+{
+    QFETCH(QString, file);
+    InsightsModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy done(&model, &InsightsModel::computed);
+    model.compute(document(file));
+    QVERIFY(done.wait(20000));
+    QVERIFY(model.rowCount() > 0);
+    int items = 0;
+    for (int s = 0; s < model.rowCount(); ++s) {
+        const QModelIndex section = model.index(s, 0);
+        QVERIFY(model.data(section, InsightsModel::IsSectionRole).toBool());
+        for (int r = 0; r < model.rowCount(section); ++r, ++items)
+            QVERIFY(!model.data(model.index(r, 0, section)).toString().isEmpty());
+    }
+    QCOMPARE(size_t(items), model.insights()->items.size());
+    model.setInsights(nullptr);
+    QCOMPARE(model.rowCount(), 0);
+}
+
+void TestInsightsDock::clickMovesCursorAndSelection()
+{
+    auto w = window(QStringLiteral("transformer_train.pickle"));
+    InsightsView* view = w->insightsView();
+    const QModelIndex top = view->model()->firstOf(report::InsightKind::TopConsumer);
+    QVERIFY(top.isValid());
+    const report::Insight* it = view->model()->insightAt(top);
+    QCOMPARE(it->index, int64_t(9796));
+    // A click on the row, as a user does.
+    QTreeView* tree = view->tree();
+    tree->scrollTo(top);
+    QTest::mouseClick(tree->viewport(), Qt::LeftButton, {}, tree->visualRect(top).center());
+    QCOMPARE(w->session()->cursor(), int64_t(9796));
+    QCOMPARE(w->session()->selection(), it->allocation);
+    // The Details pane shows the selected allocation's stack.
+    auto* details = w->findChild<QPlainTextEdit*>(QStringLiteral("detailsText"));
+    QVERIFY(details->toPlainText().contains(QLatin1String("functional.py:1443:dropout")));
+    QVERIFY(test::saveScreenshot(*w, QStringLiteral("insights-transformer_train"), QSize(1280, 720)));
+}
+
+void TestInsightsDock::goToMoments_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("spec");
+    QTest::addColumn<qint64>("cursor");
+    QTest::addColumn<QString>("status");
+    QTest::newRow("peak") << "transformer_train.pickle"
+                          << "peak" << qint64(9796) << "the peak of allocated bytes";
+    QTest::newRow("peak reserved") << "transformer_train.pickle"
+                                   << "peak-reserved" << qint64(9794) << "the peak of reserved bytes";
+    QTest::newRow("an annotation") << "transformer_train.pickle"
+                                   << "step_1" << qint64(-2) << "the start of annotation 'step_1'";
+    QTest::newRow("the OOM") << "oom.pickle"
+                             << "oom" << qint64(51) << "OOM 1 of 1";
+    QTest::newRow("third OOM") << "corpus/gc05_fraction.pickle"
+                               << "oom3" << qint64(574) << "OOM 3 of 29";
+    QTest::newRow("largest") << "diff_after.pickle"
+                             << "largest" << qint64(-3) << "the largest allocation";
+}
+
+void TestInsightsDock::goToMoments()
+{
+    QFETCH(QString, file);
+    QFETCH(QString, spec);
+    QFETCH(qint64, cursor);
+    QFETCH(QString, status);
+    auto w = window(file);
+    Session* s = w->session();
+    QCOMPARE(w->goTo(*model::parseMoment(spec.toStdString())), QString());
+    if (cursor == -2) { // an annotation: its START, as landmarks.h resolves it
+        const auto ranges = model::annotationRanges(s->snapshot(), 0);
+        cursor
+            = std::find_if(ranges.begin(), ranges.end(), [&](auto& r) { return r.name == spec.toStdString(); })->begin;
+    } else if (cursor == -3) { // the largest allocation, selected, right after its alloc
+        const model::AllocationId id = model::largestAllocation(s->replay());
+        QCOMPARE(s->selection(), id);
+        cursor = s->replay().allocation(id).allocIndex + 1;
+    }
+    QCOMPARE(s->cursor(), cursor);
+    QVERIFY2(w->statusText().contains(status), qPrintable(w->statusText()));
+    // Every moment but an index selects something alive there.
+    QVERIFY(s->selection() != model::NoAllocation);
+    const auto live = s->replay().liveAt(s->cursor());
+    QVERIFY(std::find(live.begin(), live.end(), s->selection()) != live.end());
+    // The reason goes once the user moves the cursor.
+    s->setCursor(0);
+    QVERIFY(!w->statusText().contains(status));
+    // A moment that is not there says why and moves nothing.
+    QVERIFY(!w->goTo(*model::parseMoment("no_such_annotation")).isEmpty());
+    QCOMPARE(s->cursor(), int64_t(0));
+}
+
+void TestInsightsDock::opensWhereItSaysTheMost_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<qint64>("cursor"); // -1: the end
+    QTest::addColumn<QString>("status");
+    QTest::newRow("an OOM") << "oom.pickle" << qint64(51) << "opened at the OOM";
+    QTest::newRow("several OOMs") << "corpus/oom_retry.pickle" << qint64(22) << "opened at the first of 81 OOMs";
+    QTest::newRow("no OOM") << "transformer_train.pickle" << qint64(-1) << "opened at the end of the trace";
+}
+
+void TestInsightsDock::opensWhereItSaysTheMost()
+{
+    QFETCH(QString, file);
+    QFETCH(qint64, cursor);
+    QFETCH(QString, status);
+    auto w = window(file);
+    QCOMPARE(w->session()->cursor(), cursor < 0 ? w->session()->entryCount() : cursor);
+    QVERIFY2(w->statusText().contains(status), qPrintable(w->statusText()));
+}
+
+void TestInsightsDock::stepsThroughOoms()
+{
+    auto w = window(QStringLiteral("corpus/gc05_fraction.pickle"));
+    Session* s = w->session();
+    const std::vector<int64_t> ooms = s->oomIndices();
+    QCOMPARE(ooms.size(), size_t(29));
+    QCOMPARE(s->cursor(), ooms[0]);
+    for (size_t k = 1; k < ooms.size(); ++k) {
+        QVERIFY(w->stepOom(1));
+        QCOMPARE(s->cursor(), ooms[k]);
+    }
+    QVERIFY(!w->stepOom(1));
+    QVERIFY(w->statusText().contains(QLatin1String("no OOM after the cursor")));
+    QVERIFY(w->stepOom(-1));
+    QCOMPARE(s->cursor(), ooms[27]);
+}
+
+void TestInsightsDock::defaultLayout_data()
+{
+    QTest::addColumn<QSize>("size");
+    QTest::addColumn<int>("fontScale"); // font size in percent: 200 stands for a 2x-scaled desktop
+    QTest::newRow("1280x720") << QSize(1280, 720) << 100;
+    QTest::newRow("1920x1080") << QSize(1920, 1080) << 100;
+    QTest::newRow("3840x2160") << QSize(3840, 2160) << 100;
+    QTest::newRow("1920x1080, 2x text") << QSize(1920, 1080) << 200;
+}
+
+void TestInsightsDock::defaultLayout()
+{
+    QFETCH(QSize, size);
+    QFETCH(int, fontScale);
+    const QFont old = QApplication::font();
+    QFont big = old;
+    big.setPointSizeF(old.pointSizeF() * fontScale / 100.0);
+    QApplication::setFont(big);
+    auto w = window(QStringLiteral("transformer_train.pickle"), size);
+    w->goTo(*model::parseMoment("peak"));
+    QCoreApplication::processEvents();
+    // The call stacks and the details are on screen beside the timeline, not behind a tab, and roomy.
+    auto* tree = w->view(DocumentWindow::View::Tree);
+    auto* details = w->findChild<QPlainTextEdit*>(QStringLiteral("detailsText"));
+    auto* insights = w->view(DocumentWindow::View::Insights);
+    for (QWidget* v : { static_cast<QWidget*>(w->view(DocumentWindow::View::Timeline)), tree,
+                        static_cast<QWidget*>(details), insights }) {
+        QVERIFY2(v->isVisible(), qPrintable(v->objectName()));
+        QVERIFY2(v->visibleRegion().boundingRect().width() >= 300, qPrintable(v->objectName()));
+    }
+    QVERIFY(tree->width() >= size.width() * 35 / 100);
+    QVERIFY(details->height() >= size.height() * 35 / 100);
+    QVERIFY(insights->height() >= std::min(170, size.height() / 4));
+    QVERIFY(w->view(DocumentWindow::View::Timeline)->width() >= size.width() / 2);
+    // The selected allocation's stack (15 frames at the peak) is whole in the Details pane: no line hidden below.
+    const int lines = int(details->toPlainText().count(QLatin1Char('\n'))) + 1;
+    const int shown = details->viewport()->height() / details->fontMetrics().lineSpacing();
+    if (fontScale == 100 && size.height() >= 1080)
+        QVERIFY2(shown >= lines, qPrintable(QStringLiteral("%1 lines, %2 shown").arg(lines).arg(shown)));
+    // The overview chart, one click away, is no strip either.
+    w->showView(DocumentWindow::View::Overview);
+    QCoreApplication::processEvents();
+    QVERIFY(w->view(DocumentWindow::View::Overview)->height() >= 150);
+    w->showView(DocumentWindow::View::Insights);
+    QVERIFY(test::saveScreenshot(
+        *w, QStringLiteral("layout-%1x%2-%3pct").arg(size.width()).arg(size.height()).arg(fontScale), size));
+    QApplication::setFont(old);
+}
+
+void TestInsightsDock::firstWindowFitsTheScreen()
+{
+    MainWindow w;
+    const QSize screen = QGuiApplication::primaryScreen()->availableGeometry().size();
+    QVERIFY(w.width() <= screen.width());
+    QVERIFY(w.height() <= screen.height());
+}
+
+void TestInsightsDock::colourByRecoloursTheTimeline()
+{
+    auto w = window(QStringLiteral("transformer_train.pickle"));
+    QWidget* timeline = w->view(DocumentWindow::View::Timeline);
+    const QImage byAllocation = timeline->grab().toImage();
+    w->session()->setColorMode(ColorMode::Stack);
+    QCoreApplication::processEvents();
+    const QImage byStack = timeline->grab().toImage();
+    QVERIFY(byAllocation != byStack);
+    w->session()->setColorMode(ColorMode::Allocation);
+    QCoreApplication::processEvents();
+    QCOMPARE(timeline->grab().toImage(), byAllocation);
+}
+
+void TestInsightsDock::compilerAnnotationsHidden()
+{
+    Session s(annotated());
+    auto names = [&] {
+        QStringList out;
+        for (const AnnotationSpan& a : s.annotations())
+            out << a.name;
+        return out;
+    };
+    QCOMPARE(names(), QStringList { QStringLiteral("step_0") });
+    QSignalSpy changed(&s, &Session::filterChanged);
+    s.setCompilerAnnotationsShown(true);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(names().size(), 4);
+}
+
+void TestInsightsDock::diffInsightsSelectTheStack()
+{
+    DiffInput a, b;
+    a.document = document(QStringLiteral("diff_before.pickle"));
+    b.document = document(QStringLiteral("diff_after.pickle"));
+    DiffWindow w(a, b);
+    w.resize(1280, 720);
+    w.show();
+    auto* view = w.findChild<InsightsView*>(QStringLiteral("diffInsights"));
+    QVERIFY(view);
+    const QModelIndex section = view->model()->index(0, 0);
+    QCOMPARE(view->model()->rowCount(section), 3); // the totals, then the two stacks that grew
+    const QModelIndex leak = view->model()->index(1, 0, section);
+    QVERIFY(view->model()->data(leak).toString().startsWith(
+        QLatin1String("+9.0MiB in +3 blocks from gen_snapshots.py:126:step")));
+    view->activate(leak);
+    QCOMPARE(w.view(DiffWindow::View::Tree)->isVisible(), true);
+    const QModelIndex current = w.treeView()->currentIndex();
+    QVERIFY(current.isValid());
+    QVERIFY2(current.data().toString().contains(QLatin1String("gen_snapshots.py:126")),
+             qPrintable(current.data().toString()));
+}
+
+QTEST_MAIN(TestInsightsDock)
+#include "tst_insightsdock.moc"
