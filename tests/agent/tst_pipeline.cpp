@@ -421,8 +421,9 @@ private Q_SLOTS:
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("MEMSCOPE_DUMP_ON"), QStringLiteral("exit"));
         env.insert(QStringLiteral("MEMSCOPE_DUMP_PATH"), dump);
+        // No stacks: the agent's exit dump writes no frames, and `segments`/`memory` print them.
         QStringList args { QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--delay"),
-                           QStringLiteral("500") };
+                           QStringLiteral("500"), QStringLiteral("--no-stacks") };
         switch (join) {
         case Join::AtStart:
         case Join::Late:

@@ -419,7 +419,7 @@ __attribute__((noinline)) DevicePtr memscopeStackTestKeepActivations(CachingAllo
 }
 
 // This process's resident memory (VmRSS), in KiB; 0 when /proc cannot say.
-long residentKiB()
+static long residentKiB()
 {
     QFile status(QStringLiteral("/proc/self/status"));
     if (!status.open(QIODevice::ReadOnly))
