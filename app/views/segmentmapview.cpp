@@ -554,6 +554,7 @@ void SegmentMapView::paintOutline(QPainter& painter, AllocationId id, const QCol
 
 void SegmentMapView::renderMap(QPainter& painter) const
 {
+    m_labelled.clear();
     const QPalette& pal = palette();
     painter.fillRect(rect(), pal.color(QPalette::Base));
     if (!m_session) {
@@ -645,6 +646,39 @@ void SegmentMapView::drawCachedText(QPainter& painter, QPointF topLeft, const QS
     painter.drawStaticText(topLeft, *it);
 }
 
+namespace {
+
+    // The bytes of a block's body: what was requested of it (the rest is drawn as rounding waste).
+    double bodyBytes(const ReplayBlock& b) { return double(std::clamp<ByteCount>(b.requestedSize, 0, b.size)); }
+
+} // namespace
+
+bool SegmentMapView::labelsHere(uint32_t placement, int64_t row, double b0, double bodyBytes,
+                                const SegmentMapGeometry::Piece& piece, double pxPerByte) const
+{
+    // A block whose body wraps over rows is labelled once: on the second of three or more rows (a whole row of
+    // it, as wide as any), else on the wider of its two rows (the first on a tie).
+    const double bodyEnd = b0 + bodyBytes;
+    const double here = (std::min(bodyEnd, piece.end) - std::max(b0, piece.begin)) * pxPerByte;
+    const SegmentMapGeometry::Placement& pl = m_geometry.placements()[placement];
+    if (b0 >= piece.begin) { // the body starts on this row
+        if (bodyEnd <= piece.end || row >= pl.lastRow)
+            return true;
+        const SegmentMapGeometry::Piece next = m_geometry.piece(placement, row + 1);
+        if (bodyEnd > next.end)
+            return false; // three rows or more: the next one is whole
+        return here >= (bodyEnd - next.begin) * pxPerByte;
+    }
+    if (row <= pl.firstRow)
+        return true;
+    const SegmentMapGeometry::Piece previous = m_geometry.piece(placement, row - 1);
+    if (b0 < previous.begin)
+        return false; // the body started two rows up or more: the row after its first has the label
+    if (bodyEnd > piece.end)
+        return true; // the second of three or more rows
+    return here > (previous.end - b0) * pxPerByte;
+}
+
 void SegmentMapView::paintRow(QPainter& painter, uint32_t group, int64_t row, double y) const
 {
     const ReplayState& state = m_session->state();
@@ -711,7 +745,7 @@ void SegmentMapView::paintRow(QPainter& painter, uint32_t group, int64_t row, do
                 if (pending && xBody - x0 >= HatchMinWidth)
                     m_hatches.emplace_back(QPointF(std::round(x0), barTop),
                                            QPointF(std::round(xBody), barTop + barHeight));
-                if (xBody - x0 >= LabelMinWidth)
+                if (xBody - x0 >= LabelMinWidth && labelsHere(p, row, b0, bodyBytes(b), piece, k))
                     m_labels.push_back({ x0, xBody, int32_t(it - state.blocks.begin()), body });
             }
         }
@@ -830,8 +864,11 @@ void SegmentMapView::paintRow(QPainter& painter, uint32_t group, int64_t row, do
             continue;
         painter.setPen(qGray(label.background) > 140 ? QColor(Qt::black) : QColor(Qt::white));
         drawCachedText(painter, QPointF(label.x0 + 3, barTextTop), m_text);
+        m_labelled.push_back(label.block);
     }
 }
+
+std::vector<int32_t> SegmentMapView::labelledBlocks() const { return m_labelled; }
 
 QString SegmentMapView::toolTipAt(QPointF point) const
 {

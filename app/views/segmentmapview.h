@@ -57,6 +57,9 @@ public:
 
     // The tooltip text for a widget point ("" over nothing).
     QString toolTipAt(QPointF point) const;
+    // The blocks (indices in the state at the cursor) the last paint gave a label: each at most once, on the row
+    // where most of it shows when it wraps over rows. For tests.
+    std::vector<int32_t> labelledBlocks() const;
 
     QSize sizeHint() const override { return { 900, 500 }; }
     QSize minimumSizeHint() const override { return { 200, 120 }; }
@@ -86,6 +89,10 @@ private:
         QRgb background;
     };
 
+    // Whether the block at segment bytes [b0, b0 + bodyBytes) of `placement` gets its label on `row`, where the
+    // placement's piece is `piece` (a body wrapped over rows is labelled on one of them).
+    bool labelsHere(uint32_t placement, int64_t row, double b0, double bodyBytes,
+                    const SegmentMapGeometry::Piece& piece, double pxPerByte) const;
     void invalidateFit(); // device, filters, size or font changed
     void invalidateLayout(); // cursor changed
     void invalidatePixmap() { m_pixmapValid = false; }
@@ -122,6 +129,7 @@ private:
 
     // Scratch buffers reused by every paint, so that painting allocates nothing per block.
     mutable std::vector<Label> m_labels;
+    mutable std::vector<int32_t> m_labelled; // the blocks the last render labelled (labelledBlocks())
     mutable std::vector<QRectF> m_hatches;
     mutable std::vector<QRect> m_separators;
     mutable QString m_text;
