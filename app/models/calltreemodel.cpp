@@ -75,7 +75,7 @@ QString frameDisplayLabel(const model::Snapshot& snapshot, FrameId frame)
     std::string_view file = snapshot.str(f.filename);
     if (const size_t slash = file.rfind('/'); slash != std::string_view::npos)
         file.remove_prefix(slash + 1);
-    return fromStd(file) + QLatin1Char(':') + QString::number(f.line) + QLatin1Char(':')
+    return fromStd(file) + QLatin1Char(':') + QString::fromStdString(f.line.toString()) + QLatin1Char(':')
         + shortFunctionName(snapshot, frame);
 }
 

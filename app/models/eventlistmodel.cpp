@@ -72,7 +72,7 @@ std::vector<uint8_t> stacksMatchingText(const Snapshot& snapshot, std::string_vi
         const Frame& fr = snapshot.frames[f];
         line.assign(snapshot.str(fr.filename));
         line += ':';
-        line += std::to_string(fr.line);
+        line += fr.line.toString();
         line += ':';
         line += snapshot.str(fr.name);
         if (!caseSensitive)

@@ -124,7 +124,7 @@ namespace {
         std::vector<LiveFrame> out;
         for (const FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f) {
             const Frame& fr = s.frame(*f);
-            out.push_back({ std::string(s.str(fr.name)), std::string(s.str(fr.filename)), int32_t(fr.line) });
+            out.push_back({ std::string(s.str(fr.name)), std::string(s.str(fr.filename)), int32_t(fr.line.bits()) });
         }
         return out;
     }

@@ -1,6 +1,7 @@
 // Session: shared per-document view state. See session.h.
 #include "models/session.h"
 
+#include "model/consistency.h"
 #include "model/framefilter.h"
 #include "model/landmarks.h"
 #include "report/memoryviz.h"
@@ -21,6 +22,10 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
     doc->replays.reserve(size_t(std::max(1, snapshot->deviceCount())));
     for (int d = 0; d < std::max(1, snapshot->deviceCount()); ++d)
         doc->replays.push_back(Replay::build(*snapshot, d));
+    doc->warnings = snapshot->warnings;
+    WarningCollector replayIssues;
+    addReplayWarnings(*snapshot, doc->replays, replayIssues);
+    replayIssues.appendTo(doc->warnings);
     doc->snapshot = std::move(snapshot);
     return doc;
 }

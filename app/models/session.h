@@ -25,6 +25,9 @@ struct Document {
     QString path; // as opened (a file, or a ":/" resource)
     std::shared_ptr<const model::Snapshot> snapshot;
     std::vector<model::Replay> replays; // index = device; a device without a trace has an empty replay
+    // What was wrong with the file: the snapshot's load warnings, then what its replays could not reconcile with
+    // the final state (model/consistency.h). Set by makeDocument; a live document has none.
+    std::vector<model::LoadWarning> warnings;
     std::shared_ptr<std::shared_mutex> growth; // set on live documents only
 
     // Holds off growth while held (an empty lock for a file's Document, which never changes).

@@ -20,6 +20,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenu>
+#include <QPalette>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QResizeEvent>
@@ -132,6 +133,7 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
     setCorner(Qt::TopRightCorner, Qt::RightDockWidgetArea);
 
     buildControls();
+    buildWarningBanner();
 
     connect(m_session, &Session::cursorChanged, this, [this] {
         if (!m_settingCursor)
@@ -206,6 +208,39 @@ QDockWidget* DocumentWindow::addView(QWidget* widget, const QString& title, Qt::
                       | QDockWidget::DockWidgetClosable);
     addDockWidget(area, dock);
     return dock;
+}
+
+// A file that loaded with warnings (model/loadwarning.h) is shown as usual, under a banner that says, one line per
+// kind, what is wrong with it; the banner is the window's menu widget, so it spans the tab above every view.
+void DocumentWindow::buildWarningBanner()
+{
+    const Document& doc = m_session->document();
+    if (doc.warnings.empty())
+        return;
+    auto* banner = new QWidget(this);
+    banner->setObjectName(QStringLiteral("warningBanner"));
+    banner->setAutoFillBackground(true);
+    QPalette palette = banner->palette();
+    palette.setColor(QPalette::Window, QColor(0xff, 0xf4, 0xce));
+    palette.setColor(QPalette::WindowText, QColor(0x5c, 0x40, 0x00));
+    banner->setPalette(palette);
+    auto* layout = new QHBoxLayout(banner);
+    QStringList lines;
+    const std::string file = doc.path.toStdString();
+    for (const LoadWarning& w : doc.warnings)
+        lines << QString::fromStdString(warningLine(file, w));
+    auto* label = new QLabel(lines.join(QLatin1Char('\n')), banner);
+    label->setObjectName(QStringLiteral("warningLabel"));
+    label->setTextFormat(Qt::PlainText);
+    label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    label->setWordWrap(true);
+    label->setToolTip(tr("The file was opened anyway; figures that depend on what is wrong may be off."));
+    auto* dismiss = new QPushButton(tr("Dismiss"), banner);
+    dismiss->setObjectName(QStringLiteral("warningDismiss"));
+    connect(dismiss, &QPushButton::clicked, banner, &QWidget::hide);
+    layout->addWidget(label, 1);
+    layout->addWidget(dismiss, 0, Qt::AlignTop);
+    setMenuWidget(banner);
 }
 
 void DocumentWindow::buildControls()

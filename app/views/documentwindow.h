@@ -1,5 +1,6 @@
 // One opened snapshot in its tab: the Session and every view of it, docked around the stacked timeline, plus the
-// cursor controls (slider, index box, device selector, stream/pool filters) and the details pane. The
+// cursor controls (slider, index box, device selector, stream/pool filters), the details pane, and a banner with
+// the file's load warnings when it has any. The
 // views never talk to each other; they all follow the Session this window owns. GUI thread only.
 #pragma once
 
@@ -81,6 +82,7 @@ protected:
 
 private:
     void buildControls();
+    void buildWarningBanner();
     void updateControls();
     void updateDetails();
     void fillFilterMenu();

@@ -291,8 +291,8 @@ const QString& FlameGraphView::label(model::FrameId frame) const
         // "??:0" says nothing (no debug info); a file without a line is still worth its name.
         if (!file.empty() && file != "??") {
             l += QLatin1String("  ") + QString::fromUtf8(file.data(), qsizetype(file.size()));
-            if (f.line > 0)
-                l += QLatin1Char(':') + QString::number(f.line);
+            if (f.line.isPositive())
+                l += QLatin1Char(':') + QString::fromStdString(f.line.toString());
         }
     }
     return l;

@@ -2,8 +2,9 @@
 //
 // Grammar and rules: RFC 8259 (sections 2-7: structural characters, insignificant whitespace, literals, numbers,
 // strings and their escapes, \uXXXX surrogate pairs). Choices the RFC leaves to a parser (section 9), written down:
-// nesting is limited to 512 levels (an explicit stack, no recursion); integers must fit in 64 bits (a PyTorch
-// snapshot holds nothing larger: addresses, sizes, handles, microseconds); other numbers become doubles; a leading
+// nesting is limited to 512 levels (an explicit stack, no recursion); integers in [-2^63, 2^64) are kept exactly
+// (PyTorch writes C int64_t and uint64_t values, e.g. size_t(-1) frame lines), wider ones become a BigInt placeholder
+// that records where it was, so the builder can leave that one field out; other numbers become doubles; a leading
 // UTF-8 byte order mark is skipped (section 8.1 allows it); string bytes are not checked for UTF-8 (the writers
 // replace what is ill formed); a lone surrogate escape is kept as its 3-byte generalised UTF-8 form, the bytes
 // Python's "surrogatepass" pickles use for the same string; duplicate keys are all kept (ValueTree::find returns the
@@ -349,10 +350,13 @@ Error Parser::number(NodeId& node)
             exponent = -exponent;
     }
     if (!isFloat) {
-        const uint64_t limit = negative ? uint64_t(1) << 63 : (uint64_t(1) << 63) - 1;
-        if (overflow || magnitude > limit)
-            return fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", start);
-        node = m_tree.addInt(negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude));
+        // [-2^63, 2^64) is kept exactly (Int or UInt); beyond it the value is a BigInt placeholder (valuetree.h).
+        if (overflow || (negative && magnitude > uint64_t(1) << 63))
+            node = m_tree.addBigInt(offset(start));
+        else if (negative)
+            node = m_tree.addInt(static_cast<int64_t>(0 - magnitude));
+        else
+            node = m_tree.addUnsigned(magnitude);
         return {};
     }
     double value = 0;

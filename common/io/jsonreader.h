@@ -10,7 +10,8 @@
 
 namespace memscope::io {
 
-// Parses one JSON document. Integers that fit in 64 bits become Int nodes, other numbers Float nodes.
+// Parses one JSON document. Integers become Int nodes, UInt nodes in [2^63, 2^64), BigInt placeholders beyond
+// (valuetree.h); other numbers become Float nodes.
 // Nesting is limited to 512 levels. Errors carry code, message and byte offset (no path).
 Error parseJson(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, const ProgressFn& progress = {});
 

@@ -157,6 +157,17 @@ private:
         const auto r = std::to_chars(buf, buf + sizeof buf, v);
         m_out.append(buf, r.ptr);
     }
+    void unsignedInteger(uint64_t v)
+    {
+        char buf[24];
+        const auto r = std::to_chars(buf, buf + sizeof buf, v);
+        m_out.append(buf, r.ptr);
+    }
+    void line(LineNumber l)
+    {
+        char buf[24];
+        m_out.append(buf, l.toChars(buf, buf + sizeof buf));
+    }
     void boolean(bool v) { m_out += v ? "true" : "false"; }
     // Python's float repr (PyOS_double_to_string, mode 'r'): the shortest round-trip digits, in positional notation
     // when the decimal exponent is in [-4, 16), with ".0" on integral values; otherwise d.ddde+XX, which is exactly
@@ -279,6 +290,7 @@ private:
         case Value::Kind::None: m_out += "null"; return;
         case Value::Kind::Bool: boolean(v.boolean); return;
         case Value::Kind::Int: integer(v.integer); return;
+        case Value::Kind::UInt: unsignedInteger(v.unsignedInteger); return;
         case Value::Kind::Float: real(v.real); return;
         case Value::Kind::String: text(v.text); return;
         case Value::Kind::List:
@@ -314,7 +326,7 @@ private:
                 m_out += ",\"filename\":";
                 string(f.filename);
                 m_out += ",\"line\":";
-                integer(f.line);
+                line(f.line);
                 m_out += '}';
             });
             std::swap(saved, m_out);

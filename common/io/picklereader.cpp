@@ -7,6 +7,7 @@
 
 #include "io/textcodec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -98,6 +99,8 @@ namespace op {
     constexpr uint8_t ReadonlyBuffer = 0x98;
 } // namespace op
 
+constexpr const char* TooManyValues = "more values on the pickle's stack than the reader allows";
+
 const char* unsafeOpcodeName(uint8_t code)
 {
     switch (code) {
@@ -168,6 +171,17 @@ private:
         return true;
     }
 
+    // Pushes the node for a LONG1/LONG4 integer of more than 8 bytes at `p`, met at byte `at`; false (and m_error)
+    // when the stack is full. Python's pickler writes the fewest bytes that hold the sign, so a uint64_t at or
+    // above 2^63 (size_t(-1): torch.compile's frame lines) takes 9, the 9th 0x00: a UInt node. Bytes beyond that
+    // only extending the sign still make an Int or UInt; anything else is wider than 64 bits: a BigInt placeholder
+    // (valuetree.h). Out of line and capturing nothing: rare, and the main loop stays as small as it was.
+    [[gnu::noinline]] bool pushWideLong(const uint8_t* p, uint64_t n, uint64_t at);
+    // The node for an INT or LONG opcode's text argument (protocols 0-1), met at byte `at`: INT "00"/"01" are False
+    // and True; other values an Int, UInt or BigInt node (valuetree.h). NoNode when the text is no integer. Out of
+    // line: the binary protocols never use these opcodes, and the main loop stays as small as it was.
+    [[gnu::noinline]] NodeId textInteger(uint8_t code, std::string_view line, uint64_t at);
+
     std::span<const uint8_t> m_data;
     ValueTree& m_tree;
     const PickleLimits& m_limits;
@@ -180,10 +194,11 @@ private:
     Error m_error;
 };
 
-// Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L').
-bool parseTextInt(std::string_view text, int64_t& value, bool& overflow)
+// Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L'). Returns
+// false when the text is not an integer; otherwise sets `kind`: Int (`value`), UInt (`unsignedValue`, in
+// [2^63, 2^64)) or BigInt (beyond both).
+bool parseTextInt(std::string_view text, NodeType& kind, int64_t& value, uint64_t& unsignedValue)
 {
-    overflow = false;
     while (!text.empty() && (text.back() == ' ' || text.back() == '\r'))
         text.remove_suffix(1);
     if (!text.empty() && text.back() == 'L')
@@ -195,11 +210,24 @@ bool parseTextInt(std::string_view text, int64_t& value, bool& overflow)
     if (begin == end)
         return false;
     auto [ptr, ec] = std::from_chars(begin, end, value);
-    if (ec == std::errc::result_out_of_range) {
-        overflow = true;
-        return false;
+    if (ec == std::errc {} && ptr == end) {
+        kind = NodeType::Int;
+        return true;
     }
-    return ec == std::errc {} && ptr == end;
+    if (ec != std::errc::result_out_of_range)
+        return false;
+    // Beyond int64_t: still an integer if every character is a digit.
+    const bool negative = *begin == '-';
+    const char* digits = negative ? begin + 1 : begin;
+    if (digits == end || !std::all_of(digits, end, [](char c) { return c >= '0' && c <= '9'; }))
+        return false;
+    kind = NodeType::BigInt;
+    if (!negative) {
+        auto [uptr, uec] = std::from_chars(digits, end, unsignedValue);
+        if (uec == std::errc {} && uptr == end)
+            kind = NodeType::UInt;
+    }
+    return true;
 }
 
 // Decodes the body of a Python string literal (STRING opcode, protocol 0): the escapes of codecs.escape_decode.
@@ -288,6 +316,40 @@ bool decodeRawUnicodeEscape(std::string_view text, std::string& out)
     return true;
 }
 
+bool Machine::pushWideLong(const uint8_t* p, uint64_t n, uint64_t at)
+{
+    if (m_stack.size() >= m_limits.maxStack)
+        return setError(fail(ErrorCode::TooDeep, TooManyValues, at));
+    const bool negative = (p[n - 1] & 0x80) != 0;
+    bool extendsSign = true;
+    for (uint64_t i = 8; i < n && extendsSign; ++i)
+        extendsSign = p[i] == (negative ? 0xFF : 0x00);
+    uint64_t v = 0;
+    for (uint64_t i = 0; i < 8; ++i)
+        v |= uint64_t(p[i]) << (8 * i);
+    if (!extendsSign)
+        m_stack.push_back(m_tree.addBigInt(at));
+    else if (negative == ((p[7] & 0x80) != 0))
+        m_stack.push_back(m_tree.addInt(static_cast<int64_t>(v))); // the 8th byte's top bit agrees with the sign
+    else
+        m_stack.push_back(negative ? m_tree.addBigInt(at) : m_tree.addUnsigned(v)); // below -2^63, or [2^63, 2^64)
+    return true;
+}
+
+NodeId Machine::textInteger(uint8_t code, std::string_view line, uint64_t at)
+{
+    if (code == op::Int && (line == "00" || line == "01"))
+        return m_tree.addBool(line == "01");
+    NodeType kind = NodeType::Int;
+    int64_t value = 0;
+    uint64_t unsignedValue = 0;
+    if (!parseTextInt(line, kind, value, unsignedValue))
+        return NoNode;
+    return kind == NodeType::Int ? m_tree.addInt(value)
+        : kind == NodeType::UInt ? m_tree.addUnsigned(unsignedValue)
+                                 : m_tree.addBigInt(at);
+}
+
 Error Machine::run(NodeId& root)
 {
     const uint64_t size = m_data.size();
@@ -318,9 +380,7 @@ Error Machine::run(NodeId& root)
             m_stack.push_back(n);
             return true;
         };
-        auto tooManyValues = [&] {
-            return fail(ErrorCode::TooDeep, "more values on the pickle's stack than the reader allows", at);
-        };
+        auto tooManyValues = [&] { return fail(ErrorCode::TooDeep, TooManyValues, at); };
         auto stringArg = [&](NodeType type, uint64_t length) HOT_INLINE -> bool {
             if (!have(length))
                 return setError(truncated());
@@ -366,28 +426,29 @@ Error Machine::run(NodeId& root)
                 return setError(tooManyValues());
             return true;
         };
+        // LONG1/LONG4: little-endian two's complement (pickletools.py decode_long). Up to 8 bytes (every address
+        // and time stamp) is an int64_t sign-extended from its last byte; more is pushWideLong's.
         auto longBytes = [&](uint64_t n) -> bool {
             if (!have(n))
                 return setError(truncated());
             const uint8_t* p = m_data.data() + m_pos;
             m_pos += n;
+            if (n - 1 < 8) [[likely]] {
+                uint64_t raw = 0;
+                // (m_data.size(), not the loop's `size`: a capture more costs every opcode a store, as the closures
+                // of the lambdas the compiler keeps out of line are made afresh each turn of the loop)
+                if (m_data.size() - (m_pos - n) >= 8) {
+                    std::memcpy(&raw, p, 8); // the bytes past the n-th are shifted out below
+                } else {
+                    for (uint64_t i = 0; i < n; ++i)
+                        raw |= uint64_t(p[i]) << (8 * i);
+                }
+                const unsigned shift = unsigned(64 - 8 * n);
+                return pushInt(static_cast<int64_t>(raw << shift) >> shift);
+            }
             if (n == 0)
                 return pushInt(0);
-            const bool negative = (p[n - 1] & 0x80) != 0;
-            // Bytes above the 8th must only extend the sign, and the 8th byte's top bit must agree with it.
-            for (uint64_t i = 8; i < n; ++i) {
-                if (p[i] != (negative ? 0xFF : 0x00))
-                    return setError(fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", at));
-            }
-            if (n > 8 && ((p[7] & 0x80) != 0) != negative)
-                return setError(fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", at));
-            uint64_t v = negative ? ~uint64_t(0) : 0;
-            const uint64_t take = n < 8 ? n : 8;
-            for (uint64_t i = 0; i < take; ++i) {
-                v &= ~(uint64_t(0xFF) << (8 * i));
-                v |= uint64_t(p[i]) << (8 * i);
-            }
-            return pushInt(static_cast<int64_t>(v));
+            return pushWideLong(p, n, at);
         };
         auto tupleFrom = [&](size_t first) -> bool {
             const NodeId t = m_tree.addContainer(NodeType::Tuple);
@@ -497,17 +558,11 @@ Error Machine::run(NodeId& root)
             std::string_view line;
             if (!readLine(line))
                 return truncated();
-            if (code == op::Int && (line == "00" || line == "01")) {
-                if (!pushNode(m_tree.addBool(line == "01")))
-                    return tooManyValues();
-                break;
-            }
-            int64_t v = 0;
-            bool overflow = false;
-            if (!parseTextInt(line, v, overflow))
-                return overflow ? fail(ErrorCode::TooLarge, "an integer does not fit in 64 bits", at)
-                                : fail(ErrorCode::Corrupt, "a malformed integer: the file is corrupt", at);
-            ok = pushInt(v);
+            const NodeId node = textInteger(code, line, at);
+            if (node == NoNode)
+                return fail(ErrorCode::Corrupt, "a malformed integer: the file is corrupt", at);
+            if (!pushNode(node))
+                return tooManyValues();
             break;
         }
         case op::Float: {
@@ -661,9 +716,10 @@ Error Machine::run(NodeId& root)
             std::string_view line;
             if (!readLine(line))
                 return truncated();
+            NodeType kind = NodeType::Int;
             int64_t index = 0;
-            bool overflow = false;
-            if (!parseTextInt(line, index, overflow) || index < 0)
+            uint64_t unused = 0;
+            if (!parseTextInt(line, kind, index, unused) || kind != NodeType::Int || index < 0)
                 return fail(ErrorCode::Corrupt, "a malformed memo index: the file is corrupt", at);
             ok = memoStore(static_cast<uint64_t>(index));
             break;
@@ -685,9 +741,10 @@ Error Machine::run(NodeId& root)
             std::string_view line;
             if (!readLine(line))
                 return truncated();
+            NodeType kind = NodeType::Int;
             int64_t index = 0;
-            bool overflow = false;
-            if (!parseTextInt(line, index, overflow) || index < 0)
+            uint64_t unused = 0;
+            if (!parseTextInt(line, kind, index, unused) || kind != NodeType::Int || index < 0)
                 return fail(ErrorCode::Corrupt, "a malformed memo index: the file is corrupt", at);
             ok = memoLoad(static_cast<uint64_t>(index));
             break;

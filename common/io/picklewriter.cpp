@@ -312,6 +312,29 @@ private:
             m_len += size_t(2) + n;
         }
     }
+    // An unsigned value: at or above 2^63 (a C uint64_t such as size_t(-1)) Python's encode_long needs 9 bytes, the
+    // 9th 0x00 to keep the sign positive; below it, as saveInt.
+    void saveUnsigned(uint64_t v)
+    {
+        if (v >> 63 == 0) {
+            saveInt(static_cast<int64_t>(v));
+            return;
+        }
+        boundary();
+        char* p = room(11);
+        p[0] = static_cast<char>(op::Long1);
+        p[1] = 9;
+        std::memcpy(p + 2, &v, 8);
+        p[10] = 0;
+        m_len += 11;
+    }
+    void saveLine(LineNumber line)
+    {
+        if (line.isAboveInt64())
+            saveUnsigned(line.unsignedBits());
+        else
+            saveInt(line.bits());
+    }
     // save_float: BINFLOAT, an IEEE 754 double in big-endian order.
     void saveFloat(double v)
     {
@@ -513,6 +536,7 @@ private:
         case Value::Kind::None: saveNone(); return;
         case Value::Kind::Bool: saveBool(v.boolean); return;
         case Value::Kind::Int: saveInt(v.integer); return;
+        case Value::Kind::UInt: saveUnsigned(v.unsignedInteger); return;
         case Value::Kind::Float: saveFloat(v.real); return;
         case Value::Kind::String: saveText(v.text); return;
         case Value::Kind::List:
@@ -567,7 +591,7 @@ private:
         saveKey(Field::Filename);
         saveString(f.filename);
         saveKey(Field::Line);
-        saveInt(f.line);
+        saveLine(f.line);
         put(op::SetItems);
     }
     void saveStack(StackId id)

@@ -7,10 +7,12 @@
 #include "io/schema.h"
 
 #include "model/addressmap.h"
+#include "model/consistency.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 
 namespace memscope::io {
@@ -24,7 +26,9 @@ const char* typeName(NodeType t)
     switch (t) {
     case NodeType::None: return "None";
     case NodeType::Bool: return "a bool";
-    case NodeType::Int: return "an int";
+    case NodeType::Int:
+    case NodeType::UInt: return "an int";
+    case NodeType::BigInt: return "an int wider than 64 bits";
     case NodeType::Float: return "a float";
     case NodeType::String: return "a string";
     case NodeType::Bytes: return "bytes";
@@ -78,6 +82,29 @@ BlockState stateFor(std::string_view s)
     return BlockState::Unknown;
 }
 
+// Where an object is, for a warning: a string, or a callable that makes one (only when a warning needs it). A
+// non-owning reference of one type, so the hot paths stay small and the warnings are made out of line.
+class WhereRef {
+public:
+    WhereRef(const std::string& text)
+        : m_object(&text)
+        , m_call([](const void* o) { return *static_cast<const std::string*>(o); })
+    {
+    }
+    template <typename F>
+        requires std::is_invocable_r_v<std::string, const F&>
+    WhereRef(const F& f)
+        : m_object(&f)
+        , m_call([](const void* o) { return std::string((*static_cast<const F*>(o))()); })
+    {
+    }
+    std::string operator()() const { return m_call(m_object); }
+
+private:
+    const void* m_object;
+    std::string (*m_call)(const void*);
+};
+
 class Builder {
 public:
     Builder(const ValueTree& tree, Snapshot& snapshot)
@@ -125,15 +152,43 @@ private:
                                + expected);
     }
 
-    bool asInt(NodeId n, int64_t& out) const
+    // An int64_t field (model/snapshot.h says which fields these are, and why): an Int or Bool node is its value. A
+    // UInt node (>= 2^63) or a BigInt node (wider than 64 bits) cannot be one: the field keeps its default and
+    // `lost` is set, for the caller to name it in a LostInteger warning (lostInteger). False only for a node that
+    // is not an integer at all. Runs for every number of every entry, so it only reads: the warning is made out of
+    // line, once per key loop (callgrind on big_trace: passing the warning's words in here cost 3 % of a load).
+    [[gnu::always_inline]] bool intField(NodeId n, int64_t& out, bool& lost) const
     {
         const NodeType t = m_tree.type(n);
-        if (t == NodeType::Int || t == NodeType::Bool) {
+        if (t == NodeType::Int || t == NodeType::Bool) [[likely]] {
             out = m_tree.integer(n);
             return true;
         }
-        return false;
+        lost = t == NodeType::UInt || t == NodeType::BigInt;
+        return lost;
     }
+    // intField, then the warning when the field is lost: for objects that are few (segments, blocks, annotations).
+    bool intField(NodeId n, int64_t& out, std::string_view object, std::string_view key, WhereRef where)
+    {
+        bool lost = false;
+        const bool ok = intField(n, out, lost);
+        if (lost)
+            lostInteger(n, object, key, where);
+        return ok;
+    }
+    [[gnu::noinline, gnu::cold]] void lostInteger(NodeId n, std::string_view object, std::string_view key,
+                                                  WhereRef where)
+    {
+        m_warnings.add(LoadWarning::Kind::LostInteger, [&] {
+            std::string text = "the " + std::string(object) + " " + std::string(key);
+            if (m_tree.type(n) == NodeType::BigInt)
+                return text + " at byte " + std::to_string(m_tree.bigIntOffset(n)) + " (" + where()
+                    + ") is wider than 64 bits";
+            return text + " (" + where() + ") is " + std::to_string(m_tree.unsignedInteger(n))
+                + ", beyond the int64 memscope keeps it in";
+        });
+    }
+
     bool asString(NodeId n, StringId& out)
     {
         const NodeType t = m_tree.type(n);
@@ -151,13 +206,42 @@ private:
         return true;
     }
 
-    // Unknown keys: kept as owned values in Snapshot::extras.
-    Error keepExtra(uint32_t& extraIndex, StringId key, NodeId value, const std::string& where)
+    // A generic value (allocator settings, unknown keys) as a model::Value. What holds an integer wider than 64
+    // bits is left out with a warning: the innermost dict entry, or the whole value (then `lost` is set and the
+    // caller leaves out its key). False when it is nested too deeply or too large.
+    bool genericValue(NodeId node, std::string_view key, Value& out, bool& lost, WhereRef where)
+    {
+        ValueConversion conversion;
+        conversion.lostEntry = [&](std::string_view entry, uint64_t offset) {
+            m_warnings.add(LoadWarning::Kind::LostInteger, [&] {
+                return "the entry '" + std::string(entry) + "' of '" + std::string(key) + "' at byte "
+                    + std::to_string(offset) + " (" + where() + ") is wider than 64 bits";
+            });
+        };
+        const ValueResult r = toValue(m_tree, node, out, conversion);
+        lost = r == ValueResult::LostInteger;
+        if (lost) {
+            m_warnings.add(LoadWarning::Kind::LostInteger, [&] {
+                return "the value of '" + std::string(key) + "' at byte " + std::to_string(conversion.lostOffset)
+                    + " (" + where() + ") is an integer wider than 64 bits, or holds one";
+            });
+        }
+        return r != ValueResult::TooLarge;
+    }
+
+    // Unknown keys: kept as owned values in Snapshot::extras. `keys` is the object's key order so far, ending with
+    // `key`: a value that is lost (genericValue) takes its key out of it.
+    Error keepExtra(uint32_t& extraIndex, StringId key, NodeId value, const std::string& where,
+                    std::vector<StringId>& keys)
     {
         Value v;
-        uint64_t budget = 1u << 20;
-        if (!toValue(m_tree, value, v, budget))
+        bool lost = false;
+        if (!genericValue(value, m_s.str(key), v, lost, where))
             return notSnapshot(where, "the value of '" + std::string(m_s.str(key)) + "' is nested too deeply or too large");
+        if (lost) {
+            keys.pop_back();
+            return {};
+        }
         if (extraIndex == UINT32_MAX) {
             extraIndex = static_cast<uint32_t>(m_s.extras.size());
             m_s.extras.emplace_back();
@@ -210,6 +294,7 @@ private:
     std::vector<StringId> m_lastLayoutKeys;
     LayoutId m_lastLayout {};
     std::unordered_map<int64_t, bool> m_streamSeen;
+    WarningCollector m_warnings;
 };
 
 template <typename Where>
@@ -238,7 +323,7 @@ Error Builder::stack(NodeId framesNode, StackId& out, const Where& whereFn)
         if (m_tree.type(f) != NodeType::Dict)
             return notSnapshot(whereFn(), "a frame is " + std::string(typeName(m_tree.type(f))) + ", expected a dict");
         StringId name = EmptyString, filename = EmptyString;
-        int64_t line = 0;
+        LineNumber line;
         Error err;
         m_tree.forEachItem(f, [&](NodeId k, NodeId v) {
             KeyInfo ki;
@@ -254,8 +339,21 @@ Error Builder::stack(NodeId framesNode, StackId& out, const Where& whereFn)
                     err = wrongType(whereFn() + ", frame", "filename", v, "a string");
                 break;
             case Key::Line:
-                if (!asInt(v, line))
+                // Kept exactly, unsigned or not (model/snapshot.h, LineNumber).
+                switch (m_tree.type(v)) {
+                case NodeType::Int:
+                case NodeType::Bool:
+                    line = LineNumber(m_tree.integer(v));
+                    break;
+                case NodeType::UInt:
+                    line = LineNumber::fromUnsigned(m_tree.unsignedInteger(v));
+                    break;
+                case NodeType::BigInt:
+                    lostInteger(v, "frame", "line", [&] { return whereFn() + ", a frame"; });
+                    break;
+                default:
                     err = wrongType(whereFn() + ", frame", "line", v, "an int");
+                }
                 break;
             default: break; // unknown frame keys carry nothing a view can use
             }
@@ -292,16 +390,16 @@ Error Builder::block(NodeId node, Segment& seg, DeviceAddr& offset, const std::s
         switch (ki.key) {
         case Key::Address:
             b.hasAddress = true;
-            if (!asInt(v, b.address))
+            if (!intField(v, b.address, "block", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::Size:
-            if (!asInt(v, b.size))
+            if (!intField(v, b.size, "block", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::RequestedSize:
             b.hasRequestedSize = true;
-            if (!asInt(v, b.requestedSize))
+            if (!intField(v, b.requestedSize, "block", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::State:
@@ -333,9 +431,10 @@ Error Builder::block(NodeId node, Segment& seg, DeviceAddr& offset, const std::s
                     KeyInfo hki;
                     if (err || !keyInfo(hk, hki))
                         return;
-                    if (hki.key == Key::Addr && !asInt(hv, item.addr))
+                    if (hki.key == Key::Addr && !intField(hv, item.addr, "history", "addr", where))
                         err = wrongType(where + ", history", "addr", hv, "an int");
-                    else if (hki.key == Key::RealSize && !asInt(hv, item.realSize))
+                    else if (hki.key == Key::RealSize
+                             && !intField(hv, item.realSize, "history", "real_size", where))
                         err = wrongType(where + ", history", "real_size", hv, "an int");
                     else if (hki.key == Key::Frames) {
                         item.hasFrames = true;
@@ -348,7 +447,7 @@ Error Builder::block(NodeId node, Segment& seg, DeviceAddr& offset, const std::s
             break;
         }
         default:
-            err = keepExtra(b.extraIndex, ki.name, v, where);
+            err = keepExtra(b.extraIndex, ki.name, v, where, keys);
         }
     });
     if (err)
@@ -385,32 +484,32 @@ Error Builder::segment(NodeId node, size_t index)
         int64_t v64 = 0;
         switch (ki.key) {
         case Key::Device:
-            if (!asInt(v, v64) || v64 < 0 || v64 > 4096)
+            if (!intField(v, v64, "segment", kn, where) || v64 < 0 || v64 > 4096)
                 err = wrongType(where, kn, v, "a device number");
             seg.device = static_cast<int32_t>(v64);
             break;
         case Key::Address:
-            if (!asInt(v, seg.address))
+            if (!intField(v, seg.address, "segment", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::TotalSize:
-            if (!asInt(v, seg.totalSize))
+            if (!intField(v, seg.totalSize, "segment", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::AllocatedSize:
-            if (!asInt(v, seg.allocatedSize))
+            if (!intField(v, seg.allocatedSize, "segment", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::ActiveSize:
-            if (!asInt(v, seg.activeSize))
+            if (!intField(v, seg.activeSize, "segment", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::RequestedSize:
-            if (!asInt(v, seg.requestedSize))
+            if (!intField(v, seg.requestedSize, "segment", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::Stream:
-            if (!asInt(v, seg.stream))
+            if (!intField(v, seg.stream, "segment", kn, where))
                 err = wrongType(where, kn, v, "an int");
             break;
         case Key::SegmentType:
@@ -426,14 +525,14 @@ Error Builder::segment(NodeId node, size_t index)
             int i = 0;
             m_tree.forEachChild(v, [&](NodeId c) {
                 int64_t x = 0;
-                if (!asInt(c, x))
+                if (!intField(c, x, "segment", kn, where))
                     err = wrongType(where, kn, c, "an int");
                 (i++ == 0 ? seg.poolId.first : seg.poolId.second) = x;
             });
             break;
         }
         case Key::IsExpandable:
-            if (!asInt(v, v64))
+            if (!intField(v, v64, "segment", kn, where))
                 err = wrongType(where, kn, v, "a bool");
             seg.isExpandable = v64 != 0;
             break;
@@ -447,7 +546,7 @@ Error Builder::segment(NodeId node, size_t index)
             blocksNode = v;
             break;
         default:
-            err = keepExtra(seg.extraIndex, ki.name, v, where);
+            err = keepExtra(seg.extraIndex, ki.name, v, where, keys);
         }
     });
     if (err)
@@ -476,7 +575,9 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
                            "is " + std::string(typeName(m_tree.type(node))) + ", expected a dict");
     m_keys.clear();
     Error err;
-    m_tree.forEachItem(node, [&](NodeId k, NodeId v) {
+    // Once per key of every entry: kept inline (out of line, its calls alone were 5 % of a load, callgrind on
+    // big_trace).
+    m_tree.forEachItem(node, [&](NodeId k, NodeId v) __attribute__((always_inline)) {
         KeyInfo ki;
         if (err)
             return;
@@ -486,7 +587,7 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
             return;
         }
         m_keys.push_back(ki.name);
-        bool ok = true;
+        bool ok = true, lost = false;
         switch (ki.key) {
         case Key::Action:
             ok = asString(v, e.actionName);
@@ -494,18 +595,20 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
                 e.action = actionFor(m_s.str(e.actionName));
             break;
         case Key::Addr:
-        case Key::DeviceFree: ok = asInt(v, e.addr); break;
-        case Key::Size: ok = asInt(v, e.size); break;
-        case Key::Stream: ok = asInt(v, e.stream); break;
-        case Key::TimeUs: ok = asInt(v, e.timeUs); break;
+        case Key::DeviceFree: ok = intField(v, e.addr, lost); break;
+        case Key::Size: ok = intField(v, e.size, lost); break;
+        case Key::Stream: ok = intField(v, e.stream, lost); break;
+        case Key::TimeUs: ok = intField(v, e.timeUs, lost); break;
         case Key::CompileContext: ok = m_tree.type(v) == NodeType::None || asString(v, e.compileContext); break;
         case Key::UserMetadata: ok = m_tree.type(v) == NodeType::None || asString(v, e.userMetadata); break;
         case Key::Frames:
             e.hasFrames = true;
             err = stack(v, e.stack, where);
             break;
-        default: err = keepExtra(e.extraIndex, ki.name, v, where());
+        default: err = keepExtra(e.extraIndex, ki.name, v, where(), m_keys);
         }
+        if (lost) [[unlikely]]
+            lostInteger(v, "trace entry", m_s.str(ki.name), where);
         if (!ok && !err)
             err = wrongType(where(), m_s.str(ki.name), v, ki.key == Key::Action || ki.key == Key::CompileContext
                                     || ki.key == Key::UserMetadata
@@ -551,12 +654,12 @@ Error Builder::annotations(NodeId node)
                     err = wrongType(where, "name", v, "a string");
                 break;
             case Key::Device:
-                if (!asInt(v, d))
+                if (!intField(v, d, "annotation", "device", where))
                     err = wrongType(where, "device", v, "an int");
                 ann.device = static_cast<int32_t>(d);
                 break;
             case Key::TimeUs:
-                if (!asInt(v, ann.timeUs))
+                if (!intField(v, ann.timeUs, "annotation", "time_us", where))
                     err = wrongType(where, "time_us", v, "an int");
                 break;
             default: break;
@@ -593,10 +696,13 @@ Error Builder::build(NodeId root)
             case Key::DeviceTraces: tracesNode = v; break;
             case Key::AllocatorSettings: {
                 Value settings;
-                uint64_t budget = 1u << 20;
-                if (!toValue(m_tree, v, settings, budget))
+                bool lost = false;
+                if (!genericValue(v, "allocator_settings", settings, lost, std::string("the top level")))
                     err = notSnapshot("", "'allocator_settings' is nested too deeply or too large");
-                m_s.allocatorSettings = std::move(settings);
+                if (lost)
+                    keys.pop_back();
+                else
+                    m_s.allocatorSettings = std::move(settings);
                 break;
             }
             case Key::ExternalAnnotations:
@@ -605,10 +711,13 @@ Error Builder::build(NodeId root)
                 break;
             default: {
                 Value extra;
-                uint64_t budget = 1u << 20;
-                if (!toValue(m_tree, v, extra, budget))
+                bool lost = false;
+                if (!genericValue(v, m_s.str(ki.name), extra, lost, std::string("the top level")))
                     err = notSnapshot("", "the value of '" + std::string(m_s.str(ki.name)) + "' is too large");
-                m_s.topLevelExtras.emplace_back(std::string(m_s.str(ki.name)), std::move(extra));
+                if (lost)
+                    keys.pop_back();
+                else
+                    m_s.topLevelExtras.emplace_back(std::string(m_s.str(ki.name)), std::move(extra));
             }
             }
         });
@@ -682,8 +791,13 @@ Error Builder::build(NodeId root)
         if (m_streamSeen.emplace(stream, true).second)
             m_s.streams.push_back(stream);
     };
-    for (auto& trace : m_s.deviceTraces) {
-        for (TraceEntry& e : trace) {
+    for (size_t device = 0; device < m_s.deviceTraces.size(); ++device) {
+        auto& trace = m_s.deviceTraces[device];
+        for (size_t j = 0; j < trace.size(); ++j) {
+            TraceEntry& e = trace[j];
+            // The consistency check's rules for an entry, here where every entry is visited anyway (a pass of its
+            // own over a large trace was a few percent of the load: its entries had left the cache).
+            model::checkTraceEntry(m_s, e, device, j, m_warnings);
             seeStream(e.stream);
             switch (e.action) {
             case model::Action::FreeCompleted: e.version = version(blockVersions, e.addr, true); break;
@@ -703,67 +817,83 @@ Error Builder::build(NodeId root)
         for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi)
             m_s.blocks[bi].version = version(blockVersions, m_s.blocks[bi].address, false);
     }
+    m_warnings.appendTo(m_s.warnings);
     return {};
 }
 
 } // namespace
 
-bool toValue(const ValueTree& tree, NodeId node, Value& out, uint64_t& budget, int depth)
+ValueResult toValue(const ValueTree& tree, NodeId node, Value& out, ValueConversion& conversion, int depth)
 {
-    if (budget == 0 || depth > 64)
-        return false;
-    --budget;
+    if (conversion.budget == 0 || depth > 64)
+        return ValueResult::TooLarge;
+    --conversion.budget;
     switch (tree.type(node)) {
-    case NodeType::None: out.kind = Value::Kind::None; return true;
+    case NodeType::None: out.kind = Value::Kind::None; return ValueResult::Ok;
     case NodeType::Bool:
         out.kind = Value::Kind::Bool;
         out.boolean = tree.boolean(node);
-        return true;
+        return ValueResult::Ok;
     case NodeType::Int:
         out.kind = Value::Kind::Int;
         out.integer = tree.integer(node);
-        return true;
+        return ValueResult::Ok;
+    case NodeType::UInt:
+        out.kind = Value::Kind::UInt;
+        out.unsignedInteger = tree.unsignedInteger(node);
+        return ValueResult::Ok;
+    case NodeType::BigInt: conversion.lostOffset = tree.bigIntOffset(node); return ValueResult::LostInteger;
     case NodeType::Float:
         out.kind = Value::Kind::Float;
         out.real = tree.real(node);
-        return true;
+        return ValueResult::Ok;
     case NodeType::String:
     case NodeType::Bytes:
         out.kind = Value::Kind::String;
         out.text = tree.string(node);
-        return true;
+        return ValueResult::Ok;
     case NodeType::List:
     case NodeType::Tuple: {
+        // An item cannot be left out without moving the others: what is lost loses the whole list.
         out.kind = tree.type(node) == NodeType::List ? Value::Kind::List : Value::Kind::Tuple;
-        bool ok = true;
+        ValueResult result = ValueResult::Ok;
         tree.forEachChild(node, [&](NodeId c) {
-            if (!ok)
+            if (result != ValueResult::Ok)
                 return;
             out.items.emplace_back();
-            ok = toValue(tree, c, out.items.back(), budget, depth + 1);
+            result = toValue(tree, c, out.items.back(), conversion, depth + 1);
         });
-        return ok;
+        return result;
     }
     case NodeType::Dict: {
         out.kind = Value::Kind::Dict;
-        bool ok = true;
+        ValueResult result = ValueResult::Ok;
         tree.forEachItem(node, [&](NodeId k, NodeId v) {
-            if (!ok)
+            if (result != ValueResult::Ok)
                 return;
             std::string key;
             if (tree.type(k) == NodeType::String)
                 key = tree.string(k);
             else if (tree.type(k) == NodeType::Int)
                 key = std::to_string(tree.integer(k));
+            else if (tree.type(k) == NodeType::UInt)
+                key = std::to_string(tree.unsignedInteger(k));
             else
                 key = "?";
             out.entries.emplace_back(std::move(key), Value {});
-            ok = toValue(tree, v, out.entries.back().second, budget, depth + 1);
+            result = toValue(tree, v, out.entries.back().second, conversion, depth + 1);
+            if (result == ValueResult::LostInteger) {
+                // The entry is the field that is lost; the dict keeps the others.
+                if (conversion.lostEntry)
+                    conversion.lostEntry(out.entries.back().first, conversion.lostOffset);
+                out.entries.pop_back();
+                result = ValueResult::Ok;
+            }
         });
-        return ok;
+        return result;
     }
     }
-    return false;
+    return ValueResult::TooLarge;
 }
 
 Error buildSnapshot(const ValueTree& tree, NodeId root, Snapshot& snapshot)

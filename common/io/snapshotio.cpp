@@ -1,13 +1,15 @@
-// File-level loading: read (or decompress) the bytes, detect the format, parse, build. See snapshotio.h.
+// File-level loading: read (or decompress) the bytes, detect the format, parse, build, check. See snapshotio.h.
 #include "io/snapshotio.h"
 
 #include "io/jsonreader.h"
 #include "io/picklereader.h"
 #include "io/snapshotbuilder.h"
 #include "io/valuetree.h"
+#include "model/consistency.h"
 
 #include <lzma.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <new>
 #include <cstdio>
@@ -222,6 +224,14 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
         auto snapshot = std::make_shared<model::Snapshot>();
         if (Error e = buildSnapshot(tree, root, *snapshot))
             return failWith(std::move(e));
+        // Every load is checked (the builder checked each entry; here one pass over segments and blocks); what is
+        // wrong is said, not refused.
+        model::WarningCollector warnings;
+        model::checkFinalState(*snapshot, warnings);
+        warnings.appendTo(snapshot->warnings);
+        // One order whoever found them: by kind (model/loadwarning.h).
+        std::stable_sort(snapshot->warnings.begin(), snapshot->warnings.end(),
+                         [](const model::LoadWarning& a, const model::LoadWarning& b) { return a.kind < b.kind; });
         result.snapshot = std::move(snapshot);
     } catch (const std::bad_alloc&) {
         return failWith(makeError(ErrorCode::TooLarge, "not enough memory to load it", name));

@@ -30,7 +30,10 @@ struct LoadResult {
     bool ok() const { return snapshot != nullptr; }
 };
 
-// Reads a snapshot file: a pickle (protocols 0-5) or JSON, optionally xz-compressed (`.xz`).
+// Reads a snapshot file: a pickle (protocols 0-5) or JSON, optionally xz-compressed (`.xz`). What is wrong with a
+// file that can still be read (a field no 64-bit integer holds, blocks that do not tile their segment, ...) is in the
+// snapshot's `warnings` (model/loadwarning.h: the builder's, then model::checkConsistency's); model::warningLine()
+// words one for a user, naming the file.
 LoadResult loadSnapshot(const std::string& path, const LoadOptions& options = {});
 // Same, from memory; `name` is what error messages call the input.
 LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::string& name,

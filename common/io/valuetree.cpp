@@ -27,6 +27,8 @@ double ValueTree::real(NodeId n) const
     const Node& node = m_nodes[n];
     if (node.type == NodeType::Float)
         return std::bit_cast<double>(node.b);
+    if (node.type == NodeType::UInt)
+        return static_cast<double>(node.b);
     return static_cast<double>(static_cast<int64_t>(node.b));
 }
 

@@ -3,6 +3,11 @@
 // SnapshotBuilder. Shared objects (pickle memo references) are one node referenced from several places, so node
 // identity can be used to intern frames and stacks in O(1). Strings point into the input buffer where possible.
 //
+// Integers: Int holds any value in [-2^63, 2^63), UInt one in [2^63, 2^64) (a C uint64_t/size_t PyTorch wrote as
+// is: torch.compile's frame lines are size_t(-1)), and BigInt stands for a value a 64-bit field cannot hold (wider
+// than 64 bits, or below -2^63): it keeps only the byte offset where the reader met it, so the SnapshotBuilder can
+// leave that one field out and say where, instead of refusing the whole file.
+//
 // One ValueTree belongs to one load; it is built by one thread and then only read.
 #pragma once
 
@@ -21,7 +26,7 @@ namespace memscope::io {
 using NodeId = uint32_t;
 constexpr NodeId NoNode = std::numeric_limits<NodeId>::max();
 
-enum class NodeType : uint8_t { None, Bool, Int, Float, String, Bytes, List, Tuple, Dict };
+enum class NodeType : uint8_t { None, Bool, Int, UInt, BigInt, Float, String, Bytes, List, Tuple, Dict };
 
 class ValueTree {
 public:
@@ -36,6 +41,10 @@ public:
     NodeId addNone() { return push(NodeType::None, 0, 0); }
     NodeId addBool(bool v) { return push(NodeType::Bool, 0, v ? 1 : 0); }
     NodeId addInt(int64_t v) { return push(NodeType::Int, 0, static_cast<uint64_t>(v)); }
+    // A value in [0, 2^64): an Int node below 2^63, a UInt node from there on.
+    NodeId addUnsigned(uint64_t v) { return push(v >> 63 ? NodeType::UInt : NodeType::Int, 0, v); }
+    // An integer no 64-bit field can hold, met at byte `offset` of the input.
+    NodeId addBigInt(uint64_t offset) { return push(NodeType::BigInt, 0, offset); }
     NodeId addFloat(double v);
     // A string that lies in the input buffer at [offset, offset + length).
     NodeId addInputString(NodeType type, uint64_t offset, uint32_t length);
@@ -49,7 +58,12 @@ public:
     size_t size() const { return m_nodes.size(); }
     NodeType type(NodeId n) const { return m_nodes[n].type; }
     bool isContainer(NodeId n) const { return type(n) >= NodeType::List; }
+    // Int and Bool nodes: the value. (A UInt node's value is unsignedInteger(); integer() of it is meaningless.)
     int64_t integer(NodeId n) const { return static_cast<int64_t>(m_nodes[n].b); }
+    // UInt nodes: the value (also Int nodes holding a value >= 0).
+    uint64_t unsignedInteger(NodeId n) const { return m_nodes[n].b; }
+    // BigInt nodes: the byte offset of the integer in the input.
+    uint64_t bigIntOffset(NodeId n) const { return m_nodes[n].b; }
     bool boolean(NodeId n) const { return m_nodes[n].b != 0; }
     double real(NodeId n) const;
     std::string_view string(NodeId n) const;

@@ -271,7 +271,7 @@ namespace {
             if (int c = s.str(fa.filename).compare(s.str(fb.filename)))
                 return c;
             if (fa.line != fb.line)
-                return fa.line < fb.line ? -1 : 1;
+                return fa.line < fb.line ? -1 : 1; // by value: 2^64 - 1 sorts after every signed line
             if (int c = s.str(fa.name).compare(s.str(fb.name)))
                 return c;
         }

@@ -332,6 +332,7 @@ public:
                 m_entries += m_r.m_firstEntry;
                 m_n = MaxReplayEntries;
                 ++m_r.m_warnings;
+                m_r.m_firstWarning = ReplayIssue { 0, "entries older than the replay's limit were left out" };
             }
         }
         m_r.m_entryCount = int64_t(m_n);
@@ -350,7 +351,13 @@ public:
 private:
     TraceIndex n() const { return TraceIndex(m_n); }
 
-    void warn() { ++m_r.m_warnings; }
+    // Counts an inconsistency; keeps the earliest in trace order as the example (the final state counts as entry n;
+    // the backward pass meets later entries first).
+    void warn(TraceIndex entry, const char* what)
+    {
+        if (m_r.m_warnings++ == 0 || entry <= m_r.m_firstWarning.entry)
+            m_r.m_firstWarning = ReplayIssue { entry, what };
+    }
 
     // --- backward pass -------------------------------------------------------------------------------------
 
@@ -362,7 +369,7 @@ private:
             if (seg.device != m_r.m_device)
                 continue;
             if (seg.totalSize <= 0) {
-                warn();
+                warn(n(), "a segment of the final state with no size");
                 continue;
             }
             SegmentPiece piece;
@@ -383,7 +390,10 @@ private:
                 if (block.state == BlockState::Inactive)
                     continue;
                 if (block.state == BlockState::Unknown || block.size <= 0 || m_open.find(block.address) != None) {
-                    warn();
+                    warn(n(),
+                         block.state == BlockState::Unknown
+                             ? "a block of the final state in an unknown state"
+                             : "a block of the final state with no size, or at the address of another");
                     continue;
                 }
                 Allocation a;
@@ -412,7 +422,8 @@ private:
             case Action::Alloc: {
                 const uint32_t id = m_open.find(e.addr);
                 if (id == None) {
-                    warn(); // not live after its alloc: an alloc over a live block, or a lost free
+                    warn(index,
+                         "an alloc of a block that is not live after it (a lost free, or an alloc over a live block)");
                     break;
                 }
                 Allocation& a = m_records[id];
@@ -420,7 +431,7 @@ private:
                 if (a.stack == EmptyStack)
                     a.stack = e.stack;
                 if (a.freeRequestedIndex == -1)
-                    warn(); // pending free with no free_requested after its alloc
+                    warn(index, "an alloc of a block pending free with no free_requested after it");
                 m_open.erase(e.addr);
                 m_entryRecord[j] = id;
                 break;
@@ -428,7 +439,8 @@ private:
             case Action::FreeRequested: {
                 const uint32_t id = m_open.find(e.addr);
                 if (id == None || m_records[id].freeRequestedIndex != -1) {
-                    warn(); // a free of an unknown address, a second free, or a block still active at its free
+                    warn(index,
+                         "a free_requested of a block that is not live, freed twice, or still active at its free");
                     break;
                 }
                 m_records[id].freeRequestedIndex = index;
@@ -437,7 +449,7 @@ private:
             }
             case Action::FreeCompleted: {
                 if (m_open.find(e.addr) != None) {
-                    warn(); // the block is live after its own free: a double free
+                    warn(index, "a free_completed of a block that is still live after it (a double free)");
                     break;
                 }
                 // PyTorch < 2.1 wrote one `free` for both steps: nothing is pending before it.
@@ -496,7 +508,7 @@ private:
     void openPiece(const SegmentPiece& piece)
     {
         if (overlapsOpen(piece.address, piece.size)) {
-            warn();
+            warn(piece.endIndex, "a segment that overlaps another live segment");
             return;
         }
         const uint32_t id = uint32_t(m_pieces.size());
@@ -509,12 +521,12 @@ private:
         const size_t k = firstOpenEndingAfter(e.addr);
         if (k == m_openPieces.size() || m_pieces[m_openPieces[k]].address != e.addr
             || m_pieces[m_openPieces[k]].isExpandable) {
-            warn(); // a segment allocated but not live after
+            warn(index, "a segment_alloc of a segment that is not live after it");
             return;
         }
         SegmentPiece& piece = m_pieces[m_openPieces[k]];
         if (piece.size != e.size)
-            warn();
+            warn(index, "a segment_alloc whose size differs from the segment's");
         piece.beginIndex = index;
         if (piece.stack == EmptyStack)
             piece.stack = e.stack;
@@ -525,7 +537,7 @@ private:
     void undoSegmentRelease(const TraceEntry& e, TraceIndex index, bool expandable)
     {
         if (e.size <= 0) {
-            warn();
+            warn(index, "a segment_free or segment_unmap with no size");
             return;
         }
         SegmentPiece piece;
@@ -589,7 +601,7 @@ private:
             }
         }
         if (covered != e.size)
-            warn(); // part of the range was not mapped after the map
+            warn(index, "a segment_map of a range that is not mapped after it");
     }
 
     // --- ordering ------------------------------------------------------------------------------------------

@@ -163,6 +163,12 @@ struct Peak {
     int64_t index = 0; // the first state index where the maximum is reached
 };
 
+// An inconsistency between a trace and its final state, as Replay::build met it.
+struct ReplayIssue {
+    int64_t entry = 0; // this replay's entry index (entryCount(): the final state)
+    const char* what = ""; // what did not fit, a static string
+};
+
 struct ReplayOptions {
     // Checkpoint spacing: a checkpoint is kept once max(minCheckpointInterval, checkpointSpacing × live objects)
     // entries have passed since the previous one, so checkpoints cost about 4 / checkpointSpacing bytes per entry
@@ -221,6 +227,9 @@ public:
 
     // Inconsistencies met while building (0 for a well-formed trace, truncated or not).
     uint64_t warnings() const { return m_warnings; }
+    // The earliest of them in trace order (entry n: the final state itself); meaningful when warnings() > 0. What the
+    // ReplayExtender meets later is counted in warnings() only.
+    const ReplayIssue& firstWarning() const { return m_firstWarning; }
 
     size_t checkpointCount() const { return m_checkpointIndex.size(); }
     size_t checkpointBytes() const; // memory held by checkpoints
@@ -255,6 +264,7 @@ private:
     int64_t m_entryCount = 0;
     int64_t m_firstEntry = 0;
     uint64_t m_warnings = 0;
+    ReplayIssue m_firstWarning;
     GrowingArray<Allocation> m_allocations; // GrowingArrays: a live replay grows these per entry
     GrowingArray<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX
     std::vector<SegmentPiece> m_pieces;

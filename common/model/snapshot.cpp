@@ -2,6 +2,7 @@
 #include "model/snapshot.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 namespace memscope::model {
@@ -36,6 +37,17 @@ std::string_view blockStateName(BlockState state)
     case BlockState::Unknown: break;
     }
     return "unknown";
+}
+
+std::string LineNumber::toString() const
+{
+    char buf[24];
+    return std::string(buf, toChars(buf, buf + sizeof buf));
+}
+
+char* LineNumber::toChars(char* first, char* last) const
+{
+    return m_unsigned ? std::to_chars(first, last, m_bits).ptr : std::to_chars(first, last, bits()).ptr;
 }
 
 const Value* Value::find(std::string_view key) const
@@ -116,7 +128,7 @@ int Snapshot::deviceCount() const
 size_t StackInterner::FrameKeyHash::operator()(const FrameKey& k) const
 {
     uint64_t h = (uint64_t(k.name) << 32) ^ k.filename;
-    h ^= static_cast<uint64_t>(k.line) * 0x9E3779B97F4A7C15ull;
+    h ^= (k.line.unsignedBits() + k.line.isAboveInt64()) * 0x9E3779B97F4A7C15ull;
     return std::hash<uint64_t> {}(h);
 }
 
@@ -141,7 +153,7 @@ StackInterner::StackInterner(Snapshot& snapshot)
     }
 }
 
-FrameId StackInterner::frame(StringId name, StringId filename, int64_t line)
+FrameId StackInterner::frame(StringId name, StringId filename, LineNumber line)
 {
     const FrameKey key { raw(name), raw(filename), line };
     if (auto it = m_frames.find(key); it != m_frames.end())

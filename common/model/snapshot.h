@@ -8,12 +8,15 @@
 #pragma once
 
 #include "model/growingarray.h"
+#include "model/loadwarning.h"
 
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -37,15 +40,79 @@ constexpr StackId EmptyStack {};
 
 // Device addresses, sizes and stream handles arrive as Python ints. PyTorch's outputs do signed arithmetic on
 // them (e.g. negative "<gaps>" on blocks with a stale requested_size), so they are kept as int64_t.
+//
+// What a value >= 2^63 does, field by field (io/snapshotbuilder.cpp applies it; PyTorch's types are those of
+// c10/cuda/CUDACachingAllocator.h, as written by torch/csrc/cuda/Module.cpp and torch/csrc/cuda/memory_snapshot.cpp):
+// - addresses (segment, block, trace `addr`), sizes (total/allocated/active/requested, block size and
+//   requested_size, trace `size`, oom `device_free`): size_t in PyTorch, so an unsigned Python int. No device has
+//   2^63 bytes or addresses that high (x86-64 and CUDA virtual addresses use 48-57 bits), so such a value is not a
+//   real one: the field keeps its default and the load records a warning (LoadWarning::Kind::LostInteger).
+// - `stream`: int64_t(cudaStream_t) in both writers, `time_us`: time_t, `device`: c10::DeviceIndex (int8_t), history
+//   `addr`: (int64_t) in Module.cpp: signed, so >= 2^63 cannot come from PyTorch: left out, with a warning.
+// - `segment_pool_id`: MempoolId_t, a pair of CaptureId_t (unsigned long long) counted up from 1, written as a
+//   tuple of int64_t by memory_snapshot.cpp: left out (0) with a warning, as no job makes 2^63 pools.
+// - a frame's `line`: kept exactly (LineNumber), because PyTorch writes it from uint64_t and prints it.
+// - allocator settings and unknown keys (Value): kept exactly (Value::Kind::UInt), because they are written back.
+// Anything wider than 64 bits, or below -2^63, cannot be a C integer at all: that one field is left out, with a
+// warning naming where it was.
 using DeviceAddr = int64_t;
 using ByteCount = int64_t;
 
+// A frame's source line exactly as the file holds it, anywhere in [-2^63, 2^64). PyTorch keeps a line as
+// unwind::Frame's uint64_t lineno and writes it two ways: as an unsigned Python int from Python
+// (torch/csrc/profiler/python/combined_traceback.cpp, py_symbolize; PyCode_Addr2Line's -1 for "no line", as in
+// torch.compile's generated code, becomes 18446744073709551615) and as int64_t(lineno) from C++
+// (torch/csrc/cuda/memory_snapshot.cpp, ivalue_symbolize; the same line becomes -1). _memory_viz.py prints either as
+// is, so both are kept and told apart. Plain value type.
+class LineNumber {
+public:
+    constexpr LineNumber() = default;
+    // From any signed integer (implicit: every source of lines but the readers has int32_t or int64_t lines).
+    template <typename T>
+    requires(std::is_integral_v<T>&& std::is_signed_v<T>) constexpr LineNumber(T line)
+        : m_bits(static_cast<uint64_t>(static_cast<int64_t>(line)))
+    {
+    }
+    static constexpr LineNumber fromUnsigned(uint64_t line)
+    {
+        LineNumber l;
+        l.m_bits = line;
+        l.m_unsigned = line >> 63;
+        return l;
+    }
+
+    // True for values at or above 2^63 (only an unsigned int can hold them).
+    constexpr bool isAboveInt64() const { return m_unsigned; }
+    // The value as int64_t when !isAboveInt64(); otherwise the same bits (e.g. -1 for 2^64 - 1).
+    constexpr int64_t bits() const { return static_cast<int64_t>(m_bits); }
+    constexpr uint64_t unsignedBits() const { return m_bits; }
+    constexpr bool isPositive() const { return m_unsigned || static_cast<int64_t>(m_bits) > 0; }
+
+    // The decimal text, as Python's str(int) prints it.
+    std::string toString() const;
+    // Writes the decimal text to [first, last) (21 characters always suffice); returns the end.
+    char* toChars(char* first, char* last) const;
+
+    friend constexpr bool operator==(const LineNumber&, const LineNumber&) = default;
+    friend constexpr std::strong_ordering operator<=>(const LineNumber& a, const LineNumber& b)
+    {
+        if (a.m_unsigned != b.m_unsigned)
+            return a.m_unsigned ? std::strong_ordering::greater : std::strong_ordering::less;
+        return a.m_unsigned ? a.m_bits <=> b.m_bits : a.bits() <=> b.bits();
+    }
+
+private:
+    uint64_t m_bits = 0;
+    bool m_unsigned = false; // m_bits is a value >= 2^63 (never set below it, so equal values compare equal)
+};
+
 // An owned generic value, used only for what the model does not know by name: allocator settings, unknown keys.
 struct Value {
-    enum class Kind : uint8_t { None, Bool, Int, Float, String, List, Tuple, Dict };
+    enum class Kind : uint8_t { None, Bool, Int, UInt, Float, String, List, Tuple, Dict };
     Kind kind = Kind::None;
     bool boolean = false;
-    int64_t integer = 0;
+    int64_t integer = 0; // Int
+    uint64_t unsignedInteger = 0; // UInt: a value in [2^63, 2^64) (smaller ones are Int)
     double real = 0;
     std::string text;
     std::vector<Value> items; // List and Tuple
@@ -69,7 +136,7 @@ struct Value::Entry {
 struct Frame {
     StringId name;
     StringId filename;
-    int64_t line = 0;
+    LineNumber line;
 };
 
 enum class BlockState : uint8_t { ActiveAllocated, ActivePendingFree, Inactive, Unknown };
@@ -225,6 +292,10 @@ struct Snapshot {
     bool hasAnnotationsKey = false;
     LayoutId topLevelLayout {};
 
+    // What was wrong with the file but did not stop it loading (io/snapshotio.cpp fills it: the builder's lost
+    // fields, then model::checkConsistency). Empty for every real PyTorch snapshot memscope has seen.
+    std::vector<LoadWarning> warnings;
+
     // Raw stream handle -> small stream number: raw 0 is 0, the others count from 1 in order of first appearance
     // (trace entries of device 0.., then segments), as PyTorch's viewer numbers them.
     std::vector<int64_t> streams;
@@ -246,13 +317,13 @@ struct Snapshot {
 class StackInterner {
 public:
     explicit StackInterner(Snapshot& snapshot);
-    FrameId frame(StringId name, StringId filename, int64_t line);
+    FrameId frame(StringId name, StringId filename, LineNumber line);
     StackId stack(const std::vector<FrameId>& frames);
 
 private:
     struct FrameKey {
         uint32_t name, filename;
-        int64_t line;
+        LineNumber line;
         bool operator==(const FrameKey&) const = default;
     };
     struct FrameKeyHash {

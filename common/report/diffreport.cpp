@@ -215,6 +215,7 @@ namespace {
         void value(const char* key, int v) { item(key, std::to_string(v)); }
         void value(const char* key, size_t v) { item(key, std::to_string(v)); }
         void value(const char* key, bool v) { item(key, v ? "true" : "false"); }
+        void value(const char* key, model::LineNumber v) { item(key, v.toString()); }
         void value(const char* key, const std::string& v) { item(key, quote(v)); }
         void value(const char* key, const char* v) { item(key, quote(v)); }
         void null(const char* key) { item(key, "null"); }

@@ -94,6 +94,7 @@ std::string valueRepr(const Value& v)
     case Value::Kind::None: return "None";
     case Value::Kind::Bool: return v.boolean ? "True" : "False";
     case Value::Kind::Int: return std::to_string(v.integer);
+    case Value::Kind::UInt: return std::to_string(v.unsignedInteger);
     case Value::Kind::Float: return pythonFloatRepr(v.real);
     case Value::Kind::String: return pythonRepr(v.text);
     case Value::Kind::List:
@@ -133,7 +134,7 @@ std::string stackRepr(const Snapshot& s, StackId stack)
             out += ", ";
         const Frame& fr = s.frame(*f);
         out += "{'name': " + pythonRepr(s.str(fr.name)) + ", 'filename': " + pythonRepr(s.str(fr.filename))
-            + ", 'line': " + std::to_string(fr.line) + "}";
+            + ", 'line': " + fr.line.toString() + "}";
     }
     return out + "]";
 }
@@ -256,7 +257,8 @@ std::string formatFrame(const Snapshot& s, const Frame& frame, bool fullFilename
     out.reserve(file.size() + 24 + s.str(frame.name).size());
     out += file;
     out += ':';
-    appendInt(out, frame.line);
+    char line[24];
+    out.append(line, frame.line.toChars(line, line + sizeof line)); // 2^64 - 1 stays 18446744073709551615
     out += ':';
     out += s.str(frame.name);
     return out;

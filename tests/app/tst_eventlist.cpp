@@ -114,7 +114,7 @@ std::vector<int64_t> bruteForce(const model::Snapshot& s, int device, const Even
             bool found = false;
             for (const model::FrameId* fr = s.stackBegin(e.stack); fr != s.stackEnd(e.stack) && !found; ++fr) {
                 const model::Frame& frame = s.frame(*fr);
-                std::string text = std::string(s.str(frame.filename)) + ":" + std::to_string(frame.line) + ":"
+                std::string text = std::string(s.str(frame.filename)) + ":" + frame.line.toString() + ":"
                     + std::string(s.str(frame.name));
                 if (!f.caseSensitive)
                     text = lower(text);

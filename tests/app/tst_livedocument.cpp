@@ -48,7 +48,7 @@ struct FileSource {
             std::vector<LiveFrame> frames;
             for (const model::FrameId* f = file->stackBegin(model::StackId { k }); f != file->stackEnd(model::StackId { k }); ++f) {
                 const model::Frame& fr = file->frame(*f);
-                frames.push_back({ std::string(file->str(fr.name)), std::string(file->str(fr.filename)), int32_t(fr.line) });
+                frames.push_back({ std::string(file->str(fr.name)), std::string(file->str(fr.filename)), int32_t(fr.line.bits()) });
             }
             live.defineStack(k + 1, std::move(frames));
         }

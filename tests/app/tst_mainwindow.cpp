@@ -1,5 +1,6 @@
 // The main window end to end: files open in tabs (on the thread pool, with progress), bad files show an error naming
-// the file and the reason and never a tab, cancel works, the keyboard moves the shared cursor, views export as PNG
+// the file and the reason and never a tab, a file that loads with warnings opens with them in its tab's banner,
+// cancel works, the keyboard moves the shared cursor, views export as PNG
 // and SVG, and `memscope --screenshot` renders every view of every real snapshot. Runs offscreen.
 #include "apptestutil.h"
 #include "ingest/resources.h"
@@ -11,9 +12,11 @@
 #include <QAction>
 #include <QCoreApplication>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -128,6 +131,65 @@ private Q_SLOTS:
         QVERIFY(window.findChild<QWidget*>(QStringLiteral("errorBanner"))->isVisible());
         // The window keeps working: a good file still opens.
         QVERIFY(loadAndWait(window, snapshot("oom.pickle")));
+        QCOMPARE(window.documentCount(), 1);
+    }
+
+    void showsWarningsWithTheDocument_data()
+    {
+        QTest::addColumn<QString>("path");
+        QTest::addColumn<QStringList>("warnings"); // one banner line each, after "PATH: warning: "; none: no banner
+        // tests/data/README.md says how the two fixtures were made.
+        QTest::newRow("blocks that do not tile, overlapping segments, a negative size")
+            << QString::fromStdString(memscope::test::dataPath("inconsistent.pickle"))
+            << QStringList { QStringLiteral(
+                                 "1 segment is not tiled exactly by its blocks, first: segment 0x7f1e68000000"),
+                             QStringLiteral("1 segment overlaps another segment of its device"),
+                             QStringLiteral("1 trace entry has a negative size"),
+                             QStringLiteral("4 places where the trace does not replay to the final state, first: "
+                                            "device 0, entry 19 (segment_alloc at 0x7f1e6c000000)") };
+        QTest::newRow("integers no field holds")
+            << QString::fromStdString(memscope::test::dataPath("wide-integers.pickle"))
+            << QStringList { QStringLiteral("2 integers did not fit their fields and were left out"),
+                             QStringLiteral("1 place where the trace does not replay to the final state") };
+        QTest::newRow("torch.compile: no warning")
+            << QString::fromStdString(memscope::test::dataPath("corpus/compile_default.pickle")) << QStringList {};
+    }
+
+    void showsWarningsWithTheDocument()
+    {
+        QFETCH(QString, path);
+        QFETCH(QStringList, warnings);
+        MainWindow window;
+        window.resize(1600, 1000);
+        window.show();
+        QVERIFY(loadAndWait(window, path)); // the file is shown, warnings or not
+        QCOMPARE(window.documentCount(), 1);
+        QVERIFY(window.errorText().isEmpty());
+        DocumentWindow* doc = window.currentDocument();
+        QVERIFY(doc);
+        auto* banner = doc->findChild<QWidget*>(QStringLiteral("warningBanner"));
+        if (warnings.isEmpty()) {
+            QVERIFY(!banner);
+            return;
+        }
+        QVERIFY(banner);
+        QVERIFY(banner->isVisible());
+        auto* label = banner->findChild<QLabel*>(QStringLiteral("warningLabel"));
+        QVERIFY(label);
+        const QStringList lines = label->text().split(QLatin1Char('\n'));
+        QCOMPARE(lines.size(), warnings.size());
+        for (int i = 0; i < lines.size(); ++i) {
+            QVERIFY2(lines[i].startsWith(path + QLatin1String(": warning: ") + warnings[i]), qPrintable(lines[i]));
+        }
+        QVERIFY(QTest::qWaitForWindowExposed(&window));
+        QCoreApplication::processEvents();
+        QVERIFY(window.grab().save(memscope::test::screenshotDir() + QLatin1String("/warnings-")
+                                   + QFileInfo(path).baseName() + QLatin1String(".png")));
+        // Dismissed, the banner goes; the document stays.
+        auto* dismiss = banner->findChild<QPushButton*>(QStringLiteral("warningDismiss"));
+        QVERIFY(dismiss);
+        dismiss->click();
+        QVERIFY(!banner->isVisible());
         QCOMPARE(window.documentCount(), 1);
     }
 

@@ -87,6 +87,14 @@ void BM_LoadAndReplaySynthetic(benchmark::State& state)
 }
 BENCHMARK(BM_LoadAndReplaySynthetic)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->Iterations(2);
 
+// Load alone (read, parse, build, the consistency check every load runs) of ~100 MB: 1.2 M entries.
+void BM_LoadSynthetic(benchmark::State& state)
+{
+    const std::string& pickle = syntheticPickle(state.range(0));
+    loadBenchmark(state, { reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size() }, false);
+}
+BENCHMARK(BM_LoadSynthetic)->Arg(1'200'000)->Unit(benchmark::kMillisecond);
+
 void BM_EncodePickleBigTrace(benchmark::State& state)
 {
     const io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "bench");

@@ -1,6 +1,8 @@
 // memscope-cli as a user runs it: exit codes (0 ok, 1 unreadable input, 2 bad command line), messages that name the
-// file and the reason, PyTorch-identical output through the binary, convert round trips and the info summary.
+// file and the reason, PyTorch-identical output through the binary, convert round trips (torch.compile's unsigned
+// frame lines included), the info summary, and load warnings on stderr that change neither stdout nor the status.
 #include "io/snapshotio.h"
+#include "report/memoryviz.h"
 #include "testutil.h"
 
 #include <QCoreApplication>
@@ -9,6 +11,8 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <algorithm>
 
 using namespace memscope;
 
@@ -61,6 +65,11 @@ private Q_SLOTS:
     void convertRoundTrips_data();
     void convertRoundTrips();
     void convertFailureLeavesNothing();
+    void convertKeepsUnsignedLines();
+    void warningsGoToStderr_data();
+    void warningsGoToStderr();
+    void realFilesAreQuiet_data();
+    void realFilesAreQuiet();
     void info();
     void diffFindsTheLeak();
     void diffExitCodes_data();
@@ -307,6 +316,122 @@ void TestCli::diffExitCodes()
     const Run r = runCli(args);
     QCOMPARE(r.status, status);
     QVERIFY2(r.err.contains(message.toUtf8()), r.err.constData());
+}
+
+// torch.compile's frames have line 2^64 - 1 (tests/data/corpus/README.md): pickle -> JSON -> pickle keeps it, and
+// the pickle that comes back is byte for byte the one a direct pickle -> pickle convert writes.
+void TestCli::convertKeepsUnsignedLines()
+{
+    const QString original = QString::fromStdString(test::dataPath("corpus/compile_default.pickle"));
+    QTemporaryDir dir;
+    const QString direct = dir.filePath(QStringLiteral("direct.pickle"));
+    const QString json = dir.filePath(QStringLiteral("via.json"));
+    const QString back = dir.filePath(QStringLiteral("back.pickle"));
+    for (const QStringList& args : { QStringList { QStringLiteral("convert"), original, direct },
+                                     QStringList { QStringLiteral("convert"), original, json },
+                                     QStringList { QStringLiteral("convert"), json, back } }) {
+        const Run r = runCli(args);
+        QVERIFY2(r.status == 0, r.err.constData());
+        QVERIFY2(r.err.isEmpty(), r.err.constData());
+    }
+    auto read = [](const QString& path) {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    };
+    QVERIFY(read(json).contains("\"line\":18446744073709551615}"));
+    const QByteArray directBytes = read(direct);
+    QVERIFY(!directBytes.isEmpty());
+    QCOMPARE(read(back), directBytes);
+    // LONG1 of 9 bytes, as Python's pickle writes 2^64 - 1.
+    const QByteArray long1 = QByteArray("\x8a\x09", 2) + QByteArray(8, '\xff') + QByteArray(1, '\0');
+    QVERIFY(directBytes.contains(long1));
+    const io::LoadResult r = io::loadSnapshot(back.toStdString());
+    QVERIFY(r.ok());
+    const auto unsignedLine = std::find_if(r.snapshot->frames.begin(), r.snapshot->frames.end(),
+                                           [](const model::Frame& f) { return f.line.isAboveInt64(); });
+    QVERIFY(unsignedLine != r.snapshot->frames.end());
+    QCOMPARE(unsignedLine->line.toString(), std::string("18446744073709551615"));
+    QCOMPARE(report::formatFrame(*r.snapshot, *unsignedLine),
+             std::string("fake_tensor.py:18446744073709551615:init_gpu_context"));
+}
+
+void TestCli::warningsGoToStderr_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QStringList>("warnings"); // one stderr line each, in this order, after "FILE: warning: "
+    const QString inconsistent = QString::fromStdString(test::dataPath("inconsistent.pickle"));
+    const QString wide = QString::fromStdString(test::dataPath("wide-integers.pickle"));
+    // tests/data/README.md says how the fixtures were made.
+    const QStringList three { QStringLiteral("1 segment is not tiled exactly by its blocks, first: segment "
+                                             "0x7f1e68000000 (device 0): block 1 starts at 0x7f1e68282a00"),
+                              QStringLiteral("1 segment overlaps another segment of its device, first: segment "
+                                             "0x7f1e6a000200 (device 0)"),
+                              QStringLiteral("1 trace entry has a negative size, first: device 0, entry 5 "
+                                             "(free_requested at 0x7f1e7e600000): size -3") };
+    for (const char* command : { "stats", "trace", "segments", "memory" })
+        QTest::addRow("%s: three kinds", command)
+            << QStringList { QString::fromLatin1(command), inconsistent } << three;
+    QTest::newRow("info: and the replay's") << QStringList { QStringLiteral("info"), inconsistent }
+                                            << three
+            + QStringList { QStringLiteral("places where the trace does not "
+                                           "replay to the final state") };
+    QTest::newRow("stats: integers no field holds")
+        << QStringList { QStringLiteral("stats"), wide }
+        << QStringList { QStringLiteral("2 integers did not fit their fields and were left out, first: the trace "
+                                        "entry time_us (device 0, trace entry 2) is 18446744073709551615") };
+    QTest::newRow("diff") << QStringList { QStringLiteral("diff"), inconsistent, wide }
+                          << three + QStringList { QStringLiteral("2 integers did not fit") };
+}
+
+// A file that loads with warnings is still read: exit status 0, stdout exactly the report, and one stderr line per
+// kind of warning, prefixed as the CLI's errors are and naming the file.
+void TestCli::warningsGoToStderr()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QStringList, warnings);
+    const Run r = runCli(args);
+    QCOMPARE(r.status, 0);
+    const QStringList lines = QString::fromUtf8(r.err).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), warnings.size());
+    for (int i = 0; i < lines.size(); ++i) {
+        // (diff: the three of its first file, then the second file's)
+        const QString file = args.at(args[0] == QLatin1String("diff") && i >= 3 ? 2 : 1);
+        QVERIFY2(lines[i].startsWith(QLatin1String("memscope-cli: ") + file + QLatin1String(": warning: ")),
+                 qPrintable(lines[i]));
+        QVERIFY2(lines[i].contains(warnings[i]), qPrintable(lines[i] + QLatin1String("\nwanted: ") + warnings[i]));
+    }
+    QVERIFY(!r.out.contains("warning"));
+    if (args[0] == QLatin1String("info") || args[0] == QLatin1String("diff"))
+        return;
+    const io::LoadResult loaded = io::loadSnapshot(args[1].toStdString());
+    QVERIFY(loaded.ok());
+    const model::Snapshot& s = *loaded.snapshot;
+    const std::string want = args[0] == QLatin1String("stats") ? report::segsum(s)
+        : args[0] == QLatin1String("trace")                    ? report::trace(s)
+        : args[0] == QLatin1String("segments")                 ? report::segmentsFolded(s)
+                                                               : report::memoryFolded(s);
+    QCOMPARE(r.out, QByteArray::fromStdString(want));
+}
+
+void TestCli::realFilesAreQuiet_data()
+{
+    QTest::addColumn<QString>("path");
+    for (const std::string& folder : { test::snapshotPath(""), test::dataPath("corpus") }) {
+        const QDir dir(QString::fromStdString(folder));
+        for (const QString& f :
+             dir.entryList({ QStringLiteral("*.pickle"), QStringLiteral("*.pickle.xz") }, QDir::Files))
+            QTest::newRow(qPrintable(f)) << dir.filePath(f);
+    }
+}
+
+// The consistency checks flag nothing PyTorch wrote: `stats` of every real file prints nothing on stderr.
+void TestCli::realFilesAreQuiet()
+{
+    QFETCH(QString, path);
+    const Run r = runCli({ QStringLiteral("stats"), path });
+    QCOMPARE(r.status, 0);
+    QVERIFY2(r.err.isEmpty(), r.err.constData());
+    QVERIFY(!r.out.isEmpty());
 }
 
 QTEST_GUILESS_MAIN(TestCli)

@@ -70,7 +70,7 @@ std::string stackKey(const Snapshot& s, StackId stack, size_t frames = 99)
 {
     std::string key;
     for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack) && frames-- > 0; ++f)
-        key += std::string(basename(s.str(s.frame(*f).filename))) + ":" + std::to_string(s.frame(*f).line) + ":"
+        key += std::string(basename(s.str(s.frame(*f).filename))) + ":" + s.frame(*f).line.toString() + ":"
             + std::string(s.str(s.frame(*f).name)) + ";";
     return key;
 }

@@ -484,7 +484,7 @@ private Q_SLOTS:
             for (const model::FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f)
                 out << QString::fromUtf8(s.str(s.frame(*f).name)) + QLatin1Char('@')
                         + QString::fromUtf8(s.str(s.frame(*f).filename)) + QLatin1Char(':')
-                        + QString::number(s.frame(*f).line);
+                        + QString::fromStdString(s.frame(*f).line.toString());
             return out;
         };
         const QStringList expected { QStringLiteral("inner(int)@/usr/lib/libx.so:0"), QStringLiteral("??@??:0"),

@@ -41,10 +41,25 @@ std::span<const uint8_t> bytesOf(const QByteArray& a)
     return { reinterpret_cast<const uint8_t*>(a.constData()), static_cast<size_t>(a.size()) };
 }
 
+// Every real snapshot, as a path: ../shared/snapshots (big_trace is .pickle.xz, left out) and the wider corpus in
+// tests/data/corpus (torch.compile's files among them, with frame lines of 2^64 - 1).
 QStringList realSnapshots()
 {
-    const QDir dir(QString::fromStdString(test::snapshotPath("")));
-    return dir.entryList({ QStringLiteral("*.pickle") }, QDir::Files, QDir::Name); // big_trace is .pickle.xz
+    QStringList out;
+    for (const std::string& folder : { test::snapshotPath(""), test::dataPath("corpus") }) {
+        const QDir dir(QString::fromStdString(folder));
+        for (const QString& f : dir.entryList({ QStringLiteral("*.pickle") }, QDir::Files, QDir::Name))
+            out << dir.filePath(f);
+    }
+    return out;
+}
+
+// "corpus/compile_default.pickle", "mlp_train.pickle": a row name for a real snapshot's path.
+QByteArray rowName(const QString& path)
+{
+    const QFileInfo info(path);
+    const QString folder = info.dir().dirName() == QLatin1String("corpus") ? QStringLiteral("corpus/") : QString();
+    return (folder + info.fileName()).toUtf8();
 }
 
 // --- Field-by-field comparison of two models (ids differ between snapshots; content must not) ---------------------
@@ -57,6 +72,7 @@ bool sameValue(const Value& a, const Value& b)
     case Value::Kind::None: return true;
     case Value::Kind::Bool: return a.boolean == b.boolean;
     case Value::Kind::Int: return a.integer == b.integer;
+    case Value::Kind::UInt: return a.unsignedInteger == b.unsignedInteger;
     case Value::Kind::Float: return a.real == b.real || (std::isnan(a.real) && std::isnan(b.real));
     case Value::Kind::String: return a.text == b.text;
     case Value::Kind::List:
@@ -99,8 +115,7 @@ std::vector<std::string> stackText(const Snapshot& s, model::StackId id)
     std::vector<std::string> out;
     for (const model::FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f) {
         const model::Frame& fr = s.frame(*f);
-        out.push_back(std::string(s.str(fr.name)) + '|' + std::string(s.str(fr.filename)) + '|'
-                      + std::to_string(fr.line));
+        out.push_back(std::string(s.str(fr.name)) + '|' + std::string(s.str(fr.filename)) + '|' + fr.line.toString());
     }
     return out;
 }
@@ -385,15 +400,15 @@ private Q_SLOTS:
         if (files.isEmpty())
             QSKIP("no snapshots in ../shared/snapshots (MEMSCOPE_SHARED_DIR)");
         for (const QString& f : files) {
-            QTest::addRow("%s through pickle", qPrintable(f)) << f << false;
-            QTest::addRow("%s through JSON", qPrintable(f)) << f << true;
+            QTest::addRow("%s through pickle", rowName(f).constData()) << f << false;
+            QTest::addRow("%s through JSON", rowName(f).constData()) << f << true;
         }
     }
     void roundTripsRealSnapshots()
     {
         QFETCH(QString, file);
         QFETCH(bool, json);
-        const io::LoadResult original = io::loadSnapshot(test::snapshotPath(file.toStdString()));
+        const io::LoadResult original = io::loadSnapshot(file.toStdString());
         QVERIFY2(original.ok(), original.error.toString().c_str());
         const std::string bytes = json ? io::encodeJson(*original.snapshot) : io::encodePickle(*original.snapshot);
         const auto again = reload(bytes, file.toStdString());
@@ -411,7 +426,7 @@ private Q_SLOTS:
         if (files.isEmpty())
             QSKIP("no snapshots in ../shared/snapshots (MEMSCOPE_SHARED_DIR)");
         for (const QString& f : files)
-            QTest::newRow(qPrintable(f)) << f;
+            QTest::newRow(rowName(f).constData()) << f;
     }
     void pythonReadsRealSnapshots()
     {
@@ -419,7 +434,7 @@ private Q_SLOTS:
         const QString exe = python();
         if (exe.isEmpty())
             QSKIP("python3 is not installed: cannot check our pickle against Python's pickle module");
-        const QString originalPath = QString::fromStdString(test::snapshotPath(file.toStdString()));
+        const QString originalPath = file;
         const io::LoadResult original = io::loadSnapshot(originalPath.toStdString());
         QVERIFY2(original.ok(), original.error.toString().c_str());
         QTemporaryDir dir;
@@ -506,6 +521,15 @@ assert text == json.dumps(a, separators=(',', ':'), ensure_ascii=False), 'our JS
                     "9223372036854775807,-9223372036854775808],'floats':[0.0,-0.0,1.5,1e300,5e-324,0.1,-2.5e-3],"
                     "'bools':[true,false]}}")
             << true;
+        // PyTorch writes size_t and uint64_t values as unsigned Python ints: frame lines of 2^64 - 1 from
+        // torch.compile (and -1 for the same line from its C++ writer), any of them in settings or unknown keys.
+        QTest::newRow("unsigned 64-bit integers: frame lines and settings") << json(
+            "{'segments':[],'device_traces':[[{'action':'alloc','addr':4096,'size':8,'stream':0,"
+            "'frames':[{'name':'f','filename':'a.py','line':18446744073709551615},"
+            "{'name':'g','filename':'a.py','line':-1},{'name':'h','filename':'a.py','line':9223372036854775808},"
+            "{'name':'i','filename':'a.py','line':9223372036854775807}]}]],"
+            "'allocator_settings':{'u':[18446744073709551615,9223372036854775808,-9223372036854775808]},"
+            "'x_top':18446744073709551615}") << true;
         QTest::newRow("keys in an unusual order")
             << json("{'device_traces':[[{'size':2,'addr':1,'action':'alloc','stream':0,'time_us':3}]],"
                     "'segments':[{'blocks':[],'device':1,'address':0,'total_size':0,'frames':[],"

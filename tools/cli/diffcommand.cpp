@@ -260,15 +260,19 @@ DiffCommandOutput runDiffCommand(const std::vector<std::string>& args, const Dif
 
 int runDiff(const std::vector<std::string>& args, std::string& out, std::string& err)
 {
-    const DiffLoader load = [](const std::string& path, std::string& error) {
+    std::string warnings; // a file's load warnings, one stderr line per kind (as every command prints them)
+    const DiffLoader load = [&warnings](const std::string& path, std::string& error) {
         io::LoadResult r = io::loadSnapshot(path);
         if (!r.ok())
             error = r.error.toString();
+        else
+            for (const model::LoadWarning& w : r.snapshot->warnings)
+                warnings += "memscope-cli: " + model::warningLine(path, w) + "\n";
         return r.snapshot;
     };
     DiffCommandOutput result = runDiffCommand(args, load);
     out = std::move(result.out);
-    err = std::move(result.err);
+    err = warnings + result.err;
     return result.exitCode;
 }
 

@@ -3,7 +3,9 @@
 // `convert` rewrites it as pickle or JSON. Single-threaded.
 //
 // Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
-// 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth.
+// 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth. A file that loads with warnings
+// (model/loadwarning.h: a field left out, blocks that do not tile, ...) gets one stderr line per kind of warning,
+// "memscope-cli: FILE: warning: ...", and changes neither the exit status nor what goes to stdout.
 #include "allocatorreplay.h"
 #include "democommand.h"
 #include "diffcommand.h"
@@ -11,12 +13,14 @@
 #include "keygencommand.h"
 #include "recordcommand.h"
 #include "io/snapshotio.h"
+#include "model/consistency.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +79,12 @@ int usageError(const std::string& message)
     return 2;
 }
 
+void printWarnings(const std::string& path, const std::vector<model::LoadWarning>& warnings)
+{
+    for (const model::LoadWarning& w : warnings)
+        std::fprintf(stderr, "memscope-cli: %s\n", model::warningLine(path, w).c_str());
+}
+
 bool load(const std::string& path, std::shared_ptr<const model::Snapshot>& out)
 {
     io::LoadResult r = io::loadSnapshot(path);
@@ -82,6 +92,7 @@ bool load(const std::string& path, std::shared_ptr<const model::Snapshot>& out)
         std::fprintf(stderr, "memscope-cli: %s\n", r.error.toString().c_str());
         return false;
     }
+    printWarnings(path, r.snapshot->warnings);
     out = std::move(r.snapshot);
     return true;
 }
@@ -96,8 +107,10 @@ std::string humanBytes(int64_t bytes)
     return report::formatSize(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " B)";
 }
 
-std::string info(const std::string& path, const model::Snapshot& s)
+// `replayWarnings` gets what the replays met that does not fit the final state (model::addReplayWarnings).
+std::string info(const std::string& path, const model::Snapshot& s, std::vector<model::LoadWarning>& replayWarnings)
 {
+    model::WarningCollector replayIssues;
     std::string out = path + "\n";
     auto line = [&](const std::string& key, const std::string& value) { out += "  " + key + ": " + value + "\n"; };
     int64_t reserved = 0, allocated = 0, active = 0;
@@ -130,6 +143,7 @@ std::string info(const std::string& path, const model::Snapshot& s)
             std::snprintf(buf, sizeof buf, ", %.3f s", seconds);
             v += buf;
             const model::Replay replay = model::Replay::build(s, static_cast<int>(d));
+            model::addReplayWarnings(s, std::span(&replay, 1), replayIssues);
             const model::Peak allocatedPeak = replay.peakAllocated();
             v += ", peak allocated " + report::formatSize(double(allocatedPeak.bytes)) + " after "
                 + std::to_string(allocatedPeak.index) + " entries, peak reserved "
@@ -154,6 +168,7 @@ std::string info(const std::string& path, const model::Snapshot& s)
             const model::Value* v = value.find(k);
             return !v ? std::string("?")
                 : v->kind == model::Value::Kind::Int ? std::to_string(v->integer)
+                : v->kind == model::Value::Kind::UInt   ? std::to_string(v->unsignedInteger)
                 : v->kind == model::Value::Kind::String ? v->text
                 : std::string("?");
         };
@@ -164,6 +179,7 @@ std::string info(const std::string& path, const model::Snapshot& s)
             v += "; part " + text("part") + " of a bounded history";
         line("recording", v);
     }
+    replayIssues.appendTo(replayWarnings);
     return out;
 }
 
@@ -197,6 +213,7 @@ int main(int argc, char** argv)
                 continue;
             }
             std::string text;
+            std::vector<model::LoadWarning> replayWarnings;
             if (command == "stats")
                 text = report::segsum(*s);
             else if (command == "trace")
@@ -206,11 +223,13 @@ int main(int argc, char** argv)
             else if (command == "memory")
                 text = report::memoryFolded(*s);
             else
-                text = info(path, *s);
+                text = info(path, *s, replayWarnings);
             if (!writeAll(text)) {
                 std::fprintf(stderr, "memscope-cli: cannot write to standard output\n");
                 return 1;
             }
+            std::fflush(stdout); // the replay's warnings come after the report they are about
+            printWarnings(path, replayWarnings);
         }
         return status;
     }
