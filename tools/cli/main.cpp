@@ -63,9 +63,11 @@ commands of memscope:
   demo [--endpoint E] [--events N] [--rate N] [--leak] [--delay MS]
                        a training-like workload through memscope's allocator (host backend), published like a
                        real job; prints its endpoint first, ends with a goodbye
-  allocator-replay FILE
+  allocator-replay FILE [--memory-limit BYTES] [--device-memory BYTES]
                        replay the trace through memscope's caching allocator and check that it makes
-                       PyTorch's decisions (same addresses, same final segments and blocks)
+                       PyTorch's decisions (same addresses, same final segments and blocks); the job's
+                       memory cap (set_per_process_memory_fraction times the device's memory) and the
+                       device's memory when the trace needs them (otherwise found from the trace)
   convert IN OUT [--format pickle|json]
                        rewrite a snapshot as a protocol-4 pickle (default) or JSON (default for *.json)
 
