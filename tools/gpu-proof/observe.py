@@ -98,6 +98,9 @@ def run_job(mode, record=True, late=False, steps=40):
     env = dict(os.environ)
     endpoint = "ipc:///tmp/ms-%s" % mode
     env["MEMSCOPE_ENDPOINT"] = endpoint
+    if mode == "use":
+        env["MEMSCOPE_DUMP_ON"] = "exit"
+        env["MEMSCOPE_DUMP_PATH"] = "%s/%s.final.pickle" % (OUT, mode)
     recorders = []
     if record:
         recorders.append(subprocess.Popen([CLI, "record", endpoint, "-o", "%s/%s.rec.pickle" % (OUT, mode),
@@ -145,12 +148,13 @@ run_job("observe_python", late=True)
 run_job("native_hist", record=False)
 run_job("native2", record=False)
 run_job("compile_ro", steps=12)
+run_job("use")
 
-for mode in ("observe_none", "observe_python", "compile_ro"):
+for mode in ("observe_none", "observe_python", "compile_ro", "use"):
     rec_path = "%s/%s.rec.pickle" % (OUT, mode)
     if os.path.exists(rec_path) and os.path.exists("%s/%s.final.pickle" % (OUT, mode)):
         rec = compare(mode + ".final", rec_path, "%s/%s.final.pickle" % (OUT, mode))
-        if mode != "observe_none":
+        if mode not in ("observe_none", "use"):
             results[mode + ".user_share_at_peak"] = user_share_at_peak(rec, ["observe_job.py", "transformers/"])
             print(mode, "user share", results[mode + ".user_share_at_peak"], flush=True)
         if mode == "compile_ro":
