@@ -44,7 +44,8 @@ namespace {
     constexpr int LingerMs = 150; // what close may wait to flush the Goodbye unless stop() allows more
     constexpr int RouterHwm = 2; // state replies queued per peer; a peer that asks and never reads holds no more
     constexpr size_t MaxStateRequesters = 64; // distinct peers waiting for one state; more are dropped (they retry)
-    constexpr unsigned MinStateIntervalMs = 100; // between two states taken, however many viewers ask
+    constexpr unsigned MinStateIntervalMs = 100; // between two states taken once a burst is spent
+    constexpr int StateBurst = 4; // states taken at once before the interval applies
 
     int64_t steadyNs()
     {
@@ -852,7 +853,8 @@ void Publisher::answerZap()
 void Publisher::answerRequests()
 {
     // Requests are collected, not answered one by one: every requester waiting when a state is taken gets that same
-    // state, one message shared by reference (zmq_msg_copy), and states are taken at most every MinStateIntervalMs.
+    // state, one message shared by reference (zmq_msg_copy), and beyond a burst states are taken at most every
+    // MinStateIntervalMs.
     // So the job's memory and CPU do not grow with the number of viewers asking (or with peers that ask and never
     // read: the ROUTER keeps at most RouterHwm replies per peer, and those share one buffer).
     for (;;) {
@@ -892,10 +894,16 @@ void Publisher::answerRequests()
     }
     if (m_stateRequesters.empty())
         return;
+    // A token bucket: a burst of StateBurst states at once (a viewer's retries after ZeroMQ's slow joiner, a few
+    // viewers arriving together), then one per MinStateIntervalMs.
     const int64_t now = steadyNs();
-    if (m_lastStateNs != 0 && now - m_lastStateNs < int64_t(MinStateIntervalMs) * 1000000)
-        return; // the run loop comes back once the interval has passed
+    if (m_lastStateNs != 0)
+        m_stateTokens = std::min(double(StateBurst),
+                                 m_stateTokens + double(now - m_lastStateNs) / (double(MinStateIntervalMs) * 1e6));
     m_lastStateNs = now;
+    if (m_stateTokens < 1.0)
+        return; // the run loop comes back, and the bucket has refilled a little
+    m_stateTokens -= 1.0;
     ++m_statesTaken;
 
     // The state is the allocator's after the records each ring holds at that moment: publish exactly those,

@@ -178,7 +178,8 @@ private:
     PublisherOptions m_options;
     std::atomic<std::thread::id> m_threadId {};
     std::vector<std::vector<std::string>> m_stateRequesters; // publisher thread: routing frames of waiting peers
-    int64_t m_lastStateNs = 0; // publisher thread: steady clock, the last state taken
+    int64_t m_lastStateNs = 0; // publisher thread: steady clock, the last time the bucket below was filled
+    double m_stateTokens = 4; // publisher thread: states that may be taken now (answerRequests' token bucket)
     std::atomic<uint64_t> m_statesTaken { 0 };
     std::atomic<uint64_t> m_stateRequestsDropped { 0 };
     // One per device, each on its own cache lines: the producer-side fields are written under that device's lock.
