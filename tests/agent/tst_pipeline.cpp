@@ -422,8 +422,8 @@ private Q_SLOTS:
         env.insert(QStringLiteral("MEMSCOPE_DUMP_ON"), QStringLiteral("exit"));
         env.insert(QStringLiteral("MEMSCOPE_DUMP_PATH"), dump);
         // No stacks: the agent's exit dump writes no frames, and `segments`/`memory` print them.
-        QStringList args { QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--delay"),
-                           QStringLiteral("500"), QStringLiteral("--no-stacks") };
+        QStringList args { QStringLiteral("demo"),    QStringLiteral("--endpoint"), e,
+                           QStringLiteral("--delay"), QStringLiteral("500"),        QStringLiteral("--no-stacks") };
         switch (join) {
         case Join::AtStart:
         case Join::Late:
@@ -599,14 +599,14 @@ private Q_SLOTS:
         Cli demo, record;
         demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
                      QStringLiteral("2000000"), QStringLiteral("--rate"), rate, QStringLiteral("--delay"),
-                     QStringLiteral("500") });
+                     QStringLiteral("1500") }); // time to join before the flood, on a busy machine too
         QVERIFY(waitBound(demo));
         QElapsedTimer wall;
         wall.start();
         record.start(recordArgs(e, out));
         QVERIFY(demo.finish(60000));
         QVERIFY(record.finish(60000));
-        const double wallSeconds = double(wall.elapsed()) / 1000.0 - 0.5; // less the demo's --delay
+        const double wallSeconds = double(wall.elapsed()) / 1000.0 - 1.5; // less the demo's --delay
         const QString recordOut = record.out(), demoErr = demo.err();
         QCOMPARE(demo.status(), 0);
         QCOMPARE(record.status(), 0);
