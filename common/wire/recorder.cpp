@@ -171,6 +171,7 @@ bool Recorder::setState(const DecodedState& state)
     ++m_states;
     m_hello = state.hello;
     m_lastSequence = state.header.lastSequence;
+    m_stats.joinedAfter = state.header.lastSequence;
     m_entries.clear();
     m_deltaEntries = 0;
     m_devices = loadState(state);

@@ -30,6 +30,7 @@ namespace memscope::wire {
 
 struct RecorderStats {
     uint64_t applied = 0; // events turned into trace entries (heartbeats not included)
+    uint64_t joinedAfter = 0; // the job's events before the first state (its lastSequence): in the state, not applied
     uint64_t heartbeats = 0;
     uint64_t stale = 0; // events already contained in the state (sequence <= its lastSequence), dropped
     uint64_t gaps = 0; // sequence jumps

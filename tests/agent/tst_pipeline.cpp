@@ -85,21 +85,28 @@ int freePortPair()
 struct RecordSummary {
     bool parsed = false;
     qulonglong events = 0, lost = 0, gaps = 0, missing = 0, inconsistent = 0;
+    qulonglong first = 0, last = 0; // the sequence numbers of the first and last records received (the job's
+                                    // earlier records are in the state it answered with)
+    // Every record from `first` to the job's `total` received: events and the agent's heartbeats (which
+    // consume sequence numbers but are no allocator events, so `events` does not count them).
+    bool complete(qulonglong total) const { return gaps == 0 && missing == 0 && last == total && events <= total; }
 };
 RecordSummary parseRecord(const QString& out)
 {
-    static const QRegularExpression re(QStringLiteral(
-        "(\\d+) events from pid .*; lost (\\d+), gaps (\\d+) \\((\\d+) missing\\), inconsistent (\\d+)"));
+    static const QRegularExpression re(QStringLiteral("(\\d+) events from pid .*, records (\\d+) to (\\d+); "
+                                                      "lost (\\d+), gaps (\\d+) \\((\\d+) missing\\), inconsistent (\\d+)"));
     const QRegularExpressionMatch m = re.match(out);
     RecordSummary s;
     if (!m.hasMatch())
         return s;
     s.parsed = true;
     s.events = m.captured(1).toULongLong();
-    s.lost = m.captured(2).toULongLong();
-    s.gaps = m.captured(3).toULongLong();
-    s.missing = m.captured(4).toULongLong();
-    s.inconsistent = m.captured(5).toULongLong();
+    s.first = m.captured(2).toULongLong();
+    s.last = m.captured(3).toULongLong();
+    s.lost = m.captured(4).toULongLong();
+    s.gaps = m.captured(5).toULongLong();
+    s.missing = m.captured(6).toULongLong();
+    s.inconsistent = m.captured(7).toULongLong();
     return s;
 }
 
@@ -325,7 +332,7 @@ private Q_SLOTS:
         if (d.lost == 0) {
             QCOMPARE(r.gaps, 0ULL);
             QCOMPARE(r.inconsistent, 0ULL);
-            QCOMPARE(r.events, d.events);
+            QVERIFY2(r.complete(d.events), qPrintable(recordOut)); // a busy machine may join after record 1
             QVERIFY2(!recordErr.contains(QStringLiteral("warning")), qPrintable(recordErr));
             const QString verdict = replayVerdict(out);
             QVERIFY2(verdict.endsWith(QLatin1String(IdenticalVerdict)), qPrintable(verdict));
@@ -385,8 +392,9 @@ private Q_SLOTS:
         QCOMPARE(l.gaps, 0ULL);
         QCOMPARE(l.inconsistent, 0ULL);
         QVERIFY2(!lateErr.contains(QStringLiteral("warning")), qPrintable(lateErr));
-        QVERIFY2(l.events > 0 && l.events < d.events, qPrintable(lateOut)); // it did join late
-        QCOMPARE(r.events, d.events);
+        QVERIFY2(l.first > 1 && l.events > 0, qPrintable(lateOut)); // it did join late
+        QVERIFY2(l.complete(d.events), qPrintable(lateOut));
+        QVERIFY2(r.complete(d.events), qPrintable(referenceOut));
         const QString verdict = replayVerdict(reference);
         QVERIFY2(verdict.endsWith(QLatin1String(IdenticalVerdict)), qPrintable(verdict));
 
@@ -487,11 +495,13 @@ private Q_SLOTS:
         QVERIFY2(r.parsed, qPrintable(recordOut));
         switch (join) {
         case Join::AtStart:
-            QCOMPARE(r.events, d.events);
+            QVERIFY2(r.complete(d.events), qPrintable(recordOut)); // a busy machine may join after record 1
             break;
         case Join::Late:
         case Join::LateLeaking:
-            QVERIFY2(r.events > 0 && r.events < d.events, qPrintable(recordOut)); // it did join late
+            QVERIFY2(r.first > 1 && r.events > 0, qPrintable(recordOut)); // it did join late
+            if (d.lost == 0)
+                QVERIFY2(r.complete(d.events), qPrintable(recordOut));
             break;
         case Join::Resync:
             if (d.lost == 0)
@@ -621,7 +631,7 @@ private Q_SLOTS:
         QCOMPARE(r.lost, d.lost);
         if (d.lost == 0) {
             QCOMPARE(r.gaps, 0ULL);
-            QCOMPARE(r.events, d.events);
+            QVERIFY2(r.complete(d.events), qPrintable(recordOut)); // a busy machine may join after record 1
         }
     }
 };

@@ -254,10 +254,12 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     }
     const wire::Hello& hello = recorder.hello();
     std::fprintf(out,
-                 "%s: %llu events from pid %u on %s (%s), %zu segments; lost %llu, gaps %llu (%llu missing), "
-                 "inconsistent %llu, resyncs %llu (%llu restarts)%s; wrote %s\n",
+                 "%s: %llu events from pid %u on %s (%s), %zu segments, records %llu to %llu; lost %llu, gaps "
+                 "%llu (%llu missing), inconsistent %llu, resyncs %llu (%llu restarts)%s; wrote %s\n",
                  o.endpoint.c_str(), static_cast<unsigned long long>(st.applied), hello.pid, hello.host, stopReason,
-                 snapshot.segments.size(), static_cast<unsigned long long>(st.lost),
+                 snapshot.segments.size(), static_cast<unsigned long long>(st.joinedAfter + 1),
+                 static_cast<unsigned long long>(recorder.lastSequence()),
+                 static_cast<unsigned long long>(st.lost),
                  static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.missing),
                  static_cast<unsigned long long>(st.inconsistent), static_cast<unsigned long long>(st.resyncs),
                  static_cast<unsigned long long>(st.restarts), st.resyncNeeded() ? ", resync needed" : "",
