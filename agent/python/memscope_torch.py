@@ -9,10 +9,12 @@ Two ways, both publishing to every memscope viewer (``memscope --attach``, ``mem
     (``stacks="python"``, PyTorch's own memory history with ``max_entries=1``). CUDA graphs, private pools,
     expandable segments and every allocator setting behave exactly as without memscope. Choose it for any PyTorch
     job.
-``use()``
+``use()`` (or ``python -m memscope_torch --use train.py ARGS``)
     memscope's own allocator (the same decisions as PyTorch's) replaces PyTorch's through
-    ``CUDAPluggableAllocator``. Choose it where there is no compiler, or for the agent's dumps and stacks of native
-    frames; torch cannot run CUDA graphs (``mode="reduce-overhead"``) on a pluggable allocator.
+    ``CUDAPluggableAllocator``; the agent reads the Python frames of each allocation and free itself
+    (``stacks="python"``; ``"all"`` adds native frames). Choose it where there is no compiler, for programs that
+    are not PyTorch, or for the agent's dumps; torch cannot run CUDA graphs (``mode="reduce-overhead"``) on a
+    pluggable allocator.
 
 Call ``use()`` before the first CUDA allocation of the process (torch refuses to swap a CUDA allocator that has
 already been used)::
@@ -31,6 +33,8 @@ The agent reads its environment when it is first used:
 ``MEMSCOPE_ENDPOINT``
     where events are published (``ipc:///path`` or ``tcp://host:port``; default
     ``ipc://$XDG_RUNTIME_DIR/memscope-<pid>``). ``MEMSCOPE_PUBLISH=0`` turns publishing off.
+``MEMSCOPE_STACKS``
+    ``python`` (use()'s default), ``all``, ``N`` (N native frames) or ``0`` (none).
 ``MEMSCOPE_ALLOC_CONF``
     allocator settings, PYTORCH_CUDA_ALLOC_CONF's syntax (falls back to PYTORCH_ALLOC_CONF, then
     PYTORCH_CUDA_ALLOC_CONF), e.g. ``expandable_segments:True,max_split_size_mb:128``.
@@ -108,25 +112,40 @@ def find_library(path=None):
 _MALLOC_BY_POLICY = {"raise": "memscope_malloc_raising", "null": "memscope_malloc"}
 
 
-def use(path=None, oom="raise"):
+_STACKS = {"python": "python", "all": "all", None: "0"}
+
+
+def use(path=None, oom="raise", stacks="python"):
     """Installs memscope's allocator as torch's CUDA allocator; returns the CUDAPluggableAllocator.
 
     Must run before anything allocates CUDA memory. Calling it again returns the allocator already installed.
     ``oom``: ``"raise"`` (an allocation that fails raises RuntimeError) or ``"null"`` (it returns NULL, which torch
-    does not check); see the module's docstring.
+    does not check); see the module's docstring. ``stacks``: ``"python"`` (each event carries the Python frames of
+    the code that allocated or freed: function, file, line), ``"all"`` (native frames too, then the Python ones) or
+    ``None`` (no stacks: the cheapest); ``$MEMSCOPE_STACKS``, when set, wins.
     """
     global _allocator, _library_path
     if _allocator is not None:
         return _allocator
     if oom not in _MALLOC_BY_POLICY:
         raise ValueError("memscope_torch.use: oom must be 'raise' or 'null', not %r" % (oom,))
+    if stacks not in _STACKS:
+        raise ValueError("memscope_torch.use: stacks must be 'python', 'all' or None, not %r" % (stacks,))
     import torch
 
     library = find_library(path)
+    # The agent reads its environment when torch first allocates, after this.
+    os.environ.setdefault("MEMSCOPE_STACKS", _STACKS[stacks])
     allocator = torch.cuda.memory.CUDAPluggableAllocator(library, _MALLOC_BY_POLICY[oom], "memscope_free")
     torch.cuda.memory.change_current_allocator(allocator)
     _allocator = allocator
     _library_path = library
+    if os.environ["MEMSCOPE_STACKS"] in ("python", "all") and not getattr(torch.autograd.backward, "_memscope", False):
+        # PyDLL: the calls keep the GIL, which memscope_python_backward_begin needs to read the caller's frames.
+        agent = ctypes.PyDLL(library)
+        agent.memscope_python_backward_begin.restype = ctypes.c_int
+        agent.memscope_python_backward_end.argtypes = [ctypes.c_int]
+        _attribute_backward(torch, agent.memscope_python_backward_begin, agent.memscope_python_backward_end)
     return allocator
 
 
@@ -190,24 +209,24 @@ def observe(endpoint=None, stacks="python", context="alloc", path=None, verbose=
         # is kept (memscope keeps the history).
         torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks=stacks, max_entries=1)
     if stacks and not getattr(torch.autograd.backward, "_memscope", False):
-        _attribute_backward(torch)
+        _attribute_backward(torch, _observer.backward_begin, _observer.backward_end)
     _observer_endpoint = _observer.start(endpoint or os.environ.get("MEMSCOPE_ENDPOINT", ""))
     atexit.register(stop_observing)
     print("memscope: observing PyTorch's allocator at %s" % _observer_endpoint, file=sys.stderr)
     return _observer_endpoint
 
 
-def _attribute_backward(torch):
+def _attribute_backward(torch, begin, end):
     """Allocations of the autograd engine's threads carry no Python frames; while torch.autograd.backward runs
     (Tensor.backward calls it), they get the frames of its caller, under an "<autograd engine>" frame."""
     real = torch.autograd.backward
 
     def backward(*args, **kwargs):
-        token = _observer.backward_begin()
+        token = begin()
         try:
             return real(*args, **kwargs)
         finally:
-            _observer.backward_end(token)
+            end(token)
 
     backward._memscope = True
     backward.__wrapped__ = real
@@ -258,7 +277,7 @@ def _main(argv):
     if mode == "use":
         if endpoint:
             os.environ["MEMSCOPE_ENDPOINT"] = endpoint
-        use()
+        use(stacks=stacks)
     else:
         observe(endpoint=endpoint, stacks=stacks)
     sys.argv = argv

@@ -13,6 +13,7 @@
 #include "hostbackend.h"
 #include "observer.h"
 #include "publisher.h"
+#include "pythonstacks.h"
 #if MEMSCOPE_AGENT_HAVE_CUDA
 #include "cudabackend.h"
 #endif
@@ -241,6 +242,39 @@ namespace {
         return nullptr;
     }
 
+    // The Python frames of one allocator call (MEMSCOPE_STACKS=python or all, in a process hosting CPython):
+    // captured before the allocator takes its lock (pythonstacks.h says why) and given to the publisher as this
+    // thread's stack for the call's events; an autograd engine thread gets the stack of the backward() under way.
+    class PythonStackScope {
+    public:
+        PythonStackScope()
+        {
+            Publisher* p = agent().publisher.load(std::memory_order_acquire);
+            if (!p || !p->pythonStacks())
+                return;
+            unsigned n = python::capture(m_frames, MaxStackDepth);
+            if (n == 0)
+                n = python::backwardStack(m_frames, MaxStackDepth);
+            if (n == 0)
+                return;
+            m_previous = Publisher::threadStack();
+            Publisher::setThreadStack(m_frames, n, /*afterNative=*/p->stackDepth() > 0);
+            m_set = true;
+        }
+        ~PythonStackScope()
+        {
+            if (m_set)
+                Publisher::setThreadStack(m_previous);
+        }
+        PythonStackScope(const PythonStackScope&) = delete;
+        PythonStackScope& operator=(const PythonStackScope&) = delete;
+
+    private:
+        uintptr_t m_frames[MaxStackDepth];
+        Publisher::ThreadStack m_previous;
+        bool m_set = false;
+    };
+
 } // namespace
 
 void setLastApiError(std::string message) { setError(std::move(message)); }
@@ -254,6 +288,7 @@ extern "C" {
 void* memscope_malloc(size_t size, int device, void* stream) noexcept
 {
     try {
+        const PythonStackScope stack;
         std::string failure;
         if (void* p = allocateOrDescribe(size, device, stream, &failure); p || failure.empty())
             return p;
@@ -271,6 +306,7 @@ void* memscope_malloc_raising(size_t size, int device, void* stream)
     std::string failure;
     OutOfMemoryKind kind = OutOfMemoryKind::None;
     try {
+        const PythonStackScope stack;
         if (void* p = allocateOrDescribe(size, device, stream, &failure, &kind); p || failure.empty())
             return p;
     } catch (const std::exception& e) {
@@ -293,6 +329,7 @@ void memscope_free(void* ptr, size_t, int device, void*) noexcept
         CachingAllocator* a = allocatorOrError();
         if (!a)
             return;
+        const PythonStackScope stack;
         const Status s = a->free(device, DevicePtr { reinterpret_cast<uintptr_t>(ptr) });
         if (s != Status::Ok) {
             setError("memscope_free: " + std::string(statusName(s)));
@@ -442,6 +479,10 @@ const char* memscope_publish_endpoint(void) noexcept
     }
     return "";
 }
+
+int memscope_python_backward_begin(void) noexcept { return python::backwardBegin(); }
+
+void memscope_python_backward_end(int token) noexcept { python::backwardEnd(token); }
 
 int memscope_dump_snapshot(const char* path) noexcept
 {

@@ -3,6 +3,7 @@
 #include "publisher.h"
 
 #include "curve.h"
+#include "pythonstacks.h"
 
 #include <lz4.h>
 #include <zmq.h>
@@ -246,9 +247,12 @@ Publisher::Publisher(EventSource& source, PublisherOptions options)
     m_anchorTsc = m_tscBase;
     m_anchorNs = m_clockBaseNs;
     m_nsPerTick = 0; // unknown until the thread calibrates (records wait in the ring meanwhile)
-    m_stackDepth = m_options.stackDepth < 0 ? stackDepthFromEnvironment()
+    const StackSettings stacks = stackSettingsFromEnvironment();
+    m_stackDepth = m_options.stackDepth < 0 ? stacks.nativeDepth
                                             : std::min(unsigned(m_options.stackDepth), MaxStackDepth);
-    if (m_stackDepth > 0) {
+    m_pythonStacks = m_options.pythonStacks < 0 ? stacks.python : m_options.pythonStacks > 0;
+    m_ownCode = agentCodeSpan();
+    if (m_stackDepth > 0 || m_pythonStacks) {
         primeStackCapture(); // the constructing thread (usually the job's main thread) learns its stack bounds now
         // The device in the top 6 bits of an id: each device's table hands out ids without any shared counter.
         for (size_t d = 0; d < m_channels.size(); ++d)
@@ -533,16 +537,18 @@ bool Publisher::start(std::string* error)
 void Publisher::onTraceEvent(const TraceEvent& event) { onTraceEventWithStack(event); }
 
 namespace {
-    // setThreadStack(): the frames this thread's allocator calls carry instead of a captured stack.
-    thread_local const uintptr_t* t_threadFrames = nullptr;
-    thread_local unsigned t_threadFrameCount = 0;
+    // setThreadStack(): the frames this thread's allocator calls carry instead of (or after) a captured stack.
+    thread_local Publisher::ThreadStack t_threadStack;
 } // namespace
 
-void Publisher::setThreadStack(const uintptr_t* frames, unsigned count) noexcept
+void Publisher::setThreadStack(const uintptr_t* frames, unsigned count, bool afterNative) noexcept
 {
-    t_threadFrames = frames;
-    t_threadFrameCount = frames ? std::min(count, MaxStackDepth) : 0;
+    t_threadStack = ThreadStack { frames, frames ? std::min(count, MaxStackDepth) : 0, afterNative };
 }
+
+void Publisher::setThreadStack(const ThreadStack& stack) noexcept { t_threadStack = stack; }
+
+Publisher::ThreadStack Publisher::threadStack() noexcept { return t_threadStack; }
 
 void Publisher::defineFrame(uintptr_t address, std::string name, std::string file, int line)
 {
@@ -551,10 +557,25 @@ void Publisher::defineFrame(uintptr_t address, std::string name, std::string fil
 
 uint32_t Publisher::internStack(Channel& c) noexcept
 {
-    if (t_threadFrames)
-        return c.stacks->intern(t_threadFrames, t_threadFrameCount);
+    const ThreadStack& given = t_threadStack;
+    if (given.frames && !given.afterNative)
+        return c.stacks->intern(given.frames, given.count);
     uintptr_t frames[MaxStackDepth];
-    return c.stacks->intern(frames, memscope::agent::captureStack(frames, m_stackDepth));
+    unsigned n = m_stackDepth > 0 ? memscope::agent::captureStack(frames, m_stackDepth) : 0;
+    // The agent's own frames (the allocator, this function) say nothing about the caller: innermost, they go.
+    unsigned own = 0;
+    while (own < n && m_ownCode.contains(frames[own]))
+        ++own;
+    if (own > 0) {
+        std::memmove(frames, frames + own, (n - own) * sizeof(uintptr_t));
+        n -= own;
+    }
+    if (given.frames) {
+        const unsigned more = std::min(given.count, MaxStackDepth - n);
+        std::copy(given.frames, given.frames + more, frames + n);
+        n += more;
+    }
+    return c.stacks->intern(frames, n);
 }
 
 uint32_t Publisher::onTraceEventWithStack(const TraceEvent& event)
@@ -569,7 +590,7 @@ uint32_t Publisher::onTraceEventWithStack(const TraceEvent& event)
     c.lastTime = now;
     c.lastCall = event.call;
     uint32_t stackId = 0;
-    if (m_stackDepth > 0) {
+    if (m_stackDepth > 0 || m_pythonStacks) {
         // The stack is interned before the record enters the ring, so the publisher, having read the record, sees
         // the stack too (the table's release store precedes the ring's) and sends it first.
         stackId = sameCall ? c.lastStackId : internStack(c);
@@ -663,6 +684,13 @@ void Publisher::sendStack(const StackTable::Stack& stack)
     };
     for (unsigned i = 0; i < stack.count; ++i) {
         const uintptr_t address = stack.frames[i];
+        if (python::Frame f; python::symbolise(address, f)) {
+            frames[i].address = address;
+            frames[i].nameOffset = addString(f.name);
+            frames[i].fileOffset = addString(f.file);
+            frames[i].line = f.line;
+            continue;
+        }
         if (auto defined = m_definedFrames.find(address); defined != m_definedFrames.end()) {
             frames[i].address = address;
             frames[i].nameOffset = addString(defined->second.name);

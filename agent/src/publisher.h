@@ -58,6 +58,9 @@ struct PublisherOptions {
     bool startThread = true; // false: the ring fills but nobody drains it (tests of overflow)
     // Native frames captured per record (stacks.h): 0 off (the cheapest mode), at most 64; -1: MEMSCOPE_STACKS.
     int stackDepth = -1;
+    // Python frames (pythonstacks.h), which the allocator's callers capture and hand over with setThreadStack:
+    // 0 no, 1 yes, -1: MEMSCOPE_STACKS ("python" or "all").
+    int pythonStacks = -1;
     // Distinct stacks per device, and their frames in all, beyond which records carry stackId 0.
     size_t maxStacks = size_t(1) << 15;
     size_t maxStackFrames = size_t(1) << 19;
@@ -118,6 +121,7 @@ public:
     uint64_t statesTaken() const { return m_statesTaken.load(std::memory_order_relaxed); }
     uint64_t stateRequestsDropped() const { return m_stateRequestsDropped.load(std::memory_order_relaxed); }
     unsigned stackDepth() const { return m_stackDepth; }
+    bool pythonStacks() const { return m_pythonStacks; }
     bool compressing() const { return m_compress; } // after start()
     bool curve() const { return m_curve; } // after start(): both sockets are CURVE servers
     // CURVE handshakes the ZAP handler accepted / refused so far. Any thread.
@@ -137,9 +141,16 @@ public:
     // file and line instead of dladdr's. Before start() only (the publisher thread reads them afterwards).
     void defineFrame(uintptr_t address, std::string name, std::string file, int line);
     // The calling thread's next allocator calls carry these frames (innermost first, at most 64; `frames` must stay
-    // valid until changed) instead of a captured native stack; null: capture again. Needs stacks on (stackDepth >
-    // 0). No allocation, no lock: a thread-local pointer.
-    static void setThreadStack(const uintptr_t* frames, unsigned count) noexcept;
+    // valid until changed) instead of a captured native stack, or after it when `afterNative` (Python frames under
+    // MEMSCOPE_STACKS=all); null: capture again. Needs stacks on. No allocation, no lock: thread-local pointers.
+    struct ThreadStack {
+        const uintptr_t* frames = nullptr;
+        unsigned count = 0;
+        bool afterNative = false;
+    };
+    static void setThreadStack(const uintptr_t* frames, unsigned count, bool afterNative = false) noexcept;
+    static ThreadStack threadStack() noexcept; // what the calling thread set last
+    static void setThreadStack(const ThreadStack& stack) noexcept;
 
     // After fork(), in the child: nothing more is recorded or sent, and stop() returns at once.
     void disableAfterFork();
@@ -234,6 +245,8 @@ private:
     uint64_t m_anchorNs = 0;
     double m_nsPerTick = 0; // publisher thread only
     unsigned m_stackDepth = 0;
+    bool m_pythonStacks = false;
+    CodeSpan m_ownCode; // the agent's own frames, left out of native stacks
     // Publisher thread: symbol of each return address seen so far (name, file).
     std::unordered_map<uintptr_t, std::pair<std::string, std::string>> m_symbols;
     struct DefinedFrame {

@@ -9,6 +9,7 @@
 
 #include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -49,16 +50,56 @@ namespace {
 
 } // namespace
 
-unsigned stackDepthFromEnvironment()
+StackSettings parseStackSettings(const char* text)
 {
-    const char* text = std::getenv("MEMSCOPE_STACKS");
+    StackSettings s;
     if (!text || !*text)
-        return 0;
+        return s;
+    if (std::strcmp(text, "python") == 0) {
+        s.python = true;
+        return s;
+    }
+    if (std::strcmp(text, "all") == 0) {
+        s.python = true;
+        s.nativeDepth = MaxStackDepth;
+        return s;
+    }
     char* end = nullptr;
     const unsigned long n = std::strtoul(text, &end, 10);
     if (!end || *end != '\0')
-        return 0;
-    return n > MaxStackDepth ? MaxStackDepth : unsigned(n);
+        return s;
+    s.nativeDepth = n > MaxStackDepth ? MaxStackDepth : unsigned(n);
+    return s;
+}
+
+StackSettings stackSettingsFromEnvironment() { return parseStackSettings(std::getenv("MEMSCOPE_STACKS")); }
+
+CodeSpan agentCodeSpan()
+{
+    struct Search {
+        uintptr_t address;
+        bool executable = false; // the object holding `address` is the program itself
+        CodeSpan span;
+    } search { reinterpret_cast<uintptr_t>(&agentCodeSpan), false, {} };
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+            auto& s = *static_cast<Search*>(data);
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& h = info->dlpi_phdr[i];
+                if (h.p_type != PT_LOAD || !(h.p_flags & PF_X))
+                    continue;
+                const uintptr_t begin = info->dlpi_addr + h.p_vaddr, end = begin + h.p_memsz;
+                if (s.address >= begin && s.address < end) {
+                    // The first object dl_iterate_phdr reports is the program (an empty name).
+                    s.executable = info->dlpi_name == nullptr || info->dlpi_name[0] == '\0';
+                    s.span = CodeSpan { begin, end };
+                    return 1;
+                }
+            }
+            return 0;
+        },
+        &search);
+    return search.executable ? CodeSpan {} : search.span;
 }
 
 void primeStackCapture() noexcept

@@ -18,8 +18,23 @@ namespace memscope::agent {
 
 constexpr unsigned MaxStackDepth = 64; // wire::MaxStackFrames
 
-// MEMSCOPE_STACKS: unset, empty, "0" or not a number: 0 (off, the cheapest mode); N: N frames, at most 64.
-unsigned stackDepthFromEnvironment();
+// What MEMSCOPE_STACKS asks for: unset, empty, "0" or anything else: nothing (the cheapest mode); N: N native
+// frames, at most 64; "python": the Python frames of a process that hosts CPython (pythonstacks.h); "all": native
+// frames (64) followed by the Python ones.
+struct StackSettings {
+    unsigned nativeDepth = 0;
+    bool python = false;
+};
+StackSettings stackSettingsFromEnvironment();
+StackSettings parseStackSettings(const char* text);
+
+// The span [begin, end) of the code of the shared object holding the agent (libmemscope-agent.so), whose frames a
+// stack leaves out; empty when the agent is linked into the executable (its frames are the program's too).
+struct CodeSpan {
+    uintptr_t begin = 0, end = 0;
+    bool contains(uintptr_t address) const { return address >= begin && address < end; }
+};
+CodeSpan agentCodeSpan();
 
 // Learns the calling thread's stack bounds now (may allocate on the main thread); later captures on it do not.
 void primeStackCapture() noexcept;

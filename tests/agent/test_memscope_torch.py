@@ -162,5 +162,100 @@ class ObserveTest(unittest.TestCase):
             self.assertEqual(err.getvalue().count("usage: python -m memscope_torch"), 2)
 
 
+
+class FakeAgent:
+    """ctypes.PyDLL's stand-in for libmemscope-agent.so: its backward functions."""
+
+    def __init__(self, calls):
+        class Function:
+            def __init__(self, name):
+                self.name = name
+                self.restype = self.argtypes = None
+
+            def __call__(self, *args):
+                calls.append((self.name,) + args)
+                return 5 if self.name == "begin" else None
+
+        self.memscope_python_backward_begin = Function("begin")
+        self.memscope_python_backward_end = Function("end")
+
+
+class UseTest(unittest.TestCase):
+    """use(): the allocator is swapped, MEMSCOPE_STACKS is set for the agent unless the user set it, and backward
+    is wrapped with the agent's own begin/end (through ctypes.PyDLL, which keeps the GIL)."""
+
+    def setUp(self):
+        import memscope_torch
+
+        self.m = memscope_torch
+        self.m._allocator = None
+        self.saved = sys.modules.get("torch")
+        self.saved_env = os.environ.get("MEMSCOPE_STACKS")
+        os.environ.pop("MEMSCOPE_STACKS", None)
+        self.library = tempfile.NamedTemporaryFile(suffix=".so", delete=False)
+        self.library.close()
+        self.restore = self.m.ctypes.PyDLL
+        self.calls = []
+        self.loaded = []
+
+        def pydll(path):
+            self.loaded.append(path)
+            return FakeAgent(self.calls)
+
+        self.m.ctypes.PyDLL = pydll
+        torch = fake_torch()
+        torch.cuda.memory.CUDAPluggableAllocator = lambda lib, malloc, free: ("allocator", lib, malloc, free)
+        torch.cuda.memory.change_current_allocator = lambda a: self.calls.append(("installed", a[2]))
+        sys.modules["torch"] = torch
+        self.torch = torch
+
+    def tearDown(self):
+        self.m.ctypes.PyDLL = self.restore
+        self.m._allocator = None
+        if self.saved is None:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = self.saved
+        if self.saved_env is None:
+            os.environ.pop("MEMSCOPE_STACKS", None)
+        else:
+            os.environ["MEMSCOPE_STACKS"] = self.saved_env
+        os.unlink(self.library.name)
+
+    def test_python_stacks_by_default(self):
+        self.m.use(self.library.name)
+        self.assertEqual(os.environ["MEMSCOPE_STACKS"], "python")
+        self.assertEqual(self.calls, [("installed", "memscope_malloc_raising")])
+        self.assertEqual(self.loaded, [os.path.abspath(self.library.name)])
+        wrapped = self.torch.autograd.backward
+        self.assertTrue(wrapped._memscope)
+        self.assertEqual(wrapped("loss"), "done")
+        self.assertEqual(self.calls[-2:], [("begin",), ("end", 5)])
+        with self.assertRaises(RuntimeError):
+            wrapped(fail=True)
+        self.assertEqual(self.calls[-1], ("end", 5))
+
+    def test_user_setting_wins(self):
+        os.environ["MEMSCOPE_STACKS"] = "16"
+        before = self.torch.autograd.backward
+        self.m.use(self.library.name, stacks="all")
+        self.assertEqual(os.environ["MEMSCOPE_STACKS"], "16")
+        self.assertIs(self.torch.autograd.backward, before)  # native frames only: nothing to attribute
+
+    def test_no_stacks(self):
+        before = self.torch.autograd.backward
+        self.m.use(self.library.name, stacks=None)
+        self.assertEqual(os.environ["MEMSCOPE_STACKS"], "0")
+        self.assertIs(self.torch.autograd.backward, before)
+        self.assertEqual(self.loaded, [])
+
+    def test_bad_arguments(self):
+        with self.assertRaises(ValueError):
+            self.m.use(self.library.name, stacks="native")
+        with self.assertRaises(ValueError):
+            self.m.use(self.library.name, oom="ignore")
+        self.assertEqual(self.calls, [])
+
+
 if __name__ == "__main__":
     unittest.main()

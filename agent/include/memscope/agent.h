@@ -125,6 +125,14 @@ MEMSCOPE_AGENT_API const char* memscope_agent_version(void) MEMSCOPE_NOEXCEPT;
  * "oom" / "exit". 0, or -1 (memscope_last_error). */
 MEMSCOPE_AGENT_API int memscope_dump_snapshot(const char* path) MEMSCOPE_NOEXCEPT;
 
+/* Python call stacks (MEMSCOPE_STACKS=python, or all for native frames and then Python's): in a process that hosts
+ * CPython 3.9 or newer, each allocation and free carries the calling thread's Python frames (function, file,
+ * line). The autograd engine's threads run no Python code; around a backward() call, from Python with the GIL held
+ * (ctypes.PyDLL, as memscope_torch.use() does), begin makes the caller's stack theirs (under an "<autograd engine>"
+ * frame) until end(token). begin returns -1 in a process without Python. */
+MEMSCOPE_AGENT_API int memscope_python_backward_begin(void) MEMSCOPE_NOEXCEPT;
+MEMSCOPE_AGENT_API void memscope_python_backward_end(int token) MEMSCOPE_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif
