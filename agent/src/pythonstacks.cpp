@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include <dlfcn.h>
 
@@ -336,6 +337,13 @@ int backwardBegin() noexcept
     g_backwardNext = (g_backwardNext + 1) % BackwardSlots;
     BackwardStack& s = g_backward[index];
     s.count = capture(s.frames, BackwardDepth);
+    // memscope_torch.py's backward() wrapper, which calls this, is no frame of the user's.
+    constexpr std::string_view Wrapper = "memscope_torch.py";
+    unsigned skip = 0;
+    for (Frame f; skip < s.count && symbolise(s.frames[skip], f) && std::string_view(f.file).ends_with(Wrapper);)
+        ++skip;
+    std::copy(s.frames + skip, s.frames + s.count, s.frames);
+    s.count -= skip;
     g_backwardCurrent.store(index, std::memory_order_release);
     return index;
 }

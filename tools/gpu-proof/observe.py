@@ -5,7 +5,8 @@ Environment: MEMSCOPE_CLI (memscope-cli), MEMSCOPE_AGENT_LIB (libmemscope-agent.
 
 Runs observe_job.py in fresh processes: native, observed without stacks and with Python stacks (each with
 `memscope-cli record` attached from the start; the one with stacks also with a second recorder that joins while
-the job holds still at step 15), and a torch.compile(mode="reduce-overhead") job (CUDA graphs, private pools).
+the job holds still at step 15), a torch.compile(mode="reduce-overhead") job (CUDA graphs, private pools), and the job under use() (memscope's
+allocator) with and without the agent's own Python stacks.
 Checks, as data: each recording's final state against torch.cuda.memory._snapshot() at the end (every segment and
 block: address, size, state; requested size of active blocks; inactive blocks' requested sizes counted apart),
 the late joiner's against the snapshot taken when it joined, the share of live bytes at the peak whose stack holds
@@ -98,7 +99,7 @@ def run_job(mode, record=True, late=False, steps=40):
     env = dict(os.environ)
     endpoint = "ipc:///tmp/ms-%s" % mode
     env["MEMSCOPE_ENDPOINT"] = endpoint
-    if mode == "use":
+    if mode.startswith("use"):
         env["MEMSCOPE_DUMP_ON"] = "exit"
         env["MEMSCOPE_DUMP_PATH"] = "%s/%s.final.pickle" % (OUT, mode)
     recorders = []
@@ -135,7 +136,8 @@ t0 = time.time()
 import memscope_torch  # noqa: E402
 
 try:
-    memscope_torch._build_observer(memscope_torch.find_library(), verbose=False)
+    if not ONLY or any(m.startswith("observe") or m == "compile_ro" for m in ONLY):
+        memscope_torch._build_observer(memscope_torch.find_library(), verbose=False)
     results["extension_build_secs"] = round(time.time() - t0, 1)
 except Exception as e:
     results["extension_build_error"] = str(e)[-3000:]
@@ -149,12 +151,13 @@ run_job("native_hist", record=False)
 run_job("native2", record=False)
 run_job("compile_ro", steps=12)
 run_job("use")
+run_job("use_none")
 
-for mode in ("observe_none", "observe_python", "compile_ro", "use"):
+for mode in ("observe_none", "observe_python", "compile_ro", "use", "use_none"):
     rec_path = "%s/%s.rec.pickle" % (OUT, mode)
     if os.path.exists(rec_path) and os.path.exists("%s/%s.final.pickle" % (OUT, mode)):
         rec = compare(mode + ".final", rec_path, "%s/%s.final.pickle" % (OUT, mode))
-        if mode not in ("observe_none", "use"):
+        if mode not in ("observe_none", "use_none"):
             results[mode + ".user_share_at_peak"] = user_share_at_peak(rec, ["observe_job.py", "transformers/"])
             print(mode, "user share", results[mode + ".user_share_at_peak"], flush=True)
         if mode == "compile_ro":
@@ -164,7 +167,7 @@ if os.path.exists("%s/observe_python.late.pickle" % OUT):
     compare("observe_python.late_at_step_15", "%s/observe_python.late.pickle" % OUT,
             "%s/observe_python.pause.pickle" % OUT)
 native = results.get("native.step_ms_median_10+")
-for mode in ("observe_none", "observe_python", "native_hist", "native2"):
+for mode in ("observe_none", "observe_python", "native_hist", "native2", "use", "use_none"):
     m = results.get(mode + ".step_ms_median_10+")
     if native and m:
         results[mode + ".step_ratio"] = round(m / native, 4)

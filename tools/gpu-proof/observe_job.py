@@ -2,7 +2,8 @@
 
 Usage: python3 observe_job.py MODE OUTDIR [--steps N] [--pause-at STEP]
 
-MODE: use (memscope_torch.use(): the agent is the allocator; its exit dump is the final state), native and native2 (PyTorch alone), native_hist (PyTorch's memory history with Python stacks, no memscope), observe_none (memscope_torch.observe(stacks=None)), observe_python
+MODE: use (memscope_torch.use(): the agent is the allocator, with the Python frames of each event; its exit dump is
+the final state), use_none (the same without stacks), native and native2 (PyTorch alone), native_hist (PyTorch's memory history with Python stacks, no memscope), observe_none (memscope_torch.observe(stacks=None)), observe_python
 (stacks="python"), compile_ro (a smaller GPT-2 under torch.compile(mode="reduce-overhead"), observed with stacks).
 GPT-2 small from transformers.GPT2Config() (no download), bf16 autocast, AdamW, batch 8 x 1024, fixed seed.
 Writes OUTDIR/MODE.steps.json (per-step milliseconds) and OUTDIR/MODE.final.pickle (torch.cuda.memory._snapshot()
@@ -23,10 +24,10 @@ import torch  # noqa: E402
 
 if mode == "native_hist":  # PyTorch's own history with Python stacks: what gathering them costs without memscope
     torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=1)
-if mode == "use":  # memscope's own allocator (the agent) in place of PyTorch's; it dumps its state at exit
+if mode.startswith("use"):  # memscope's own allocator (the agent) in place of PyTorch's; it dumps its state at exit
     import memscope_torch
 
-    memscope_torch.use()
+    memscope_torch.use(stacks=None if mode == "use_none" else "python")
 if mode.startswith("observe") or mode == "compile_ro":
     import memscope_torch
 
@@ -70,6 +71,6 @@ else:
             time.sleep(5)
 torch.cuda.synchronize()
 json.dump(times, open("%s/%s.steps.json" % (out, mode), "w"))
-if mode != "use":  # under use() the agent's exit dump (MEMSCOPE_DUMP_ON=exit) is the final state
+if not mode.startswith("use"):  # under use() the agent's exit dump (MEMSCOPE_DUMP_ON=exit) is the final state
     pickle.dump(torch.cuda.memory._snapshot(), open("%s/%s.final.pickle" % (out, mode), "wb"))
 print(mode, "done", len(times), "steps", flush=True)
