@@ -480,6 +480,24 @@ const char* memscope_publish_endpoint(void) noexcept
     return "";
 }
 
+int memscope_annotate(const char* name, int start, int device) noexcept
+{
+    try {
+        if (!name) {
+            setError("memscope_annotate: no name");
+            return -1;
+        }
+        if (annotateObserved(device, start != 0, name))
+            return 0;
+        if (Publisher* p = agent().publisher.load(); p && p->annotate(device, start != 0, name))
+            return 0;
+        setError("memscope_annotate: nothing publishes, or too many notes wait to be sent");
+    } catch (...) {
+        setError("memscope_annotate: unknown error");
+    }
+    return -1;
+}
+
 int memscope_python_backward_begin(void) noexcept { return python::backwardBegin(); }
 
 void memscope_python_backward_end(int token) noexcept { python::backwardEnd(token); }

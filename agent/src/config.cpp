@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -326,6 +327,40 @@ ConfigParse allocatorConfigFromEnvironment(std::string* source)
     if (source)
         source->clear();
     return {};
+}
+
+std::string settingsLines(const AllocatorConfig& config)
+{
+    std::string out;
+    auto line = [&](const char* key, char type, const std::string& value) {
+        out += key;
+        out += '=';
+        out += type;
+        out += ':';
+        // The text is the user's: a line break in it would end the line (the wire has no escapes).
+        for (char c : value)
+            out += c == '\n' || c == '\r' ? ' ' : c;
+        out += '\n';
+    };
+    char real[64];
+    std::snprintf(real, sizeof real, "%.17g", config.garbageCollectionThreshold);
+    line("PYTORCH_CUDA_ALLOC_CONF", 's', config.text);
+    line("max_split_size", 'i',
+         config.maxSplitSize == std::numeric_limits<size_t>::max() ? "-1" : std::to_string(config.maxSplitSize));
+    line("garbage_collection_threshold", 'f', real);
+    line("expandable_segments", 'b', config.expandableSegments ? "1" : "0");
+    line("pinned_num_register_threads", 'i', "1");
+    line("release_lock_on_cudamalloc", 'b', config.releaseLockOnMalloc ? "1" : "0");
+    line("pinned_use_cuda_host_register", 'b', "0");
+    line("graph_capture_record_stream_reuse", 'b', config.graphCaptureRecordStreamReuse ? "1" : "0");
+    std::string divisions;
+    for (size_t i = 0; i < RoundUpPowerOfTwoIntervals; ++i) {
+        if (i > 0)
+            divisions += ',';
+        divisions += std::to_string(size_t(1) << i) + ':' + std::to_string(config.roundupPower2Divisions[i]);
+    }
+    line("roundup_power2_divisions", 'd', divisions);
+    return out;
 }
 
 } // namespace memscope::agent

@@ -64,4 +64,11 @@ ConfigParse parseAllocatorConfig(std::string_view text);
 // two), parsed; `source` receives the variable's name ("" when none is set). Reads the environment: call it once.
 ConfigParse allocatorConfigFromEnvironment(std::string* source = nullptr);
 
+// The settings as a snapshot's allocator_settings lists them (torch/csrc/cuda/memory_snapshot.cpp,
+// _memory_snapshot_pickled: PYTORCH_CUDA_ALLOC_CONF, max_split_size (-1: none), garbage_collection_threshold,
+// expandable_segments, the pinned-memory keys at PyTorch's defaults, release_lock_on_cudamalloc,
+// graph_capture_record_stream_reuse, roundup_power2_divisions keyed "1", "2", ... "32768"), in the wire's
+// `key=T:value` lines (common/wire/protocol.h, SettingsTopic).
+std::string settingsLines(const AllocatorConfig& config);
+
 } // namespace memscope::agent

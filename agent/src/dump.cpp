@@ -229,6 +229,23 @@ std::string encodeSnapshotPickle(const std::vector<SegmentInfo>& segments, int d
     w.floating(config.garbageCollectionThreshold);
     w.string("expandable_segments");
     w.boolean(config.expandableSegments);
+    // The rest as PyTorch 2.11 lists them (config.h, settingsLines: the same keys on the wire).
+    w.string("pinned_num_register_threads");
+    w.integer(1);
+    w.string("release_lock_on_cudamalloc");
+    w.boolean(config.releaseLockOnMalloc);
+    w.string("pinned_use_cuda_host_register");
+    w.boolean(false);
+    w.string("graph_capture_record_stream_reuse");
+    w.boolean(config.graphCaptureRecordStreamReuse);
+    w.string("roundup_power2_divisions");
+    w.emptyDict();
+    w.mark();
+    for (size_t i = 0; i < RoundUpPowerOfTwoIntervals; ++i) {
+        w.string(std::to_string(size_t(1) << i));
+        w.integer(int64_t(config.roundupPower2Divisions[i]));
+    }
+    w.setItems();
     w.setItems();
 
     w.setItems();

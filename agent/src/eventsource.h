@@ -65,6 +65,8 @@ public:
     virtual void stateSent(const std::vector<SegmentInfo>& state) { (void)state; }
     // A viewer joined: every stack definition sent so far, again.
     virtual void resendStacks(StackSender& sender) { (void)sender; }
+    // The allocator's settings in the wire's `key=T:value` lines (config.h, settingsLines); empty: none known.
+    virtual std::string settings() const { return {}; }
 };
 
 } // namespace memscope::agent

@@ -37,10 +37,12 @@ Observer::Observer(const memscope_observer_hooks& hooks, const AllocatorConfig& 
                    PublisherOptions options)
     : m_hooks(hooks)
     , m_deviceCount(std::clamp(deviceCount, 1, 64))
+    , m_settings(settingsLines(config))
     , m_layout(config)
     , m_stamps(new std::atomic<uint64_t>[size_t(m_deviceCount)])
 {
     options.stackDepth = 0; // the observed allocator's stacks are its contexts, not ours
+    options.pythonStacks = 0;
     // Contexts are symbolised with the host's interpreter lock (Python frames): every drain takes it from the job's
     // threads. Fewer, larger batches take it less often and symbolise each distinct frame once per batch.
     options.drainIntervalMs = std::max(options.drainIntervalMs, ObservedDrainIntervalMs);
@@ -265,6 +267,16 @@ namespace {
 std::mutex g_observeMutex; // start/stop only; never taken by memscope_observe_event
 std::atomic<Observer*> g_observer { nullptr }; // old observers are leaked: a tracker may still be inside event()
 std::string g_endpoint;
+
+} // namespace
+
+bool memscope::agent::annotateObserved(int device, bool start, std::string_view name)
+{
+    Observer* o = g_observer.load(std::memory_order_acquire);
+    return o && o->publisher().annotate(device, start, name);
+}
+
+namespace {
 
 } // namespace
 

@@ -49,6 +49,7 @@ public:
     void discard(const wire::EventRecord* records, size_t count) override;
     void stateSent(const std::vector<SegmentInfo>& state) override;
     void resendStacks(StackSender& sender) override;
+    std::string settings() const override { return m_settings; }
 
     // The sink functions of observe.h (publisher thread, inside a hook).
     void sinkSegment(memscope_observer_sink& sink, int device, uint64_t address, uint64_t stream, PoolId pool,
@@ -67,6 +68,7 @@ private:
 
     const memscope_observer_hooks m_hooks;
     const int m_deviceCount;
+    const std::string m_settings; // settingsLines of the observed allocator's settings
     std::unique_ptr<Publisher> m_publisher;
     BlockLayout m_layout;
     // Stamps: while the publisher thread takes a state, each device's MEMSCOPE_OBSERVED_SNAPSHOT event (reported
@@ -82,6 +84,9 @@ private:
     std::mutex m_hookMutex; // held around every hook call; stop() takes it to know none runs
     bool m_stopped = false; // under m_hookMutex
 };
+
+// memscope_annotate for the observer, if one publishes: true when it took the note (observer.cpp).
+bool annotateObserved(int device, bool start, std::string_view name);
 
 // Sets what memscope_last_error() says on this thread (agentapi.cpp).
 void setLastApiError(std::string message);

@@ -219,6 +219,7 @@ namespace {
             });
             return true;
         }
+        std::string settings() const override { return settingsLines(m_allocator.config()); }
 
     private:
         CachingAllocator& m_allocator;
@@ -621,6 +622,69 @@ uint32_t Publisher::onTraceEventWithStack(const TraceEvent& event)
     return stackId;
 }
 
+bool Publisher::annotate(int device, bool start, std::string_view name)
+{
+    if (!m_enabled.load(std::memory_order_relaxed) || device < 0 || size_t(device) >= m_channels.size())
+        return false;
+    PendingNote note { realtimeNs(), uint8_t(device), uint8_t(start ? 0 : 1),
+                       std::string(name.substr(0, wire::MaxNoteNameBytes)) };
+    std::lock_guard lock(m_notesMutex);
+    if (m_pendingNotes.size() >= MaxPendingNotes) {
+        m_notesDropped.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    m_pendingNotes.push_back(std::move(note));
+    return true;
+}
+
+void Publisher::sendNotes()
+{
+    {
+        std::lock_guard lock(m_notesMutex);
+        if (m_pendingNotes.empty())
+            return;
+        m_sendingNotes.swap(m_pendingNotes);
+    }
+    // Back to back in frames of up to 64 KiB: a job that annotates every few microseconds costs a few messages.
+    std::vector<char> frame;
+    auto flush = [&] {
+        zmq_send(m_pub, wire::NotesTopic, 1, ZMQ_SNDMORE);
+        zmq_send(m_pub, frame.data(), frame.size(), 0);
+        frame.clear();
+    };
+    for (const PendingNote& n : m_sendingNotes) {
+        wire::NoteHeader header {};
+        header.magic = wire::Magic;
+        header.version = wire::ProtocolVersion;
+        header.stage = n.stage;
+        header.device = n.device;
+        header.timeNs = n.timeNs;
+        header.nameBytes = uint32_t(n.name.size());
+        append(frame, header);
+        frame.insert(frame.end(), n.name.begin(), n.name.end());
+        if (frame.size() >= (size_t(64) << 10))
+            flush();
+    }
+    if (!frame.empty())
+        flush();
+    m_sendingNotes.clear();
+}
+
+void Publisher::sendSettings()
+{
+    if (m_settingsLines.empty() || m_settingsLines.size() > wire::MaxSettingsBytes)
+        return;
+    wire::SettingsHeader header {};
+    header.magic = wire::Magic;
+    header.version = wire::ProtocolVersion;
+    header.textBytes = uint32_t(m_settingsLines.size());
+    std::vector<char> frame;
+    append(frame, header);
+    frame.insert(frame.end(), m_settingsLines.begin(), m_settingsLines.end());
+    zmq_send(m_pub, wire::SettingsTopic, 1, ZMQ_SNDMORE);
+    zmq_send(m_pub, frame.data(), frame.size(), 0);
+}
+
 void Publisher::sendHeartbeat()
 {
     wire::EventRecord heartbeat {};
@@ -951,6 +1015,7 @@ void Publisher::answerRequests()
     // before it asks, docs/protocol.md): send them again, ahead of the state and of any later record.
     resendStacks();
     m_source.resendStacks(*this);
+    sendSettings();
     const uint64_t lastSequence = m_sequence;
 
     wire::Hello hello {};
@@ -1041,7 +1106,10 @@ void Publisher::run()
     }
     if (m_source.observed())
         takeBaseline();
+    m_settingsLines = m_source.settings();
+    sendSettings(); // to the viewers already there; a later one gets them with its state
     auto lastCalibration = std::chrono::steady_clock::now();
+    auto lastSettings = lastCalibration;
     auto lastSend = std::chrono::steady_clock::now();
 
     zmq_pollitem_t items[] = { { m_router, 0, ZMQ_POLLIN, 0 }, { m_zap, 0, ZMQ_POLLIN, 0 } };
@@ -1060,6 +1128,13 @@ void Publisher::run()
             calibrate();
             lastCalibration = now;
         }
+        sendNotes();
+        // The settings again every second: a viewer whose subscription took effect just after they went out with
+        // its state (ZeroMQ's slow joiner, docs/protocol.md) has them a second later.
+        if (now - lastSettings >= std::chrono::seconds(1)) {
+            sendSettings();
+            lastSettings = now;
+        }
         if (drain()) {
             lastSend = now;
         } else if (now - lastSend >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {
@@ -1068,6 +1143,7 @@ void Publisher::run()
         }
     }
     if (!m_forked.load()) {
+        sendNotes();
         drain();
         wire::Goodbye goodbye {};
         goodbye.magic = wire::Magic;

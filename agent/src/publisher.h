@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -152,6 +153,13 @@ public:
     static ThreadStack threadStack() noexcept; // what the calling thread set last
     static void setThreadStack(const ThreadStack& stack) noexcept;
 
+    // A named scope of the job entered (`start`) or left on `device` (PyTorch's record_function; topic "A",
+    // docs/protocol.md), stamped now. Any thread, but not the allocator's hot path: a short lock and a copy of the
+    // name; the publisher thread sends it. Beyond MaxPendingNotes waiting, dropped and counted. False when dropped.
+    bool annotate(int device, bool start, std::string_view name);
+    static constexpr size_t MaxPendingNotes = 4096;
+    uint64_t notesDropped() const { return m_notesDropped.load(std::memory_order_relaxed); }
+
     // After fork(), in the child: nothing more is recorded or sent, and stop() returns at once.
     void disableAfterFork();
 
@@ -172,6 +180,8 @@ private:
     void answerRequests(); // publisher thread: collects state requests, answers them together (see the .cpp)
     void answerZap(); // publisher thread: ZAP requests (CURVE handshakes) on inproc://zeromq.zap.01
     void sendHeartbeat();
+    void sendSettings(); // publisher thread: the source's settings on topic "C", if it has any
+    void sendNotes(); // publisher thread: the notes annotate() queued, on topic "A"
     // Publisher thread: symbolises and sends (topic "S") the stacks channel `device` interned since the last call.
     void sendNewStacks(size_t device);
     void resendStacks(); // publisher thread: every stack sent so far, again (a state request: a viewer joined)
@@ -225,6 +235,17 @@ private:
     std::atomic<int64_t> m_stopDeadlineNs { 0 }; // steady_clock: when stop() stops waiting for the thread
     std::atomic<uint64_t> m_lastPublished { 0 };
     std::atomic<bool> m_forked { false };
+    struct PendingNote {
+        uint64_t timeNs;
+        uint8_t device;
+        uint8_t stage; // 0 START, 1 END
+        std::string name;
+    };
+    std::mutex m_notesMutex; // annotate() and sendNotes() only
+    std::vector<PendingNote> m_pendingNotes; // under m_notesMutex
+    std::vector<PendingNote> m_sendingNotes; // publisher thread
+    std::atomic<uint64_t> m_notesDropped { 0 };
+    std::string m_settingsLines; // publisher thread: the source's, read when the thread starts
     std::mutex m_doneMutex;
     std::condition_variable m_doneCv;
     bool m_done = false;

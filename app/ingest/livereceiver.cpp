@@ -42,6 +42,11 @@ namespace {
             client::RecordingListener::onStackDef(def);
             changed = true;
         }
+        void onNote(const wire::DecodedNote& note) override
+        {
+            client::RecordingListener::onNote(note);
+            changed = true;
+        }
         void onGoodbye(const wire::Goodbye& goodbye) override
         {
             client::RecordingListener::onGoodbye(goodbye);

@@ -145,6 +145,8 @@ bool AgentClient::start()
         s.sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
         s.sub.set(zmq::sockopt::subscribe, wire::GoodbyeTopic);
         s.sub.set(zmq::sockopt::subscribe, wire::StacksTopic); // stack definitions (MEMSCOPE_STACKS=N in the job)
+        s.sub.set(zmq::sockopt::subscribe, wire::NotesTopic); // record_function scopes
+        s.sub.set(zmq::sockopt::subscribe, wire::SettingsTopic); // the allocator's settings
         if (curve()) {
             // libzmq's CURVE client options (zmq_setsockopt(3): ZMQ_CURVE_SERVERKEY, _PUBLICKEY, _SECRETKEY),
             // set before connect; Z85 text of 40 characters is accepted as is.
@@ -333,6 +335,23 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         } else {
             m_listener.onStackDef(def);
         }
+    } else if (hasBody && topic == wire::NotesTopic) {
+        // Timed, not sequenced: a note needs no state and is never held.
+        const wire::DecodedNotes notes = wire::decodeNotes(body);
+        if (!notes.ok()) {
+            malformed(4, notes.error.toString(m_options.endpoint) + " (skipped)");
+            return;
+        }
+        for (const wire::DecodedNote& note : notes.notes)
+            if (!m_goodbye)
+                m_listener.onNote(note);
+    } else if (hasBody && topic == wire::SettingsTopic) {
+        const wire::DecodedSettings settings = wire::decodeSettings(body);
+        if (!settings.ok()) {
+            malformed(5, settings.error.toString(m_options.endpoint) + " (skipped)");
+            return;
+        }
+        m_listener.onSettings(settings);
     } else if (hasBody && topic == wire::GoodbyeTopic) {
         const wire::DecodedGoodbye bye = wire::decodeGoodbye(body);
         if (!bye.ok())

@@ -108,6 +108,8 @@ public:
     virtual void onState(const wire::DecodedState& state, const StateChange& change) = 0;
     virtual void onEvents(std::span<const wire::EventRecord> events) = 0;
     virtual void onStackDef(const wire::DecodedStackDef&) { }
+    virtual void onNote(const wire::DecodedNote&) { } // a named scope entered or left (topic "A")
+    virtual void onSettings(const wire::DecodedSettings&) { } // the allocator's settings (topic "C")
     // Records the agent dropped (EventRecord::lost) that reach the listener neither on a delivered record nor in
     // a StateChange's reason (flush() at the end of a wait that no state ended). Every loss is reported exactly
     // once over the three.
@@ -125,6 +127,8 @@ public:
     void onState(const wire::DecodedState& state, const StateChange& change) override;
     void onEvents(std::span<const wire::EventRecord> events) override { m_recorder.addEvents(events); }
     void onStackDef(const wire::DecodedStackDef& def) override { m_recorder.addStackDef(def); }
+    void onNote(const wire::DecodedNote& note) override { m_recorder.addNote(note); }
+    void onSettings(const wire::DecodedSettings& settings) override { m_recorder.setSettings(settings); }
     void onGoodbye(const wire::Goodbye& goodbye) override { m_recorder.setGoodbye(goodbye); }
     void onLost(uint64_t records) override { m_recorder.addLost(records); }
     wire::Recorder& recorder() { return m_recorder; }

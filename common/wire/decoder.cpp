@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace memscope::wire {
@@ -551,6 +552,191 @@ Hello makeHello(uint32_t pid, uint16_t deviceCount, std::string_view host, std::
     copyText(h.host, host);
     copyText(h.agentVersion, agentVersion);
     return h;
+}
+
+DecodedNotes decodeNotes(std::span<const uint8_t> frame)
+{
+    DecodedNotes out;
+    if (frame.empty()) {
+        out.error = truncated("note header", sizeof(NoteHeader), 0);
+        return out;
+    }
+    size_t at = 0;
+    while (at < frame.size()) {
+        const std::span<const uint8_t> rest = frame.subspan(at);
+        auto failAt = [&](DecodeErrorCode code, std::string message, size_t offset) {
+            out.notes.clear();
+            out.error = fail(code, std::move(message), at + offset);
+        };
+        if (rest.size() >= 6) {
+            if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(rest, 0), readAt<uint16_t>(rest, 4), "note")) {
+                e.offset += at;
+                out.notes.clear();
+                out.error = std::move(e);
+                return out;
+            }
+        }
+        if (rest.size() < sizeof(NoteHeader)) {
+            failAt(DecodeErrorCode::Truncated,
+                   "note header needs " + std::to_string(sizeof(NoteHeader)) + " bytes, " + std::to_string(rest.size())
+                       + " left",
+                   rest.size());
+            return out;
+        }
+        DecodedNote note;
+        note.header = readAt<NoteHeader>(rest, 0);
+        const NoteHeader& h = note.header;
+        if (h.stage > 1) {
+            failAt(DecodeErrorCode::Corrupt, "note of stage " + std::to_string(h.stage) + " (0 START, 1 END)",
+                   offsetof(NoteHeader, stage));
+            return out;
+        }
+        if (h.nameBytes > MaxNoteNameBytes) {
+            failAt(DecodeErrorCode::Corrupt,
+                   "note announces a name of " + std::to_string(h.nameBytes) + " bytes (at most "
+                       + std::to_string(MaxNoteNameBytes) + ")",
+                   offsetof(NoteHeader, nameBytes));
+            return out;
+        }
+        if (rest.size() - sizeof(NoteHeader) < h.nameBytes) {
+            failAt(DecodeErrorCode::Truncated,
+                   "note announces " + std::to_string(h.nameBytes) + " name bytes but "
+                       + std::to_string(rest.size() - sizeof(NoteHeader)) + " are left",
+                   rest.size());
+            return out;
+        }
+        note.name.assign(reinterpret_cast<const char*>(rest.data() + sizeof(NoteHeader)), h.nameBytes);
+        out.notes.push_back(std::move(note));
+        at += sizeof(NoteHeader) + h.nameBytes;
+    }
+    return out;
+}
+
+namespace {
+
+    bool isInteger(std::string_view v)
+    {
+        if (!v.empty() && v.front() == '-')
+            v.remove_prefix(1);
+        return !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+    }
+
+    bool settingValueFits(char type, std::string_view v)
+    {
+        switch (type) {
+        case 's':
+            return true;
+        case 'i':
+            return isInteger(v);
+        case 'f': {
+            if (v.empty() || v.size() > 64)
+                return false;
+            const std::string text(v);
+            char* end = nullptr;
+            std::strtod(text.c_str(), &end);
+            return end && *end == '\0';
+        }
+        case 'b':
+            return v == "0" || v == "1";
+        case 'd': {
+            // name:integer pairs, ',' between them; empty: an empty dict
+            while (!v.empty()) {
+                const size_t comma = v.find(',');
+                const std::string_view pair = v.substr(0, comma);
+                const size_t colon = pair.rfind(':');
+                if (colon == std::string_view::npos || colon == 0 || !isInteger(pair.substr(colon + 1)))
+                    return false;
+                v = comma == std::string_view::npos ? std::string_view() : v.substr(comma + 1);
+            }
+            return true;
+        }
+        default:
+            return false;
+        }
+    }
+
+} // namespace
+
+DecodedSettings decodeSettings(std::span<const uint8_t> frame)
+{
+    DecodedSettings out;
+    if (frame.size() >= 6) {
+        if (DecodeError e = checkMagicAndVersion(readAt<uint32_t>(frame, 0), readAt<uint16_t>(frame, 4), "settings")) {
+            out.error = std::move(e);
+            return out;
+        }
+    }
+    if (frame.size() < sizeof(SettingsHeader)) {
+        out.error = truncated("settings header", sizeof(SettingsHeader), frame.size());
+        return out;
+    }
+    const auto h = readAt<SettingsHeader>(frame, 0);
+    if (h.flags != 0) {
+        out.error = fail(DecodeErrorCode::Unsupported, "unsupported settings flags " + std::to_string(h.flags),
+                         offsetof(SettingsHeader, flags));
+        return out;
+    }
+    if (h.textBytes > MaxSettingsBytes) {
+        out.error = fail(DecodeErrorCode::Corrupt,
+                         "settings announce " + std::to_string(h.textBytes) + " bytes (at most "
+                             + std::to_string(MaxSettingsBytes) + ")",
+                         offsetof(SettingsHeader, textBytes));
+        return out;
+    }
+    const uint64_t payload = frame.size() - sizeof(SettingsHeader);
+    if (payload != h.textBytes) {
+        const bool shorter = h.textBytes > payload;
+        out.error = fail(shorter ? DecodeErrorCode::Truncated : DecodeErrorCode::Corrupt,
+                         "settings announce " + std::to_string(h.textBytes) + " bytes but carry "
+                             + std::to_string(payload),
+                         shorter ? frame.size() : offsetof(SettingsHeader, textBytes));
+        return out;
+    }
+    std::string_view text(reinterpret_cast<const char*>(frame.data() + sizeof(SettingsHeader)), h.textBytes);
+    size_t at = sizeof(SettingsHeader);
+    while (!text.empty()) {
+        const size_t newline = text.find('\n');
+        const std::string_view line = text.substr(0, newline);
+        const size_t equals = line.find('=');
+        if (equals == std::string_view::npos || equals == 0 || line.size() < equals + 3 || line[equals + 2] != ':'
+            || !settingValueFits(line[equals + 1], line.substr(equals + 3))) {
+            out.settings.clear();
+            out.error = fail(DecodeErrorCode::Corrupt, "settings line is not key=T:value", at);
+            return out;
+        }
+        out.settings.push_back({ std::string(line.substr(0, equals)), line[equals + 1],
+                                 std::string(line.substr(equals + 3)) });
+        const size_t step = newline == std::string_view::npos ? text.size() : newline + 1;
+        text.remove_prefix(step);
+        at += step;
+    }
+    return out;
+}
+
+void appendNote(std::vector<uint8_t>& frame, uint8_t stage, uint8_t device, uint64_t timeNs, std::string_view name)
+{
+    name = name.substr(0, MaxNoteNameBytes);
+    NoteHeader h {};
+    h.magic = Magic;
+    h.version = ProtocolVersion;
+    h.stage = stage;
+    h.device = device;
+    h.timeNs = timeNs;
+    h.nameBytes = uint32_t(name.size());
+    append(frame, h);
+    frame.insert(frame.end(), name.begin(), name.end());
+}
+
+std::vector<uint8_t> encodeSettings(std::string_view text)
+{
+    SettingsHeader h {};
+    h.magic = Magic;
+    h.version = ProtocolVersion;
+    h.textBytes = uint32_t(text.size());
+    std::vector<uint8_t> out;
+    append(out, h);
+    out.insert(out.end(), text.begin(), text.end());
+    return out;
 }
 
 } // namespace memscope::wire

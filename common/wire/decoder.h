@@ -114,6 +114,35 @@ DecodedRequest decodeRequest(std::span<const uint8_t> frame);
 // offset lies inside the string table and ends with a NUL there.
 DecodedStackDef decodeStackDef(std::span<const uint8_t> frame);
 
+struct DecodedNote {
+    NoteHeader header {};
+    std::string name;
+};
+struct DecodedNotes {
+    std::vector<DecodedNote> notes;
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+// The second frame of a NotesTopic message: notes back to back, each a NoteHeader and exactly nameBytes (at most
+// MaxNoteNameBytes) of name, up to the frame's end; a stage other than START (0) or END (1), or a note cut short,
+// refuses the whole frame.
+DecodedNotes decodeNotes(std::span<const uint8_t> frame);
+
+struct DecodedSettings {
+    struct Setting {
+        std::string key;
+        char type = 's'; // protocol.h, SettingsTopic
+        std::string value;
+    };
+    std::vector<Setting> settings; // in the order sent
+    DecodeError error;
+    bool ok() const { return !error; }
+};
+// The second frame of a SettingsTopic message: SettingsHeader and exactly textBytes (at most MaxSettingsBytes) of
+// `key=T:value` lines; a line without '=', a type other than s, i, f, b, d, or a value its type does not allow is
+// corrupt (the whole frame is refused, so that a viewer never keeps half of the settings).
+DecodedSettings decodeSettings(std::span<const uint8_t> frame);
+
 // Encoders: the exact frames the agent sends, for tests, fuzz seeds and fake publishers. Headers' magic, version
 // and counts are filled in; other header fields are taken from the arguments.
 // With BatchFlags::Compressed in `flags` the records are LZ4-compressed (as the agent does).
@@ -124,6 +153,11 @@ std::vector<uint8_t> encodeGoodbye(uint64_t lastSequence, uint64_t lost);
 std::vector<uint8_t> encodeRequest(RequestType type);
 // A stack definition; each frame's name and file go into the string table (identical strings once).
 std::vector<uint8_t> encodeStackDef(uint32_t stackId, std::span<const DecodedFrame> frames);
+// A note (the name cut at MaxNoteNameBytes) and a settings frame (`text` as it is: the caller keeps it within
+// MaxSettingsBytes and well formed).
+// appendNote adds one note to a NotesTopic frame being built.
+void appendNote(std::vector<uint8_t>& frame, uint8_t stage, uint8_t device, uint64_t timeNs, std::string_view name);
+std::vector<uint8_t> encodeSettings(std::string_view text);
 // A Hello with magic and version set and the given host and agent version (truncated to fit, NUL-terminated).
 Hello makeHello(uint32_t pid, uint16_t deviceCount, std::string_view host, std::string_view agentVersion);
 

@@ -24,6 +24,16 @@ constexpr char GoodbyeTopic[] = "G"; // second frame: Goodbye; the job is exitin
 // stack, before the first event record whose stackId names it (same PUB socket, so ZeroMQ keeps that order). A
 // version-1 viewer that does not subscribe to "S" never sees it; records then just carry ids it ignores.
 constexpr char StacksTopic[] = "S";
+// Second frame: one or more notes back to back, each a NoteHeader + nameBytes of UTF-8 (no NUL): a named scope of
+// the job entered or left (PyTorch's record_function, which its snapshots keep as external_annotations), in the order
+// they happened. Sent as the job annotates; timed like events, not part of the state. Viewers that do not subscribe
+// never see them.
+constexpr char NotesTopic[] = "A";
+// Second frame: SettingsHeader + textBytes of UTF-8: the allocator's settings, one `key=T:value` line each, where T
+// types the value for the snapshot's allocator_settings dict (s string, i integer, f real, b 0/1, d a dict of
+// `name:integer` pairs separated by ','), in the order the snapshot lists them. Sent once the publisher starts and
+// again after each state reply, so a viewer that joins late has them too.
+constexpr char SettingsTopic[] = "C";
 
 // Append-only: never renumber, add before Count.
 enum class EventType : uint8_t {
@@ -169,5 +179,28 @@ struct FrameRecord {
 static_assert(sizeof(StackDefHeader) == 24);
 static_assert(sizeof(FrameRecord) == 20);
 constexpr uint32_t MaxStackFrames = 64;
+
+#pragma pack(push, 1)
+struct NoteHeader {
+    uint32_t magic; // Magic
+    uint16_t version; // ProtocolVersion
+    uint8_t stage; // 0 START, 1 END
+    uint8_t device;
+    uint64_t timeNs; // CLOCK_REALTIME nanoseconds
+    uint32_t nameBytes; // at most MaxNoteNameBytes
+    uint32_t reserved;
+};
+struct SettingsHeader {
+    uint32_t magic; // Magic
+    uint16_t version; // ProtocolVersion
+    uint16_t flags; // 0
+    uint32_t textBytes; // at most MaxSettingsBytes
+    uint32_t reserved;
+};
+#pragma pack(pop)
+static_assert(sizeof(NoteHeader) == 24);
+static_assert(sizeof(SettingsHeader) == 16);
+constexpr uint32_t MaxNoteNameBytes = 4096; // longer names are cut by the agent
+constexpr uint32_t MaxSettingsBytes = 16384;
 
 } // namespace memscope::wire

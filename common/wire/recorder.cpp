@@ -611,6 +611,56 @@ void Recorder::unmapFree(Device& dev, uint64_t address, uint64_t size)
         dev.free.unmapped().forget(around.start, around.end);
 }
 
+void Recorder::addNote(const DecodedNote& note)
+{
+    m_notes.push_back(Note { note.header.stage == 0 ? model::Annotation::Stage::Start : model::Annotation::Stage::End,
+                             int32_t(note.header.device), note.header.timeNs / 1000, note.name });
+}
+
+void Recorder::setSettings(const DecodedSettings& settings)
+{
+    model::Value dict;
+    dict.kind = model::Value::Kind::Dict;
+    for (const DecodedSettings::Setting& s : settings.settings) {
+        model::Value v;
+        switch (s.type) {
+        case 'i':
+            v.kind = model::Value::Kind::Int;
+            v.integer = std::strtoll(s.value.c_str(), nullptr, 10);
+            break;
+        case 'f':
+            v.kind = model::Value::Kind::Float;
+            v.real = std::strtod(s.value.c_str(), nullptr);
+            break;
+        case 'b':
+            v.kind = model::Value::Kind::Bool;
+            v.boolean = s.value == "1";
+            break;
+        case 'd': {
+            v.kind = model::Value::Kind::Dict;
+            std::string_view rest = s.value;
+            while (!rest.empty()) {
+                const size_t comma = rest.find(',');
+                const std::string_view pair = rest.substr(0, comma);
+                const size_t colon = pair.rfind(':');
+                model::Value n;
+                n.kind = model::Value::Kind::Int;
+                n.integer = std::strtoll(std::string(pair.substr(colon + 1)).c_str(), nullptr, 10);
+                v.entries.emplace_back(std::string(pair.substr(0, colon)), std::move(n));
+                rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+            }
+            break;
+        }
+        default:
+            v.kind = model::Value::Kind::String;
+            v.text = s.value;
+            break;
+        }
+        dict.entries.emplace_back(s.key, std::move(v));
+    }
+    m_settings = std::move(dict);
+}
+
 model::Snapshot Recorder::snapshot() const { return build(m_devices, m_entries.size(), m_notes.size()); }
 
 model::Snapshot Recorder::joinSnapshot() const { return build(m_joinDevices, 0, 0); }
@@ -758,9 +808,7 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
     }
     s.hasDeviceTraces = true;
     s.hasAnnotationsKey = true;
-    model::Value settings;
-    settings.kind = model::Value::Kind::Dict;
-    s.allocatorSettings = settings;
+    s.allocatorSettings = m_settings;
 
     // Address versions and stream numbers as io::buildSnapshot assigns them to a file read back (see there and
     // torch/utils/viz/MemoryViz.js annotate_snapshot), so a recorded snapshot equals its own pickle read back.

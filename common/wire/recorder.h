@@ -82,6 +82,11 @@ public:
     // A stack definition (topic "S"): trace entries, blocks and segments whose stackId names it get its frames in
     // the snapshot. A definition may arrive after the events that use it; a second one for the same id replaces it.
     void addStackDef(const DecodedStackDef& def);
+    // A named scope the job entered or left (topic "A"): an annotation of the snapshot (external_annotations) and
+    // a note of the next delta. Any time, state or not.
+    void addNote(const DecodedNote& note);
+    // The allocator's settings (topic "C"): the snapshot's allocator_settings from now on (the last ones win).
+    void setSettings(const DecodedSettings& settings);
     size_t stackCount() const { return m_stacks.size(); }
     // The agent said goodbye: records its totals (a lastSequence beyond ours counts as missing at the end).
     void setGoodbye(const Goodbye& goodbye);
@@ -109,8 +114,8 @@ public:
     size_t bufferedEvents() const { return m_buffer.size(); }
 
     // The snapshot: final segments (by device, then address) with blocks tiling each of them (active blocks and
-    // inactive ones with their stale requests), device_traces with the applied events, external_annotations only for
-    // resyncs (so a recording without one is exactly what it was before resync() existed), empty allocator_settings.
+    // inactive ones with their stale requests), device_traces with the applied events, external_annotations (the
+    // job's notes, and a pair for each resync), allocator_settings as the agent sent them (empty without).
     // Entries, blocks and segments whose stack was defined carry its frames ({name, filename, line}, innermost first,
     // as PyTorch's C++ frames; "??" and 0 where the agent could not tell); the others have empty frames.
     model::Snapshot snapshot() const;
@@ -199,7 +204,12 @@ private:
     size_t m_deltaEntries = 0, m_deltaNotes = 0; // taken by takeDelta so far
     std::vector<uint64_t> m_newStacks; // stack keys defined since the last takeDelta
     bool m_keepTaken = true;
-    std::vector<Note> m_notes; // external annotations (resyncs)
+    std::vector<Note> m_notes; // external annotations: the job's notes and the resyncs
+    model::Value m_settings = [] {
+        model::Value v;
+        v.kind = model::Value::Kind::Dict;
+        return v;
+    }(); // allocator_settings: empty until the agent sends them
     uint32_t m_epoch = 0; // job restarts seen
     uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)
     std::map<uint64_t, std::vector<StackFrame>> m_stacks; // by stackKey()

@@ -457,6 +457,144 @@ private Q_SLOTS:
         }
     }
 
+    void decodeNotes_data()
+    {
+        QTest::addColumn<std::vector<uint8_t>>("frame");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<QString>("reason");
+        std::vector<uint8_t> two;
+        wire::appendNote(two, 0, 1, 5000, "step_0");
+        wire::appendNote(two, 1, 1, 9000, "step_0");
+        QTest::newRow("two notes") << two << int(DecodeErrorCode::None) << QString();
+        std::vector<uint8_t> empty;
+        QTest::newRow("empty frame") << empty << int(DecodeErrorCode::Truncated) << QStringLiteral("note header");
+        std::vector<uint8_t> cut(two.begin(), two.end() - 1);
+        QTest::newRow("second name cut") << cut << int(DecodeErrorCode::Truncated) << QStringLiteral("are left");
+        std::vector<uint8_t> tail = two;
+        tail.push_back(7);
+        QTest::newRow("stray byte after the notes")
+            << tail << int(DecodeErrorCode::Truncated) << QStringLiteral("note header needs");
+        std::vector<uint8_t> stage = two;
+        stage[offsetof(NoteHeader, stage)] = 2;
+        QTest::newRow("stage 2") << stage << int(DecodeErrorCode::Corrupt) << QStringLiteral("stage 2");
+        std::vector<uint8_t> huge = two;
+        poke<uint32_t>(huge, offsetof(NoteHeader, nameBytes), 0xffffffffu);
+        QTest::newRow("huge name") << huge << int(DecodeErrorCode::Corrupt) << QStringLiteral("at most 4096");
+        std::vector<uint8_t> magic = two;
+        poke<uint32_t>(magic, sizeof(NoteHeader) + 6, 0x12345678); // the second note's
+        QTest::newRow("second note's magic") << magic << int(DecodeErrorCode::BadMagic) << QStringLiteral("note");
+        std::vector<uint8_t> longName;
+        wire::appendNote(longName, 0, 0, 1, std::string(5000, 'n'));
+        QTest::newRow("a name cut at 4096 by the encoder") << longName << int(DecodeErrorCode::None) << QString();
+    }
+    void decodeNotes()
+    {
+        QFETCH(std::vector<uint8_t>, frame);
+        QFETCH(int, code);
+        QFETCH(QString, reason);
+        const wire::DecodedNotes d = wire::decodeNotes(frame);
+        QCOMPARE(int(d.error.code), code);
+        QVERIFY(d.error.offset <= frame.size());
+        if (code != int(DecodeErrorCode::None)) {
+            QVERIFY2(QString::fromStdString(d.error.message).contains(reason), d.error.message.c_str());
+            QVERIFY(d.notes.empty()); // all or nothing
+            return;
+        }
+        if (d.notes.size() == 1) {
+            QCOMPARE(d.notes[0].name, std::string(4096, 'n'));
+            return;
+        }
+        QCOMPARE(d.notes.size(), size_t(2));
+        QCOMPARE(d.notes[0].name, std::string("step_0"));
+        QCOMPARE(int(d.notes[0].header.stage), 0);
+        QCOMPARE(int(d.notes[1].header.stage), 1);
+        QCOMPARE(int(d.notes[1].header.device), 1);
+        QCOMPARE(d.notes[1].header.timeNs, 9000ULL);
+    }
+
+    void decodeSettings_data()
+    {
+        QTest::addColumn<QByteArray>("text");
+        QTest::addColumn<int>("code");
+        QTest::addColumn<int>("count");
+        QTest::newRow("every type") << QByteArray("PYTORCH_CUDA_ALLOC_CONF=s:expandable_segments:True,a=b\n"
+                                                  "max_split_size=i:-1\ngarbage_collection_threshold=f:0.5\n"
+                                                  "expandable_segments=b:1\nroundup_power2_divisions=d:1:4,2:0\n")
+                                    << int(DecodeErrorCode::None) << 5;
+        QTest::newRow("no final newline") << QByteArray("max_split_size=i:134217728") << int(DecodeErrorCode::None) << 1;
+        QTest::newRow("empty dict") << QByteArray("roundup_power2_divisions=d:\n") << int(DecodeErrorCode::None) << 1;
+        QTest::newRow("nothing") << QByteArray() << int(DecodeErrorCode::None) << 0;
+        QTest::newRow("no equals") << QByteArray("max_split_size\n") << int(DecodeErrorCode::Corrupt) << 0;
+        QTest::newRow("unknown type") << QByteArray("a=x:1\n") << int(DecodeErrorCode::Corrupt) << 0;
+        QTest::newRow("integer not a number") << QByteArray("a=i:12a\n") << int(DecodeErrorCode::Corrupt) << 0;
+        QTest::newRow("boolean 2") << QByteArray("a=b:2\n") << int(DecodeErrorCode::Corrupt) << 0;
+        QTest::newRow("real not a number") << QByteArray("a=f:half\n") << int(DecodeErrorCode::Corrupt) << 0;
+        QTest::newRow("dict pair without value") << QByteArray("a=d:1:4,2\n") << int(DecodeErrorCode::Corrupt) << 0;
+        QTest::newRow("a bad line after good ones")
+            << QByteArray("a=i:1\nb=i:2\nc\n") << int(DecodeErrorCode::Corrupt) << 0;
+    }
+    void decodeSettings()
+    {
+        QFETCH(QByteArray, text);
+        QFETCH(int, code);
+        QFETCH(int, count);
+        const std::vector<uint8_t> frame = wire::encodeSettings(std::string_view(text.constData(), size_t(text.size())));
+        const wire::DecodedSettings d = wire::decodeSettings(frame);
+        QCOMPARE(int(d.error.code), code);
+        QCOMPARE(int(d.settings.size()), count);
+        if (count == 5) {
+            QCOMPARE(d.settings[0].key, std::string("PYTORCH_CUDA_ALLOC_CONF"));
+            QCOMPARE(d.settings[0].value, std::string("expandable_segments:True,a=b")); // ':' and '=' in a string
+            QCOMPARE(d.settings[4].type, 'd');
+        }
+        // A header announcing more than it carries, or more than the limit.
+        std::vector<uint8_t> cut = frame;
+        poke<uint32_t>(cut, offsetof(SettingsHeader, textBytes), uint32_t(text.size() + 1));
+        QCOMPARE(int(wire::decodeSettings(cut).error.code), int(DecodeErrorCode::Truncated));
+        poke<uint32_t>(cut, offsetof(SettingsHeader, textBytes), wire::MaxSettingsBytes + 1);
+        QCOMPARE(int(wire::decodeSettings(cut).error.code), int(DecodeErrorCode::Corrupt));
+    }
+
+    // Notes become the snapshot's external_annotations in order, settings its allocator_settings dict with PyTorch's
+    // types, whatever the order they came in relative to the state.
+    void recorderNotesAndSettings()
+    {
+        wire::Recorder recorder;
+        std::vector<uint8_t> notes;
+        wire::appendNote(notes, 0, 0, 1'000'000, "step_0");
+        for (const wire::DecodedNote& n : wire::decodeNotes(notes).notes)
+            recorder.addNote(n); // before any state
+        recorder.setSettings(wire::decodeSettings(wire::encodeSettings(
+            "PYTORCH_CUDA_ALLOC_CONF=s:max_split_size_mb:128\nmax_split_size=i:134217728\n"
+            "garbage_collection_threshold=f:0.5\nexpandable_segments=b:0\nroundup_power2_divisions=d:1:4,2:0\n")));
+        QVERIFY(recorder.setState(wire::decodeState(wire::encodeState(wire::makeHello(42, 1, "h", "v"), 0, {}, {}))));
+        notes.clear();
+        wire::appendNote(notes, 1, 0, 3'000'000, "step_0");
+        for (const wire::DecodedNote& n : wire::decodeNotes(notes).notes)
+            recorder.addNote(n);
+        const model::Snapshot s = recorder.snapshot();
+        QCOMPARE(s.annotations.size(), size_t(2));
+        QCOMPARE(s.strings.get(s.annotations[0].name), std::string_view("step_0"));
+        QCOMPARE(int(s.annotations[0].stage), int(model::Annotation::Stage::Start));
+        QCOMPARE(s.annotations[0].timeUs, int64_t(1000));
+        QCOMPARE(int(s.annotations[1].stage), int(model::Annotation::Stage::End));
+        QCOMPARE(s.annotations[1].timeUs, int64_t(3000));
+        QVERIFY(s.allocatorSettings);
+        const model::Value& v = *s.allocatorSettings;
+        QCOMPARE(v.entries.size(), size_t(5));
+        QCOMPARE(v.entries[0].first, std::string("PYTORCH_CUDA_ALLOC_CONF"));
+        QCOMPARE(v.entries[0].second.text, std::string("max_split_size_mb:128"));
+        QCOMPARE(int(v.find("max_split_size")->kind), int(model::Value::Kind::Int));
+        QCOMPARE(v.find("max_split_size")->integer, int64_t(134217728));
+        QCOMPARE(v.find("garbage_collection_threshold")->real, 0.5);
+        QCOMPARE(int(v.find("expandable_segments")->kind), int(model::Value::Kind::Bool));
+        QVERIFY(!v.find("expandable_segments")->boolean);
+        const model::Value* divisions = v.find("roundup_power2_divisions");
+        QCOMPARE(divisions->entries.size(), size_t(2));
+        QCOMPARE(divisions->entries[0].first, std::string("1"));
+        QCOMPARE(divisions->entries[0].second.integer, int64_t(4));
+    }
+
     // Trace entries, blocks and segments get the frames of their stack id, innermost first; an id never defined
     // (its definition lost) gives empty frames, and a definition after its events still counts.
     void recorderStacks()

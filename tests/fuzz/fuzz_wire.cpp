@@ -1,5 +1,5 @@
-// libFuzzer target for the wire decoders and the Recorder: any bytes as an event batch, a state reply, a
-// goodbye, a request and a stack definition, and as the LZ4 block of a compressed batch (plus the encoder's own
+// libFuzzer target for the wire decoders and the Recorder: any bytes as an event batch, a state reply, notes,
+// settings, a goodbye, a request and a stack definition, and as the LZ4 block of a compressed batch (plus the encoder's own
 // compressed batches, which must round-trip); whatever decodes is fed to a Recorder and made into a snapshot. Must
 // never crash, hang or grow without bound, and every failure must explain itself. Built only with -DMEMSCOPE_FUZZ=ON
 // (clang).
@@ -38,7 +38,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     const DecodedGoodbye bye = decodeGoodbye(bytes);
     const DecodedRequest request = decodeRequest(bytes);
     const DecodedStackDef stack = decodeStackDef(bytes);
-    for (const DecodeError* e : { &batch.error, &state.error, &bye.error, &request.error, &stack.error })
+    const DecodedNotes notes = decodeNotes(bytes);
+    const DecodedSettings settings = decodeSettings(bytes);
+    for (const DecodeError* e :
+         { &batch.error, &state.error, &bye.error, &request.error, &stack.error, &notes.error, &settings.error })
         if (*e && (e->message.empty() || e->offset > size))
             __builtin_trap(); // every failure explains itself, at an offset inside the input
     if (batch.ok() && !batch.compressed() && batch.events.size() * sizeof(EventRecord) + sizeof(BatchHeader) != size)
@@ -93,8 +96,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 
     // The Recorder over what decoded: the state (if any), then the bytes' events, or the state's own bytes read
     // as events after it, so that arbitrary segments, blocks and events meet.
+    // Notes and settings are all or nothing, and what decoded is what the Recorder keeps.
+    if (!notes.ok() && !notes.notes.empty())
+        __builtin_trap();
+    if (!settings.ok() && !settings.settings.empty())
+        __builtin_trap();
     Recorder rec;
     rec.addStackDef(stack);
+    for (const DecodedNote& n : notes.notes)
+        rec.addNote(n);
+    if (settings.ok())
+        rec.setSettings(settings);
     rec.addEvents(batch.events);
     if (state.ok()) {
         rec.setState(state);

@@ -195,6 +195,9 @@ int runDemo(const std::vector<std::string>& args)
     unsigned long long step = 0;
     std::vector<DevicePtr> activations;
     while (publisher.recorded() < events) {
+        // Each step a named scope, as a PyTorch job's record_function("step_N") (topic "A").
+        const std::string stepName = "step_" + std::to_string(step);
+        publisher.annotate(0, true, stepName);
         // Forward: activations, mostly on the default stream, some on two side streams (data loading, comms).
         for (int layer = 0; layer < 24; ++layer) {
             const uintptr_t stream = layer % 8 == 7 ? 2 : (layer % 5 == 4 ? 1 : 0);
@@ -220,6 +223,7 @@ int runDemo(const std::vector<std::string>& args)
             at(Leak);
             w.kept.push_back(w.alloc(size_t(256) << 10, 0));
         }
+        publisher.annotate(0, false, stepName);
         ++step;
         if (rate) {
             // Keep the published rate at or below --rate.

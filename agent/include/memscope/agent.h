@@ -125,6 +125,13 @@ MEMSCOPE_AGENT_API const char* memscope_agent_version(void) MEMSCOPE_NOEXCEPT;
  * "oom" / "exit". 0, or -1 (memscope_last_error). */
 MEMSCOPE_AGENT_API int memscope_dump_snapshot(const char* path) MEMSCOPE_NOEXCEPT;
 
+/* A named scope of the job entered (`start` non-zero) or left, on `device`: PyTorch's record_function, which its
+ * snapshots keep as external_annotations. Published to viewers (topic "A", docs/protocol.md) by whichever is
+ * publishing: the observer (memscope_observe_start) or memscope's allocator. memscope_torch does it for
+ * torch.profiler.record_function in both modes. Not for the allocator's hot path: a short lock and a copy. 0, or
+ * -1 when nothing publishes, `name` is NULL, or too many notes wait to be sent (dropped). */
+MEMSCOPE_AGENT_API int memscope_annotate(const char* name, int start, int device) MEMSCOPE_NOEXCEPT;
+
 /* Python call stacks (MEMSCOPE_STACKS=python, or all for native frames and then Python's): in a process that hosts
  * CPython 3.9 or newer, each allocation and free carries the calling thread's Python frames (function, file,
  * line). The autograd engine's threads run no Python code; around a backward() call, from Python with the GIL held
