@@ -12,6 +12,7 @@
 // Built by torch.utils.cpp_extension when observe() first runs (memscope_torch.py).
 #include <torch/extension.h>
 
+#include <ATen/record_function.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/profiler/combined_traceback.h>
@@ -250,6 +251,17 @@ void releaseHook(void*, const uint32_t* contexts, size_t count)
     releaseSlots(contexts, count);
 }
 
+// record_function scopes, as PyTorch's own memory history records them (a RecordFunction callback on USER_SCOPE:
+// torch/csrc/cuda/Module.cpp, _initRecordAnnotations), published as notes (topic "A"). Any thread; no GIL.
+at::CallbackHandle g_annotations = 0;
+
+void annotate(const at::RecordFunction& fn, int start)
+{
+    if (g_stopping.load(std::memory_order_relaxed))
+        return;
+    memscope_annotate(fn.name(), start, int(c10::cuda::current_device()));
+}
+
 // Starts observing every device of this process; returns the endpoint. Call after CUDA is initialised.
 std::string start(const std::string& endpoint)
 {
@@ -273,12 +285,25 @@ std::string start(const std::string& endpoint)
     }
     if (rc != 0)
         throw std::runtime_error(memscope_last_error());
+    if (g_annotations == 0)
+        g_annotations = at::addGlobalCallback(
+            at::RecordFunctionCallback(
+                [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+                    annotate(fn, 1);
+                    return nullptr;
+                },
+                [](const at::RecordFunction& fn, at::ObserverContext*) { annotate(fn, 0); })
+                .scopes({ at::RecordScope::USER_SCOPE }));
     return memscope_observe_endpoint();
 }
 
 void stop()
 {
     g_stopping.store(true);
+    if (g_annotations != 0) {
+        at::removeCallback(g_annotations);
+        g_annotations = 0;
+    }
     pybind11::gil_scoped_release nogil; // a hook may be waiting for the GIL: let it finish
     memscope_observe_stop();
 }

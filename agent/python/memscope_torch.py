@@ -140,6 +140,10 @@ def use(path=None, oom="raise", stacks="python"):
     torch.cuda.memory.change_current_allocator(allocator)
     _allocator = allocator
     _library_path = library
+    agent = ctypes.CDLL(library)
+    agent.memscope_annotate.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+    agent.memscope_annotate.restype = ctypes.c_int
+    _annotate_record_function(torch, agent.memscope_annotate)
     if os.environ["MEMSCOPE_STACKS"] in ("python", "all") and not getattr(torch.autograd.backward, "_memscope", False):
         # PyDLL: the calls keep the GIL, which memscope_python_backward_begin needs to read the caller's frames.
         agent = ctypes.PyDLL(library)
@@ -214,6 +218,31 @@ def observe(endpoint=None, stacks="python", context="alloc", path=None, verbose=
     atexit.register(stop_observing)
     print("memscope: observing PyTorch's allocator at %s" % _observer_endpoint, file=sys.stderr)
     return _observer_endpoint
+
+
+def _annotate_record_function(torch, annotate):
+    """record_function scopes (torch.profiler.record_function is torch.autograd.profiler.record_function; the
+    optimizers' ``Optimizer.step#...`` too) become notes for memscope's viewers, as PyTorch's own memory history
+    keeps them. Under use() there is no extension to hook PyTorch's C++ RecordFunction, so the Python class is
+    wrapped: scopes opened from C++ alone (torch.compile's generated code) are not seen."""
+    cls = torch.autograd.profiler.record_function
+    if getattr(cls, "_memscope", False):
+        return
+    enter, leave = cls.__enter__, cls.__exit__
+
+    def device():
+        return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+
+    def __enter__(self):
+        result = enter(self)
+        annotate(str(self.name).encode("utf-8", "replace"), 1, device())
+        return result
+
+    def __exit__(self, *exc):
+        annotate(str(self.name).encode("utf-8", "replace"), 0, device())
+        return leave(self, *exc)
+
+    cls.__enter__, cls.__exit__, cls._memscope = __enter__, __exit__, True
 
 
 def _attribute_backward(torch, begin, end):

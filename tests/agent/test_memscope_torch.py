@@ -53,7 +53,22 @@ def fake_torch(cuda=True):
             raise RuntimeError("backward failed")
         return "done"
 
-    torch.autograd = types.SimpleNamespace(backward=real_backward)
+    class record_function:  # torch.autograd.profiler.record_function's shape
+        def __init__(self, name):
+            self.name = name
+
+        def __enter__(self):
+            torch.history.append(("enter", self.name))
+            return self
+
+        def __exit__(self, *exc):
+            torch.history.append(("exit", self.name))
+            return False
+
+    torch.autograd = types.SimpleNamespace(backward=real_backward,
+                                           profiler=types.SimpleNamespace(record_function=record_function))
+    torch.cuda.is_initialized = lambda: True
+    torch.cuda.current_device = lambda: 3
     return torch
 
 
@@ -178,6 +193,7 @@ class FakeAgent:
 
         self.memscope_python_backward_begin = Function("begin")
         self.memscope_python_backward_end = Function("end")
+        self.memscope_annotate = Function("annotate")
 
 
 class UseTest(unittest.TestCase):
@@ -203,6 +219,8 @@ class UseTest(unittest.TestCase):
             return FakeAgent(self.calls)
 
         self.m.ctypes.PyDLL = pydll
+        self.restore_cdll = self.m.ctypes.CDLL
+        self.m.ctypes.CDLL = lambda path, *a, **k: FakeAgent(self.calls)
         torch = fake_torch()
         torch.cuda.memory.CUDAPluggableAllocator = lambda lib, malloc, free: ("allocator", lib, malloc, free)
         torch.cuda.memory.change_current_allocator = lambda a: self.calls.append(("installed", a[2]))
@@ -211,6 +229,7 @@ class UseTest(unittest.TestCase):
 
     def tearDown(self):
         self.m.ctypes.PyDLL = self.restore
+        self.m.ctypes.CDLL = self.restore_cdll
         self.m._allocator = None
         if self.saved is None:
             sys.modules.pop("torch", None)
@@ -234,6 +253,21 @@ class UseTest(unittest.TestCase):
         with self.assertRaises(RuntimeError):
             wrapped(fail=True)
         self.assertEqual(self.calls[-1], ("end", 5))
+
+    def test_record_function_scopes_are_published(self):
+        self.m.use(self.library.name)
+        rf = self.torch.autograd.profiler.record_function
+        with rf("step_7"):
+            self.calls.append(("inside",))
+        self.assertEqual(self.calls[-3:], [("annotate", b"step_7", 1, 3), ("inside",), ("annotate", b"step_7", 0, 3)])
+        self.assertEqual(self.torch.history[-2:], [("enter", "step_7"), ("exit", "step_7")])  # the real ones ran
+        # A second use() (another allocator module, say) does not wrap twice.
+        self.m._allocator = None
+        self.m.use(self.library.name)
+        before = len(self.calls)
+        with rf("x"):
+            pass
+        self.assertEqual(len([c for c in self.calls[before:] if c[0] == "annotate"]), 2)
 
     def test_user_setting_wins(self):
         os.environ["MEMSCOPE_STACKS"] = "16"

@@ -60,10 +60,18 @@ def compare(name, recorded_path, expected_path):
         if first is None:
             first = {"segments": [len(a), len(b)]}
     ir, ie = inactive_requested(rec), inactive_requested(exp)
+    notes = rec.get("external_annotations") or []
+    names = sorted({a["name"] for a in notes})
     results[name] = {"identical": same, "segments": len(b), "blocks": sum(len(s[5]) for s in b),
                      "inactive_requested_identical": ir == ie,
                      "inactive_requested_differing": sum(1 for x, y in zip(ir, ie) if x != y), "first": first,
-                     "recording": (rec.get("memscope_recording") or {})}
+                     "recording": (rec.get("memscope_recording") or {}),
+                     # the allocator's settings (topic C) and record_function scopes (topic A) of the recording
+                     "settings_identical": rec.get("allocator_settings") == exp.get("allocator_settings"),
+                     "settings": None if rec.get("allocator_settings") == exp.get("allocator_settings")
+                     else [rec.get("allocator_settings"), exp.get("allocator_settings")],
+                     "notes": len(notes), "note_names": len(names), "some_note_names": names[:6],
+                     "expected_notes": len(exp.get("external_annotations") or [])}
     print(name, json.dumps(results[name])[:900], flush=True)
     return rec
 
