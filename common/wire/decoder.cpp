@@ -618,7 +618,8 @@ namespace {
     {
         if (!v.empty() && v.front() == '-')
             v.remove_prefix(1);
-        return !v.empty() && v.size() <= 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+        return !v.empty() && v.size() <= 19
+            && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
     }
 
     bool settingValueFits(char type, std::string_view v)

@@ -94,8 +94,9 @@ struct RecordSummary {
 };
 RecordSummary parseRecord(const QString& out)
 {
-    static const QRegularExpression re(QStringLiteral("(\\d+) events from pid .*, records (\\d+) to (\\d+); "
-                                                      "lost (\\d+), gaps (\\d+) \\((\\d+) missing\\), inconsistent (\\d+)"));
+    static const QRegularExpression re(
+        QStringLiteral("(\\d+) events from pid .*, records (\\d+) to (\\d+); lost (\\d+), gaps (\\d+) "
+                       "\\((\\d+) missing\\), inconsistent (\\d+)"));
     const QRegularExpressionMatch m = re.match(out);
     RecordSummary s;
     if (!m.hasMatch())
@@ -610,38 +611,131 @@ private Q_SLOTS:
         QVERIFY(!snapshot->segments.empty());
     }
 
+    // Ctrl-C (the way to end --follow), a scheduler's SIGTERM and a closed terminal's SIGHUP end a recording the
+    // same way: what was received is written (complete from its first record to its last), status 0.
+    void stopSignals_data()
+    {
+        QTest::addColumn<int>("signal");
+        QTest::addColumn<QString>("reason");
+        QTest::newRow("SIGINT") << int(SIGINT) << QStringLiteral("(interrupted)");
+        QTest::newRow("SIGTERM") << int(SIGTERM) << QStringLiteral("(terminated)");
+        QTest::newRow("SIGHUP") << int(SIGHUP) << QStringLiteral("(hung up)");
+    }
+    void stopSignals()
+    {
+        QFETCH(int, signal);
+        QFETCH(QString, reason);
+        const QString e = endpoint(QStringLiteral("signal%1").arg(signal));
+        const QString out = file(QStringLiteral("signal%1.pickle").arg(signal));
+        Cli demo, record;
+        demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
+                     QStringLiteral("100000000"), QStringLiteral("--rate"), QStringLiteral("100000"),
+                     QStringLiteral("--delay"), QStringLiteral("300"), QStringLiteral("--no-stacks") });
+        QVERIFY(waitBound(demo));
+        record.start(recordArgs(e, out));
+        QTest::qWait(1500);
+        ::kill(pid_t(record.process->processId()), signal);
+        QVERIFY(record.finish(20000));
+        demo.process->kill();
+        demo.finish(5000);
+        const QString recordOut = record.out();
+        QVERIFY2(record.status() == 0, qPrintable(record.err()));
+        QVERIFY2(recordOut.contains(reason), qPrintable(recordOut));
+        const RecordSummary r = parseRecord(recordOut);
+        QVERIFY2(r.parsed && r.events > 1000 && r.gaps == 0 && r.missing == 0, qPrintable(recordOut));
+        const auto snapshot = load(out);
+        QVERIFY(snapshot);
+        QCOMPARE(qulonglong(snapshot->deviceTraces.at(0).size()), r.events);
+    }
+
+    // The output is checked before anything is recorded: a folder that is not there fails at once. One that goes
+    // away while recording (or a disk that fills up) sends the recording to the temporary folder instead, and
+    // says so, status 1: never lost.
+    void outputProblems()
+    {
+        const QString e = endpoint(QStringLiteral("output"));
+        Cli record;
+        QElapsedTimer timer;
+        timer.start();
+        record.start(recordArgs(e, QStringLiteral("/nonexistent-folder/x.pickle")));
+        QVERIFY(record.finish(10000));
+        QCOMPARE(record.status(), 1);
+        QVERIFY2(timer.elapsed() < 3000, "refused before waiting for any agent");
+        QVERIFY2(record.err().contains(QStringLiteral(
+                     "/nonexistent-folder/x.pickle: cannot create a file in its folder (No such file or directory); "
+                     "nothing was recorded")),
+                 qPrintable(record.err()));
+
+        QTemporaryDir folder(m_dir.path() + QStringLiteral("/goneXXXXXX")), tmp;
+        QVERIFY(folder.isValid() && tmp.isValid());
+        const QString out = folder.path() + QStringLiteral("/run.pickle");
+        Cli demo, late;
+        demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
+                     QStringLiteral("20000"), QStringLiteral("--rate"), QStringLiteral("20000"),
+                     QStringLiteral("--delay"), QStringLiteral("500"), QStringLiteral("--no-stacks") });
+        QVERIFY(waitBound(demo));
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("TMPDIR"), tmp.path());
+        late.process->setProcessEnvironment(env);
+        late.start(recordArgs(e, out));
+        QVERIFY(late.process->waitForStarted());
+        const qint64 pid = late.process->processId();
+        QTest::qWait(300);
+        QVERIFY(folder.remove()); // the folder goes while the job runs
+        QVERIFY(demo.finish(30000));
+        QVERIFY(late.finish(30000));
+        const QString err = late.err(), stdOut = late.out();
+        QCOMPARE(late.status(), 1);
+        const QString fallback = tmp.path() + QStringLiteral("/memscope-recording-%1.pickle").arg(pid);
+        QVERIFY2(err.contains(QStringLiteral("the recording was written to ") + fallback + QStringLiteral(" instead")),
+                 qPrintable(err));
+        QVERIFY2(stdOut.contains(QStringLiteral("wrote ") + fallback), qPrintable(stdOut));
+        const auto snapshot = load(fallback);
+        QVERIFY(snapshot);
+        QVERIFY(!snapshot->deviceTraces.at(0).empty());
+    }
+
     // An incompatible or garbage agent: `record` stops at once with status 1 and an error naming the endpoint and
-    // the reason. (A frame the decoder can only call truncated or unsupported is skipped with a warning:
-    // tst_recordcommand's fake agent and tst_wire cover the decoder's other errors.)
+    // the reason. What it received before (here: the state) is kept in the file; a state it cannot read leaves
+    // nothing to keep, and no file. (A frame the decoder can only call truncated or unsupported is skipped with a
+    // warning: tst_recordcommand's fake agent and tst_wire cover the decoder's other errors.)
     void badPublisher_data()
     {
         QTest::addColumn<Bad>("bad");
         QTest::addColumn<QString>("where"); // appended to the endpoint
         QTest::addColumn<QString>("reason");
+        QTest::addColumn<bool>("kept");
         QTest::newRow("batch of protocol version 2")
-            << Bad::BatchVersion2 << QString() << QStringLiteral("protocol version 2 is newer than 1");
+            << Bad::BatchVersion2 << QString() << QStringLiteral("protocol version 2 is newer than 1") << true;
         QTest::newRow("garbage batch") << Bad::GarbageBatch << QString()
-                                       << QStringLiteral("not a memscope event batch: magic 0xabababab");
-        QTest::newRow("state of protocol version 2")
-            << Bad::StateVersion2 << QStringLiteral("-state") << QStringLiteral("protocol version 2 is newer than 1");
+                                       << QStringLiteral("not a memscope event batch: magic 0xabababab") << true;
+        QTest::newRow("state of protocol version 2") << Bad::StateVersion2 << QStringLiteral("-state")
+                                                     << QStringLiteral("protocol version 2 is newer than 1") << false;
     }
     void badPublisher()
     {
         QFETCH(Bad, bad);
         QFETCH(QString, where);
         QFETCH(QString, reason);
+        QFETCH(bool, kept);
         const QString e = endpoint(QStringLiteral("fake") + QString::number(int(bad)));
-        const QString out = file(QStringLiteral("fake.pickle"));
+        const QString out = file(QStringLiteral("fake%1.pickle").arg(int(bad)));
         FakePublisher publisher(e.toStdString(), bad);
         Cli record;
         record.start(recordArgs(e, out) << QStringLiteral("--timeout") << QStringLiteral("3"));
         QVERIFY(record.finish(10000));
-        const QString recordErr = record.err();
+        const QString recordErr = record.err(), recordOut = record.out();
         QCOMPARE(record.status(), 1);
         QVERIFY2(recordErr.contains(QLatin1String("memscope-cli: ") + e + where + QLatin1String(": ")),
                  qPrintable(recordErr));
         QVERIFY2(recordErr.contains(reason), qPrintable(recordErr));
-        QVERIFY(!QFile::exists(out));
+        QCOMPARE(QFile::exists(out), kept);
+        if (kept) {
+            QVERIFY2(recordOut.contains(QStringLiteral("(stopped by an incompatible message)")), qPrintable(recordOut));
+            const auto snapshot = load(out);
+            QVERIFY(snapshot); // the fake job's (empty) state, readable
+            QVERIFY(snapshot->segments.empty());
+        }
     }
 
     // Throughput over ipc from the agent's ring to the viewer's file, at --rate 2 M/s (the target) and unlimited.

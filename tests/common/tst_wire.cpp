@@ -521,7 +521,8 @@ private Q_SLOTS:
                                                   "max_split_size=i:-1\ngarbage_collection_threshold=f:0.5\n"
                                                   "expandable_segments=b:1\nroundup_power2_divisions=d:1:4,2:0\n")
                                     << int(DecodeErrorCode::None) << 5;
-        QTest::newRow("no final newline") << QByteArray("max_split_size=i:134217728") << int(DecodeErrorCode::None) << 1;
+        QTest::newRow("no final newline")
+            << QByteArray("max_split_size=i:134217728") << int(DecodeErrorCode::None) << 1;
         QTest::newRow("empty dict") << QByteArray("roundup_power2_divisions=d:\n") << int(DecodeErrorCode::None) << 1;
         QTest::newRow("nothing") << QByteArray() << int(DecodeErrorCode::None) << 0;
         QTest::newRow("no equals") << QByteArray("max_split_size\n") << int(DecodeErrorCode::Corrupt) << 0;
@@ -538,7 +539,8 @@ private Q_SLOTS:
         QFETCH(QByteArray, text);
         QFETCH(int, code);
         QFETCH(int, count);
-        const std::vector<uint8_t> frame = wire::encodeSettings(std::string_view(text.constData(), size_t(text.size())));
+        const std::vector<uint8_t> frame
+            = wire::encodeSettings(std::string_view(text.constData(), size_t(text.size())));
         const wire::DecodedSettings d = wire::decodeSettings(frame);
         QCOMPARE(int(d.error.code), code);
         QCOMPARE(int(d.settings.size()), count);

@@ -1,8 +1,8 @@
 // libFuzzer target for the wire decoders and the Recorder: any bytes as an event batch, a state reply, notes,
-// settings, a goodbye, a request and a stack definition, and as the LZ4 block of a compressed batch (plus the encoder's own
-// compressed batches, which must round-trip); whatever decodes is fed to a Recorder and made into a snapshot. Must
-// never crash, hang or grow without bound, and every failure must explain itself. Built only with -DMEMSCOPE_FUZZ=ON
-// (clang).
+// settings, a goodbye, a request and a stack definition, and as the LZ4 block of a compressed batch (plus the
+// encoder's own compressed batches, which must round-trip); whatever decodes is fed to a Recorder and made into a
+// snapshot. Must never crash, hang or grow without bound, and every failure must explain itself. Built only with
+// -DMEMSCOPE_FUZZ=ON (clang).
 #include "wire/decoder.h"
 #include "wire/recorder.h"
 

@@ -8,10 +8,15 @@
 #include "wire/recorder.h"
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace memscope {
 
@@ -19,8 +24,34 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// SIGINT (Ctrl-C, the way to end --follow), SIGTERM (a job scheduler, `timeout`) and SIGHUP (a closed terminal) all
+// end the recording the same way: what was received is written, then the command exits.
 volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void onSigint(int) { g_interrupted = 1; }
+extern "C" void onStopSignal(int signal) { g_interrupted = signal; }
+
+// Whether a file can be created beside `path` (the folder exists and is writable, the disk takes a file): checked
+// before recording, so that a typo in -o does not cost a whole job's recording. Empty, or why not.
+std::string outputProblem(const std::string& path)
+{
+    std::string probe = path + ".tmp-XXXXXX";
+    const int fd = ::mkostemp(probe.data(), O_CLOEXEC);
+    if (fd < 0)
+        return std::string("cannot create a file in its folder (") + std::strerror(errno) + ")";
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return {};
+}
+
+// Where the recording goes when `path` cannot take it any more (the disk filled up, the folder went away while
+// recording): the system's temporary folder.
+std::string fallbackPath()
+{
+    const char* tmp = std::getenv("TMPDIR");
+    std::string folder = tmp && *tmp ? tmp : "/tmp";
+    if (folder.back() != '/')
+        folder += '/';
+    return folder + "memscope-recording-" + std::to_string(::getpid()) + ".pickle";
+}
 
 struct Options {
     std::string endpoint;
@@ -154,6 +185,11 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     if (o.curveServerKey.empty() != o.curveKey.empty())
         return usage("--curve-server-key and --curve-key go together");
 
+    if (const std::string problem = outputProblem(o.output); !problem.empty()) {
+        std::fprintf(err, "memscope-cli: %s: %s; nothing was recorded\n", o.output.c_str(), problem.c_str());
+        return 1;
+    }
+
     client::ClientOptions options;
     options.endpoint = o.endpoint;
     options.answerTimeout = std::chrono::milliseconds(int64_t(o.timeout * 1000));
@@ -169,22 +205,29 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     }
 
     g_interrupted = 0;
-    struct sigaction action {}, previous {};
-    action.sa_handler = onSigint;
+    static constexpr int StopSignals[] = { SIGINT, SIGTERM, SIGHUP };
+    struct sigaction action {}, previous[3] {};
+    action.sa_handler = onStopSignal;
     sigemptyset(&action.sa_mask);
-    ::sigaction(SIGINT, &action, &previous);
+    for (int i = 0; i < 3; ++i)
+        ::sigaction(StopSignals[i], &action, &previous[i]);
     struct Restore {
         struct sigaction* previous;
-        ~Restore() { ::sigaction(SIGINT, previous, nullptr); }
-    } restore { &previous };
+        ~Restore()
+        {
+            for (int i = 0; i < 3; ++i)
+                ::sigaction(StopSignals[i], &previous[i], nullptr);
+        }
+    } restore { previous };
 
     const char* stopReason = "";
+    int status = 0;
     bool silent = false;
     const Clock::time_point start = Clock::now();
     const auto durationLimit = std::chrono::duration<double>(o.duration);
     for (;;) {
         if (g_interrupted) {
-            stopReason = "interrupted";
+            stopReason = g_interrupted == SIGINT ? "interrupted" : g_interrupted == SIGTERM ? "terminated" : "hung up";
             break;
         }
         if (o.duration > 0 && Clock::now() - start >= durationLimit) {
@@ -194,7 +237,12 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         agent.poll(std::chrono::milliseconds(50));
         if (!listener.fatal.empty()) {
             std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
-            return 1;
+            if (!agent.hasState())
+                return 1;
+            // What came before it is the job's: kept (the exit status still says the recording was cut short).
+            stopReason = "stopped by an incompatible message";
+            status = 1;
+            break;
         }
         if (!agent.hasState() && !listener.noAnswer.empty()) {
             std::fprintf(err, "memscope-cli: %s\n", listener.noAnswer.c_str());
@@ -248,9 +296,18 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                      static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.inconsistent));
 
     const model::Snapshot snapshot = recorder.snapshot();
+    std::string written = o.output;
     if (io::Error e = io::saveSnapshot(snapshot, o.output)) {
-        std::fprintf(err, "memscope-cli: %s\n", e.toString().c_str());
-        return 1;
+        // Never lose the recording: the temporary folder may still take it (saveSnapshot writes beside the target
+        // and renames, so the target itself is never left half written).
+        written = fallbackPath();
+        if (io::Error again = io::saveSnapshot(snapshot, written)) {
+            std::fprintf(err, "memscope-cli: %s\nmemscope-cli: %s\n", e.toString().c_str(), again.toString().c_str());
+            return 1;
+        }
+        std::fprintf(err, "memscope-cli: %s; the recording was written to %s instead\n", e.toString().c_str(),
+                     written.c_str());
+        status = 1;
     }
     const wire::Hello& hello = recorder.hello();
     std::fprintf(out,
@@ -263,9 +320,9 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                  static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.missing),
                  static_cast<unsigned long long>(st.inconsistent), static_cast<unsigned long long>(st.resyncs),
                  static_cast<unsigned long long>(st.restarts), st.resyncNeeded() ? ", resync needed" : "",
-                 o.output.c_str());
+                 written.c_str());
     std::fflush(out);
-    return 0;
+    return status;
 }
 
 } // namespace memscope
