@@ -322,6 +322,7 @@ Publisher::~Publisher()
     if (m_thread.joinable())
         m_thread.join();
     if (m_context && !m_threadOwnsSockets) { // never started a thread: the sockets are still ours
+        removeOwnSockets();
         if (m_pub)
             zmq_close(m_pub);
         if (m_router)
@@ -357,6 +358,52 @@ std::string Publisher::defaultEndpoint(std::string* error)
     }
     return "ipc://" + dir + "/memscope-" + std::to_string(::getpid());
 }
+
+namespace {
+
+    // Binds `socket` to an ipc:// endpoint so that only this user can connect, from the first moment: ZeroMQ makes
+    // the socket file with the process's umask (022 or 000 would let any local user read the job's state), so it is
+    // bound under a temporary name beside the endpoint, made 0600, and renamed into place (rename(2) is atomic; in
+    // a sticky folder such as /tmp it fails for a path another user holds, which is then refused). Abstract
+    // endpoints (ipc://@NAME) have no file and no permissions at all: refused. Other endpoints: a plain zmq_bind.
+    // On success, *inode is the socket file's (0 for non-ipc endpoints), for removing it at exit.
+    bool bindPrivate(void* socket, const std::string& endpoint, std::string* error, ino_t* inode)
+    {
+        *inode = 0;
+        if (endpoint.rfind("ipc://", 0) != 0) {
+            if (zmq_bind(socket, endpoint.c_str()) == 0)
+                return true;
+            *error = zmq_strerror(zmq_errno());
+            return false;
+        }
+        const std::string path = endpoint.substr(6);
+        if (path.empty() || path[0] == '@') {
+            *error = "an abstract ipc endpoint (ipc://@NAME) has no permissions: any local user could read the "
+                     "job's memory; use ipc:///PATH";
+            return false;
+        }
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
+            *error = "the path belongs to another user (uid " + std::to_string(st.st_uid) + ")";
+            return false;
+        }
+        const std::string temp = path + ".bind-" + std::to_string(::getpid());
+        if (zmq_bind(socket, ("ipc://" + temp).c_str()) != 0) {
+            *error = zmq_strerror(zmq_errno());
+            return false;
+        }
+        if (::chmod(temp.c_str(), 0600) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
+            *error = std::strerror(errno);
+            zmq_unbind(socket, ("ipc://" + temp).c_str());
+            ::unlink(temp.c_str());
+            return false;
+        }
+        if (::lstat(path.c_str(), &st) == 0)
+            *inode = st.st_ino;
+        return true;
+    }
+
+} // namespace
 
 std::string Publisher::stateEndpointFor(const std::string& endpoint)
 {
@@ -508,10 +555,14 @@ bool Publisher::start(std::string* error)
         m_curve = true;
     }
 
-    const bool pubBound = zmq_bind(m_pub, m_endpoint.c_str()) == 0;
-    const std::string pubError = pubBound ? std::string() : zmq_strerror(zmq_errno());
-    const bool routerBound = pubBound && zmq_bind(m_router, m_stateEndpoint.c_str()) == 0;
-    const std::string routerError = routerBound ? std::string() : zmq_strerror(zmq_errno());
+    std::string pubError, routerError;
+    ino_t pubInode = 0, routerInode = 0;
+    const bool pubBound = bindPrivate(m_pub, m_endpoint, &pubError, &pubInode);
+    const bool routerBound = pubBound && bindPrivate(m_router, m_stateEndpoint, &routerError, &routerInode);
+    if (pubInode)
+        m_ownSockets.push_back({ m_endpoint.substr(6), pubInode });
+    if (routerInode)
+        m_ownSockets.push_back({ m_stateEndpoint.substr(6), routerInode });
     bool threadStarted = false;
     std::string threadError;
     if (pubBound && routerBound && m_options.startThread) {
@@ -526,6 +577,8 @@ bool Publisher::start(std::string* error)
             threadError = e.what();
         }
     }
+    if (!pubBound || !routerBound)
+        removeOwnSockets();
     if (!pubBound)
         return fail("cannot bind " + m_endpoint + ": " + pubError);
     if (!routerBound)
@@ -1162,6 +1215,8 @@ void Publisher::run()
     zmq_close(m_router);
     if (m_zap)
         zmq_close(m_zap);
+    if (!m_forked.load())
+        removeOwnSockets(); // a clean exit leaves no socket file to look like a dead job
     zmq_ctx_term(m_context); // waits up to `linger` for the batches and the Goodbye to leave
     {
         std::lock_guard lock(m_doneMutex);
@@ -1206,6 +1261,17 @@ void Publisher::stop(unsigned maxWaitMs)
     lock.unlock();
     if (done && m_thread.joinable())
         m_thread.join();
+}
+
+void Publisher::removeOwnSockets()
+{
+    // Only the very files bound here: a path since taken by another run of the job stays.
+    for (const OwnSocket& own : m_ownSockets) {
+        struct stat st {};
+        if (::lstat(own.path.c_str(), &st) == 0 && st.st_ino == own.inode && st.st_uid == ::geteuid())
+            ::unlink(own.path.c_str());
+    }
+    m_ownSockets.clear();
 }
 
 void Publisher::disableAfterFork()

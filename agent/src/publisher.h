@@ -36,6 +36,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/types.h>
+
 namespace memscope::agent {
 
 // How batches travel (docs/protocol.md, "Compressed batches").
@@ -180,6 +182,7 @@ private:
     void answerRequests(); // publisher thread: collects state requests, answers them together (see the .cpp)
     void answerZap(); // publisher thread: ZAP requests (CURVE handshakes) on inproc://zeromq.zap.01
     void sendHeartbeat();
+    void removeOwnSockets(); // the ipc socket files this publisher bound, if still the same files
     void sendSettings(); // publisher thread: the source's settings on topic "C", if it has any
     void sendNotes(); // publisher thread: the notes annotate() queued, on topic "A"
     // Publisher thread: symbolises and sends (topic "S") the stacks channel `device` interned since the last call.
@@ -246,6 +249,11 @@ private:
     std::vector<PendingNote> m_sendingNotes; // publisher thread
     std::atomic<uint64_t> m_notesDropped { 0 };
     std::string m_settingsLines; // publisher thread: the source's, read when the thread starts
+    struct OwnSocket {
+        std::string path;
+        ino_t inode;
+    };
+    std::vector<OwnSocket> m_ownSockets; // ipc socket files bound by start()
     std::mutex m_doneMutex;
     std::condition_variable m_doneCv;
     bool m_done = false;

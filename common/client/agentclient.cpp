@@ -15,6 +15,9 @@
 #include <string_view>
 #include <utility>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace memscope::client {
 
 namespace {
@@ -79,6 +82,28 @@ AgentClient::AgentClient(ClientOptions options, Listener& listener)
 
 AgentClient::~AgentClient() = default;
 
+namespace {
+
+    // Who may be believed at an ipc:// endpoint: the socket file must belong to this user (the agent makes it 0600
+    // and ours, agent/src/publisher.cpp); root may watch any user's job. Another user's file at the path (in a
+    // shared folder such as /tmp anyone may bind a name first) is refused. Empty: trusted; else why not.
+    std::string ipcOwnerProblem(const std::string& endpoint)
+    {
+        if (endpoint.rfind("ipc://", 0) != 0)
+            return {};
+        const std::string path = endpoint.substr(6);
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0)
+            return {}; // gone again: nothing answers there
+        const uid_t me = ::geteuid();
+        if (me == 0 || st.st_uid == me)
+            return {};
+        return endpoint + ": the socket belongs to another user (uid " + std::to_string(st.st_uid)
+            + "), not to you: refusing to record it (someone else's job, or one pretending to be yours)";
+    }
+
+} // namespace
+
 void AgentClient::fail(ErrorKind kind, const std::string& reason)
 {
     m_failed = true;
@@ -107,6 +132,16 @@ bool AgentClient::start()
     m_stateEndpoint = stateEndpointFor(endpoint);
     if (m_stateEndpoint.empty()) {
         fail(ErrorKind::BadEndpoint, endpoint + ": not an ipc:// or tcp://HOST:PORT endpoint");
+        return false;
+    }
+    if (endpoint.rfind("ipc://@", 0) == 0) {
+        fail(ErrorKind::BadEndpoint,
+             endpoint + ": an abstract ipc endpoint has no owner to check (any local user may bind it); memscope's "
+                        "agent publishes on ipc:///PATH only");
+        return false;
+    }
+    if (std::string why = ipcOwnerProblem(endpoint); !why.empty()) {
+        fail(ErrorKind::Untrusted, why);
         return false;
     }
     const bool wantsCurve = !m_options.curveServerKeyFile.empty() || !m_options.curveSecretKeyFile.empty();
@@ -572,6 +607,12 @@ void AgentClient::onStateReply(std::span<const uint8_t> frame)
     }
     if (!m_stateWanted)
         return; // nobody asked (the wait it was for ended: a goodbye)
+    // The socket may have appeared since start() (a viewer that waits for its job): whose it is is checked before
+    // anything it says is believed.
+    if (std::string why = ipcOwnerProblem(m_options.endpoint); !why.empty()) {
+        fail(ErrorKind::Untrusted, why);
+        return;
+    }
     m_stateWanted = false;
     const uint64_t last = state.header.lastSequence;
 

@@ -82,6 +82,7 @@ enum class ErrorKind : uint8_t {
     Incompatible, // a frame of another protocol or version (fatal: the client stops)
     Malformed, // a frame that does not decode (skipped; reported once per kind of frame)
     Socket, // a ZeroMQ call failed
+    Untrusted, // an ipc:// socket another user owns (someone else's job, or one pretending to be ours; fatal)
 };
 
 struct ClientError {

@@ -11,6 +11,7 @@
 #include "wire/protocol.h"
 
 #include <QCoreApplication>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QProcess>
 #include <QRegularExpression>
@@ -18,6 +19,9 @@
 #include <QTest>
 
 #include <zmq.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -693,6 +697,38 @@ private Q_SLOTS:
         const auto snapshot = load(fallback);
         QVERIFY(snapshot);
         QVERIFY(!snapshot->deviceTraces.at(0).empty());
+    }
+
+    // In a shared sticky folder (like /tmp) another user can take an endpoint's name first. `record` checks whose
+    // socket it is before believing it: run as another user (nobody) against root's job, it refuses at once, names
+    // the owner and writes nothing. (Needs root to switch users; skipped otherwise.)
+    void impostorRefused()
+    {
+        if (::geteuid() != 0)
+            QSKIP("running record as another user needs root");
+        QTemporaryDir shared(QDir::tempPath() + QStringLiteral("/memscope-sharedXXXXXX"));
+        QVERIFY(shared.isValid());
+        QCOMPARE(::chmod(shared.path().toLocal8Bit().constData(), 01777), 0); // a sticky folder anyone may write
+        const QString e = QStringLiteral("ipc://") + shared.path() + QStringLiteral("/job");
+        const QString out = shared.path() + QStringLiteral("/taken.pickle");
+        Cli demo, record;
+        demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
+                     QStringLiteral("100000000"), QStringLiteral("--rate"), QStringLiteral("10000"),
+                     QStringLiteral("--delay"), QStringLiteral("200"), QStringLiteral("--no-stacks") });
+        QVERIFY(waitBound(demo));
+        record.process->setChildProcessModifier([] {
+            if (::setgid(65534) != 0 || ::setuid(65534) != 0)
+                ::_exit(99);
+        });
+        record.start(recordArgs(e, out) << QStringLiteral("--timeout") << QStringLiteral("3"));
+        QVERIFY(record.finish(10000));
+        demo.process->kill();
+        demo.finish(5000);
+        const QString err = record.err();
+        QCOMPARE(record.status(), 1);
+        QVERIFY2(err.contains(e + QStringLiteral(": the socket belongs to another user (uid 0), not to you")),
+                 qPrintable(err));
+        QVERIFY(!QFile::exists(out));
     }
 
     // An incompatible or garbage agent: `record` stops at once with status 1 and an error naming the endpoint and

@@ -493,6 +493,71 @@ private Q_SLOTS:
         QCOMPARE(ring.written(), uint64_t(6));
     }
 
+    // An ipc:// endpoint is this user's alone, whatever the umask (ZeroMQ makes the file with it): both socket
+    // files are 0600 from the moment they exist, and gone after a clean stop. A file another run put at the path
+    // since is left alone.
+    void ipcSocketsArePrivateAndRemoved()
+    {
+        const mode_t saved = ::umask(0); // the worst case: every file world-writable
+        const std::string endpoint = nextEndpoint();
+        const std::string path = endpoint.substr(6), statePath = path + "-state";
+        {
+            HostBackend backend;
+            CachingAllocator allocator(backend, {});
+            PublisherOptions options;
+            options.endpoint = endpoint;
+            Publisher publisher(allocator, options);
+            std::string error;
+            const bool started = publisher.start(&error);
+            ::umask(saved);
+            QVERIFY2(started, error.c_str());
+            for (const std::string& p : { path, statePath }) {
+                struct stat st {};
+                QCOMPARE(::lstat(p.c_str(), &st), 0);
+                QVERIFY(S_ISSOCK(st.st_mode));
+                QCOMPARE(int(st.st_mode & 0777), 0600);
+                QCOMPARE(st.st_uid, ::geteuid());
+            }
+            QVERIFY(!QFile::exists(QString::fromStdString(path + ".bind-" + std::to_string(::getpid()))));
+            publisher.stop(500);
+        }
+        QVERIFY(!QFile::exists(QString::fromStdString(path)));
+        QVERIFY(!QFile::exists(QString::fromStdString(statePath)));
+    }
+
+    // Endpoints the agent refuses, with the reason: an abstract socket (no permissions at all) and a path that
+    // another user holds (in a shared folder anyone may take a name first).
+    void ipcRefusals()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        {
+            PublisherOptions options;
+            options.endpoint = "ipc://@memscope-test-" + std::to_string(::getpid());
+            Publisher publisher(allocator, options);
+            std::string error;
+            QVERIFY(!publisher.start(&error));
+            QVERIFY2(error.find("abstract ipc endpoint") != std::string::npos, error.c_str());
+        }
+        if (::geteuid() != 0)
+            QSKIP("making a file another user owns needs root");
+        const std::string endpoint = nextEndpoint();
+        const std::string path = endpoint.substr(6);
+        QFile squatter(QString::fromStdString(path));
+        QVERIFY(squatter.open(QIODevice::WriteOnly));
+        squatter.close();
+        QCOMPARE(::chown(path.c_str(), 65534, 65534), 0);
+        PublisherOptions options;
+        options.endpoint = endpoint;
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY(!publisher.start(&error));
+        QVERIFY2(error.find("belongs to another user (uid 65534)") != std::string::npos, error.c_str());
+        struct stat st {};
+        QCOMPARE(::lstat(path.c_str(), &st), 0);
+        QCOMPARE(st.st_uid, uid_t(65534)); // left alone
+    }
+
     void publisherOverflowWithoutDrain()
     {
         HostBackend backend;
