@@ -2,6 +2,7 @@
 // Frame texts are formatted once per frame and cached. See calltreemodel.h. GUI thread only.
 #include "models/calltreemodel.h"
 
+#include "models/displaytext.h"
 #include "models/session.h"
 #include "report/memoryviz.h"
 
@@ -19,7 +20,7 @@ using model::FrameId;
 
 namespace {
 
-    QString fromStd(std::string_view s) { return QString::fromUtf8(s.data(), qsizetype(s.size())); }
+    QString fromStd(std::string_view s) { return displayText(s); }
 
     QString pseudoLabel(FrameId frame)
     {

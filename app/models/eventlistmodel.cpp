@@ -4,6 +4,7 @@
 
 #include "model/addressmap.h"
 #include "model/framefilter.h"
+#include "models/displaytext.h"
 #include "report/memoryviz.h"
 #include "views/colors.h"
 
@@ -47,7 +48,7 @@ namespace {
         return device >= 0 && size_t(device) < s.deviceTraces.size() ? s.deviceTraces[size_t(device)] : none;
     }
 
-    QString fromUtf8(std::string_view v) { return QString::fromUtf8(v.data(), qsizetype(v.size())); }
+    QString fromUtf8(std::string_view v) { return displayText(v); }
 
     // AddressMap holds uint32_t values; deltas may be negative (an inconsistent trace), so they are stored biased.
     constexpr int64_t DeltaBias = int64_t(1) << 31;

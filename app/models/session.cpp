@@ -4,6 +4,7 @@
 #include "model/consistency.h"
 #include "model/framefilter.h"
 #include "model/landmarks.h"
+#include "models/displaytext.h"
 #include "report/memoryviz.h"
 
 #include <QDateTime>
@@ -218,7 +219,7 @@ std::vector<AnnotationSpan> Session::annotations() const
         if (!m_compilerAnnotations && model::isCompilerAnnotation(r.name))
             continue;
         AnnotationSpan span;
-        span.name = QString::fromStdString(r.name);
+        span.name = displayText(r.name);
         span.begin = std::min(r.begin, entryCount());
         span.end = std::min(r.end, entryCount());
         span.beginUs = r.beginUs;
@@ -287,7 +288,7 @@ QString Session::stackText(StackId stack, bool shortPaths) const
                 }
             }
         }
-        out += QString::fromUtf8(line.data(), qsizetype(line.size())) + QLatin1Char('\n');
+        out += displayText(line) + QLatin1Char('\n');
     }
     if (out.isEmpty())
         out = s.stackSize(stack) == 0 ? tr("(no stack recorded)\n") : tr("(every frame hidden by the frame filter)\n");
@@ -302,8 +303,7 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
     const Snapshot& s = snapshot();
     const auto& e = entries();
     auto str = [&](StringId sid) {
-        const auto v = s.str(sid);
-        return QString::fromUtf8(v.data(), qsizetype(v.size()));
+        return displayText(s.str(sid));
     };
     QString text = allocationName(id) + QLatin1String("  ") + formatBytes(a.requestedSize) + tr(" requested, ")
         + formatBytes(a.size) + (a.sizeIsExact ? tr(" block") : tr(" block (estimated)")) + QLatin1Char('\n');

@@ -4,6 +4,7 @@
 // level of detail of Qt's "chip" example: about one primitive per pixel column). GUI thread only.
 #include "views/flamegraphview.h"
 
+#include "models/displaytext.h"
 #include "models/session.h"
 #include "views/colors.h"
 
@@ -290,7 +291,7 @@ const QString& FlameGraphView::label(model::FrameId frame) const
         l = name;
         // "??:0" says nothing (no debug info); a file without a line is still worth its name.
         if (!file.empty() && file != "??") {
-            l += QLatin1String("  ") + QString::fromUtf8(file.data(), qsizetype(file.size()));
+            l += QLatin1String("  ") + displayText(file);
             if (f.line.isPositive())
                 l += QLatin1Char(':') + QString::fromStdString(f.line.toString());
         }

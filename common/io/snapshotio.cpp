@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <new>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include <fcntl.h>
@@ -128,41 +128,87 @@ bool isXz(std::span<const uint8_t> data)
     return data.size() >= sizeof Magic && std::memcmp(data.data(), Magic, sizeof Magic) == 0;
 }
 
-// Decompresses an .xz stream. Bounded: at most `limit` bytes of output.
-Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const std::string& path,
-                   uint64_t limit = uint64_t(16) << 30)
+// Bytes this machine can still give (MemAvailable in /proc/meminfo, Linux 3.14+); 0 when unknown.
+uint64_t availableMemory()
 {
+    uint64_t kib = 0;
+    if (FILE* f = std::fopen("/proc/meminfo", "re")) {
+        char line[128];
+        while (std::fgets(line, sizeof line, f)) {
+            unsigned long long value = 0;
+            if (std::sscanf(line, "MemAvailable: %llu kB", &value) == 1) {
+                kib = value;
+                break;
+            }
+        }
+        std::fclose(f);
+    }
+    return kib * 1024;
+}
+
+bool looksLikeJson(std::span<const uint8_t> data);
+
+// Decompresses an .xz stream, bounded three ways, so that a small hostile file costs neither the machine's memory
+// nor minutes: its first 4 KiB must look like a pickle or JSON (checked as soon as they are out, when
+// `mustLookLikeSnapshot`), the output may not outgrow the memory the machine has free (nor `limit`), and running out
+// of memory anyway is an error, not a crash.
+Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const std::string& path,
+                   bool mustLookLikeSnapshot = false, uint64_t limit = uint64_t(16) << 30)
+{
+    if (const uint64_t free = availableMemory(); free > 0)
+        limit = std::min(limit, free / 2); // the parse needs at least as much again
     lzma_stream strm = LZMA_STREAM_INIT;
     if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
         return makeError(ErrorCode::Io, "cannot start the xz decoder", path);
-    out.resize(std::max<size_t>(in.size() * 8, 1 << 20));
-    strm.next_in = in.data();
-    strm.avail_in = in.size();
-    strm.next_out = out.data();
-    strm.avail_out = out.size();
-    lzma_ret ret = LZMA_OK;
-    while (true) {
-        ret = lzma_code(&strm, LZMA_FINISH);
-        if (ret == LZMA_STREAM_END)
-            break;
-        if (ret != LZMA_OK) {
-            lzma_end(&strm);
-            return makeError(ret == LZMA_BUF_ERROR ? ErrorCode::Truncated : ErrorCode::Corrupt,
-                             ret == LZMA_BUF_ERROR ? "the xz stream is truncated" : "the xz stream is corrupt", path);
-        }
-        if (strm.avail_out == 0) {
-            const size_t used = out.size();
-            if (used >= limit) {
-                lzma_end(&strm);
-                return makeError(ErrorCode::TooLarge, "decompresses to more than the reader allows", path);
+    struct End {
+        lzma_stream* s;
+        ~End() { lzma_end(s); }
+    } end { &strm };
+    constexpr size_t Prefix = 4096;
+    try {
+        out.resize(std::min<uint64_t>(std::max<size_t>(in.size() * 8, 1 << 20), limit));
+        strm.next_in = in.data();
+        strm.avail_in = in.size();
+        strm.next_out = out.data();
+        strm.avail_out = std::min<size_t>(out.size(), Prefix); // the first round: just enough to check
+        bool checked = !mustLookLikeSnapshot;
+        while (true) {
+            const lzma_ret ret = lzma_code(&strm, LZMA_FINISH);
+            const size_t produced = size_t(strm.next_out - out.data());
+            if (!checked && (produced >= Prefix || ret == LZMA_STREAM_END)) {
+                const std::span<const uint8_t> head(out.data(), produced);
+                if (!looksLikePickle(head) && !looksLikeJson(head))
+                    return makeError(ErrorCode::NotPickle,
+                                     "the xz file holds neither a pickle nor JSON: not a memory snapshot", path);
+                checked = true;
             }
-            out.resize(std::min<uint64_t>(used * 2, limit));
-            strm.next_out = out.data() + used;
-            strm.avail_out = out.size() - used;
+            if (ret == LZMA_STREAM_END)
+                break;
+            if (ret != LZMA_OK)
+                return makeError(ret == LZMA_BUF_ERROR ? ErrorCode::Truncated : ErrorCode::Corrupt,
+                                 ret == LZMA_BUF_ERROR ? "the xz stream is truncated" : "the xz stream is corrupt",
+                                 path);
+            if (strm.avail_out == 0) {
+                if (produced < out.size()) {
+                    strm.avail_out = out.size() - produced; // past the first round
+                    continue;
+                }
+                if (produced >= limit)
+                    return makeError(ErrorCode::TooLarge,
+                                     "decompresses to more than " + std::to_string(limit >> 20)
+                                         + " MiB, more than half the memory this machine has free",
+                                     path);
+                out.resize(std::min<uint64_t>(uint64_t(produced) * 2, limit));
+                strm.next_out = out.data() + produced;
+                strm.avail_out = out.size() - produced;
+            }
         }
+        out.resize(size_t(strm.next_out - out.data()));
+    } catch (const std::bad_alloc&) {
+        out.clear();
+        out.shrink_to_fit();
+        return makeError(ErrorCode::TooLarge, "not enough memory to decompress it", path);
     }
-    out.resize(out.size() - strm.avail_out);
-    lzma_end(&strm);
     return {};
 }
 
@@ -193,7 +239,7 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
 
     std::vector<uint8_t> decompressed;
     if (isXz(data)) {
-        if (Error e = decompressXz(data, decompressed, name))
+        if (Error e = decompressXz(data, decompressed, name, options.format == Format::Auto))
             return failWith(std::move(e));
         data = decompressed;
         if (data.empty())

@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <sys/resource.h>
+
 #include <random>
 
 using namespace memscope;
@@ -68,6 +70,7 @@ private Q_SLOTS:
     void corruptedBytesNeverCrash();
     void validButOddInputs_data();
     void validButOddInputs();
+    void compressionBombRefusedEarly();
 };
 
 void TestBadInput::refusedAndBroken_data()
@@ -268,6 +271,24 @@ void TestBadInput::validButOddInputs()
     QVERIFY2(r.ok(), r.error.toString().c_str());
     QCOMPARE(int(r.snapshot->segments.size()), segments);
     QCOMPARE(int(r.snapshot->blocks.size()), blocks);
+}
+
+// A 153 KB .xz of 1 GiB of zeros (tests/data/bomb-zeros-1g.xz): refused as "neither a pickle nor JSON" from its first
+// 4 KiB, without decompressing the rest: the process's peak memory hardly moves.
+void TestBadInput::compressionBombRefusedEarly()
+{
+    const std::string path = test::dataPath("bomb-zeros-1g.xz");
+    rusage before {};
+    getrusage(RUSAGE_SELF, &before);
+    const io::LoadResult r = io::loadSnapshot(path);
+    rusage after {};
+    getrusage(RUSAGE_SELF, &after);
+    QCOMPARE(r.error.code, io::ErrorCode::NotPickle);
+    QCOMPARE(QString::fromStdString(r.error.toString()),
+             QString::fromStdString(path) + QStringLiteral(": the xz file holds neither a pickle nor JSON: not a memory "
+                                                           "snapshot"));
+    const long grewKiB = after.ru_maxrss - before.ru_maxrss; // ru_maxrss: KiB on Linux
+    QVERIFY2(grewKiB < 64 * 1024, qPrintable(QStringLiteral("peak memory grew by %1 KiB").arg(grewKiB)));
 }
 
 QTEST_GUILESS_MAIN(TestBadInput)

@@ -1,0 +1,18 @@
+// displaytext.h
+#include "models/displaytext.h"
+
+namespace memscope::app {
+
+QString displayText(std::string_view utf8)
+{
+    // Bytes bound the characters from above, so short text (nearly all of it) is converted once, as it is.
+    if (utf8.size() <= size_t(MaxDisplayChars))
+        return QString::fromUtf8(utf8.data(), qsizetype(utf8.size()));
+    size_t cut = size_t(MaxDisplayChars);
+    while (cut > 0 && (uint8_t(utf8[cut]) & 0xC0) == 0x80)
+        --cut; // not inside a UTF-8 sequence
+    return QString::fromUtf8(utf8.data(), qsizetype(cut))
+        + QStringLiteral("… (%L1 more bytes)").arg(qulonglong(utf8.size() - cut));
+}
+
+} // namespace memscope::app

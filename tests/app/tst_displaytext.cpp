@@ -1,0 +1,61 @@
+// What the views show of a snapshot's text (app/models/displaytext.h): short text as it is, text longer than
+// MaxDisplayChars cut on a character boundary with how much is left out, so that a hostile or generated name of
+// megabytes never reaches Qt's text layout whole; the frame labels of the call tree and flame graph go through it.
+#include "models/calltreemodel.h"
+#include "models/displaytext.h"
+
+#include <QTest>
+
+#include <string>
+
+using namespace memscope;
+using namespace memscope::app;
+
+class TestDisplayText : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void cut_data()
+    {
+        QTest::addColumn<QByteArray>("utf8");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("short") << QByteArray("train.py:12:forward") << QStringLiteral("train.py:12:forward");
+        QTest::newRow("exactly the limit") << QByteArray(MaxDisplayChars, 'a') << QString(MaxDisplayChars, u'a');
+        QTest::newRow("one more byte")
+            << QByteArray(MaxDisplayChars + 1, 'a') << QString(MaxDisplayChars, u'a') + QStringLiteral("… (1 more bytes)");
+        // A 3-byte character (€) across the limit: the cut goes before it, never through it.
+        QByteArray euro(MaxDisplayChars - 1, 'b');
+        euro += "\xE2\x82\xAC";
+        euro += "tail";
+        QTest::newRow("no cut inside a character")
+            << euro << QString(MaxDisplayChars - 1, u'b') + QStringLiteral("… (7 more bytes)");
+    }
+    void cut()
+    {
+        QFETCH(QByteArray, utf8);
+        QFETCH(QString, expected);
+        QCOMPARE(displayText(std::string_view(utf8.constData(), size_t(utf8.size()))), expected);
+    }
+
+    // A 64 MiB function name (as a hostile file carried: the app hung in text shaping) in the labels every view
+    // shows: bounded, and still saying whose name it is.
+    void hugeFrameName()
+    {
+        model::Snapshot s;
+        const std::string name = "forward" + std::string(size_t(64) << 20, 'x');
+        model::Frame f;
+        f.name = s.strings.intern(name);
+        f.filename = s.strings.intern("/src/model.py");
+        f.line = 7;
+        s.frames.push_back(f);
+        for (const QString& label : { frameLabel(s, model::FrameId(0)), frameFullText(s, model::FrameId(0)),
+                                      frameDisplayLabel(s, model::FrameId(0)),
+                                      shortFunctionName(s, model::FrameId(0)) }) {
+            QVERIFY2(label.size() <= MaxDisplayChars + 64, qPrintable(QString::number(label.size())));
+            QVERIFY(label.contains(QStringLiteral("forwardxxx")));
+            QVERIFY(label.contains(QStringLiteral("more bytes)")));
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestDisplayText)
+#include "tst_displaytext.moc"
