@@ -275,7 +275,7 @@ void LiveWindow::replaceDocument(std::shared_ptr<const Document> document)
         if (std::find(devices.begin(), devices.end(), old->session()->device()) != devices.end())
             next->session()->setDevice(old->session()->device());
         next->restoreLayout(old->saveLayout());
-        m_layout->replaceWidget(old, next);
+        delete m_layout->replaceWidget(old, next); // the old widget's layout item is ours to delete (QLayout docs)
         old->hide();
         // A rotated-out document holds gigabytes: giving them back to the system takes a good part of a second.
         // Its last reference goes to the thread pool once the old window (and its views) are gone.
@@ -294,7 +294,7 @@ void LiveWindow::showDocument(std::shared_ptr<const Document> document)
 {
     auto* next = new DocumentWindow(std::move(document), this);
     next->setWindowFlags(Qt::Widget); // a QMainWindow is a top-level window unless told otherwise
-    m_layout->replaceWidget(m_placeholder, next);
+    delete m_layout->replaceWidget(m_placeholder, next); // the placeholder's layout item is ours to delete
     m_placeholder->hide();
     m_document = next;
     next->show();

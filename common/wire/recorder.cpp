@@ -100,7 +100,7 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
         s.isExpandable = r.isExpandable != 0;
         s.isSmall = r.isSmall != 0;
         if (isFree(deviceOf(r.device).segments, r.address, r.size))
-            deviceOf(r.device).segments.emplace(r.address, std::move(s));
+            deviceOf(r.device).segments.emplace(uint64_t(r.address), std::move(s));
         else
             misfit();
     }
@@ -111,7 +111,7 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
             if (r.device >= inactive.size())
                 inactive.resize(size_t(r.device) + 1);
             if (r.address + r.size > r.address)
-                inactive[r.device][r.address] = { r.address + r.size, r.requestedSize };
+                inactive[r.device][uint64_t(r.address)] = { r.address + r.size, uint64_t(r.requestedSize) };
             continue;
         }
         auto& segments = deviceOf(r.device).segments;
@@ -123,7 +123,7 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
                 seg = &it->second;
         }
         if (seg && isFree(seg->blocks, r.address, r.size))
-            seg->blocks.emplace(r.address, Block { r.size, r.requestedSize, r.state, stackKey(r.stackId) });
+            seg->blocks.emplace(uint64_t(r.address), Block { r.size, r.requestedSize, r.state, stackKey(r.stackId) });
         else
             misfit();
     }
@@ -425,7 +425,7 @@ void Recorder::apply(const EventRecord& e)
         ++m_stats.unsynced;
     m_stats.lost += e.lost;
     m_lastSequence = e.sequence;
-    m_lastTimeNs = std::max(m_lastTimeNs, e.timeNs);
+    m_lastTimeNs = std::max(m_lastTimeNs, uint64_t(e.timeNs));
     m_started = true;
     if (e.type == uint8_t(EventType::Heartbeat) || e.type >= uint8_t(EventType::Count)) {
         ++m_stats.heartbeats;
@@ -460,7 +460,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         auto [base, seg] = segmentAt(d, e.address, e.size);
         if (!seg || !isFree(seg->blocks, e.address, e.size))
             return false;
-        seg->blocks.emplace(e.address, Block { e.size, e.requestedSize, 1, stackKey(e.stackId) });
+        seg->blocks.emplace(uint64_t(e.address), Block { e.size, e.requestedSize, 1, stackKey(e.stackId) });
         device(d).free.take(DeviceAddr(e.address), DeviceAddr(e.address + e.size));
         traceSize = e.requestedSize;
         return true;
@@ -505,7 +505,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
         s.stack = stackKey(e.stackId);
         traceSize = e.size;
         if (!s.isExpandable) {
-            segments.emplace(e.address, std::move(s));
+            segments.emplace(uint64_t(e.address), std::move(s));
             dev.free.release(DeviceAddr(e.address), DeviceAddr(e.address + e.size), 0, false, false);
             return true;
         }
@@ -523,7 +523,7 @@ bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
             address = prev->first;
             prev->second.size += s.size;
         } else {
-            segments.emplace(e.address, s);
+            segments.emplace(uint64_t(e.address), s);
         }
         Segment& merged = segments[address];
         if (joinRight) {

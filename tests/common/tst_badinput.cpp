@@ -128,7 +128,7 @@ void TestBadInput::refusedAndBroken_data()
     QTest::newRow("a dict without segments")
         << QByteArray("\x80\x02}X\x01\x00\x00\x00" "aK\x01s.", 13) << io::ErrorCode::NotSnapshot << "'segments'";
     QTest::newRow("segment address is a string")
-        << QByteArray("\x80\x02}X\x08\x00\x00\x00segments]}X\x07\x00\x00\x00" "addressX\x03\x00\x00\x00" "abcsas.", 45)
+        << QByteArray("\x80\x02}X\x08\x00\x00\x00segments]}X\x07\x00\x00\x00" "addressX\x03\x00\x00\x00" "abcsas.", 42)
         << io::ErrorCode::NotSnapshot << "'address'";
     QTest::newRow("a list nested 100000 deep (no MARKs)")
         << nestedLists(100000) + "." << io::ErrorCode::NotSnapshot << "segment 0";

@@ -874,8 +874,10 @@ private Q_SLOTS:
         const std::vector freshBlocks { block(A, 2 * MiB, 4242, 0), block(A + 2 * MiB, MiB, 999),
                                         block(A + 3 * MiB, 17 * MiB, 31, 0), block(B, MiB, 100),
                                         block(B + MiB, MiB, 64, 0) };
-        const DecodedState state
-            = wire::decodeState(encodeState(makeHello(restart ? 43 : 42, 1, "node1", "0.1"), 20, fresh, freshBlocks));
+        // The decoded state's records are views into these bytes: they must outlive it.
+        const std::vector<uint8_t> freshBytes
+            = encodeState(makeHello(restart ? 43 : 42, 1, "node1", "0.1"), 20, fresh, freshBlocks);
+        const DecodedState state = wire::decodeState(freshBytes);
         ResyncReason reason;
         reason.kind = restart ? ResyncReason::Kind::Restart : ResyncReason::Kind::Gap;
         reason.missing = 8;
