@@ -41,7 +41,10 @@
 namespace memscope::agent {
 namespace {
 
-    constexpr size_t MaxBatchRecords = 4096; // ~288 KiB per message at most
+    // At most 72 KiB per message: ZeroMQ bounds what it queues for a viewer in messages (ZMQ_SNDHWM,
+    // zmq_setsockopt(3)), so a bounded message size is what turns that count into bytes (viewerQueueMessages).
+    constexpr size_t MaxBatchRecords = 1024;
+    constexpr size_t MaxBatchBytes = sizeof(wire::BatchHeader) + MaxBatchRecords * sizeof(wire::EventRecord);
     constexpr int LingerMs = 150; // what close may wait to flush the Goodbye unless stop() allows more
     constexpr int RouterHwm = 2; // state replies queued per peer; a peer that asks and never reads holds no more
     constexpr size_t MaxStateRequesters = 64; // distinct peers waiting for one state; more are dropped (they retry)
@@ -69,6 +72,29 @@ namespace {
                      text, Publisher::MaxRingRecords, Publisher::DefaultRingRecords);
         return Publisher::DefaultRingRecords;
     }
+
+    // MEMSCOPE_VIEWER_BUFFER_MB, checked; a bad value is named on stderr and the default used.
+    size_t viewerBufferFromEnvironment()
+    {
+        const char* text = std::getenv("MEMSCOPE_VIEWER_BUFFER_MB");
+        if (!text)
+            return Publisher::DefaultViewerBufferBytes;
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long mib = std::strtoull(text, &end, 10);
+        if (errno == 0 && end != text && *end == '\0' && *text != '-' && mib >= 1 && mib <= 65536)
+            return size_t(mib) << 20;
+        std::fprintf(stderr, "memscope: MEMSCOPE_VIEWER_BUFFER_MB=%s is not a number of MiB from 1 to 65536; using %zu\n",
+                     text, Publisher::DefaultViewerBufferBytes >> 20);
+        return Publisher::DefaultViewerBufferBytes;
+    }
+
+    // The messages ZeroMQ may queue for one viewer so that they hold at most `bytes` (every batch is at most
+    // MaxBatchBytes; stacks, notes and settings are smaller but for rare large stacks). A viewer that reads slower
+    // than the job publishes, or not at all, then loses whole batches beyond its share: PUB drops them for that
+    // viewer alone (zmq_socket(3), ZMQ_PUB: "messages ... dropped" at the high water mark), which sees a sequence
+    // gap and resynchronises. The job's memory never depends on how fast anyone reads.
+    int viewerQueueMessages(size_t bytes) { return int(std::clamp<size_t>(bytes / MaxBatchBytes, 16, 1 << 20)); }
 
     // MEMSCOPE_COMPRESS, checked; unset or bad: LZ4 on tcp:// endpoints only (the bytes cross a network there; on
     // ipc the copy is cheaper than the compression).
@@ -240,6 +266,8 @@ Publisher::Publisher(EventSource& source, PublisherOptions options)
 {
     if (m_options.ringCapacity == 0)
         m_options.ringCapacity = ringRecordsFromEnvironment();
+    if (m_options.viewerBufferBytes == 0)
+        m_options.viewerBufferBytes = viewerBufferFromEnvironment();
     const int devices = std::max(source.deviceCount(), 1);
     m_channels.reserve(size_t(devices));
     for (int d = 0; d < devices; ++d)
@@ -526,7 +554,7 @@ bool Publisher::start(std::string* error)
         break;
     }
     const int linger = LingerMs;
-    const int sndhwm = 10000; // messages (batches); beyond that a slow viewer loses batches and resynchronises
+    const int sndhwm = viewerQueueMessages(m_options.viewerBufferBytes);
     zmq_setsockopt(m_pub, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(m_router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(m_pub, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm);

@@ -51,6 +51,9 @@ struct PublisherOptions {
     std::string endpoint; // empty: defaultEndpoint()
     // Records per device (72 B each); 0: MEMSCOPE_RING_RECORDS, else DefaultRingRecords.
     size_t ringCapacity = 0;
+    // Bytes of batches the job may hold for one viewer that does not keep up (or does not read at all); beyond
+    // it that viewer loses batches and resynchronises. 0: MEMSCOPE_VIEWER_BUFFER_MB, else DefaultViewerBufferBytes.
+    size_t viewerBufferBytes = 0;
     Compression compression = Compression::FromEnvironment;
     // CURVE (docs/protocol.md, "TCP and CURVE"): the agent's secret key file and the authorised clients' public
     // keys; empty: MEMSCOPE_CURVE_SECRET / MEMSCOPE_CURVE_CLIENTS. Required for a tcp endpoint that is not loopback.
@@ -75,6 +78,8 @@ public:
     // time the publisher thread may go unscheduled on a busy machine before the ring overflows.
     static constexpr size_t DefaultRingRecords = size_t(1) << 17;
     static constexpr size_t MaxRingRecords = size_t(1) << 26;
+    // ~1.8 s of a 2 M events/s flood (72 B a record), far more at the rates of real training jobs.
+    static constexpr size_t DefaultViewerBufferBytes = size_t(256) << 20;
 
     // Does not start anything; `allocator` must outlive the publisher (the state replies read it).
     Publisher(CachingAllocator& allocator, PublisherOptions options);

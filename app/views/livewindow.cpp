@@ -4,6 +4,7 @@
 
 #include "io/snapshotio.h"
 #include "views/documentwindow.h"
+#include "wire/recorder.h"
 
 #include <QCheckBox>
 #include <QDateTime>
@@ -485,36 +486,20 @@ void LiveWindow::chooseTrigger()
 model::Extras LiveWindow::recordingInfo(int part) const
 {
     const LiveUpdate& u = m_receiver->latest();
-    auto integer = [](int64_t v) {
-        model::Value out;
-        out.kind = model::Value::Kind::Int;
-        out.integer = v;
-        return out;
-    };
-    auto text = [](const QString& v) {
-        model::Value out;
-        out.kind = model::Value::Kind::String;
-        out.text = v.toStdString();
-        return out;
-    };
-    model::Value info;
-    info.kind = model::Value::Kind::Dict;
-    info.entries.emplace_back("format", integer(1));
-    info.entries.emplace_back("endpoint", text(endpoint()));
-    info.entries.emplace_back("host", text(u.host));
-    info.entries.emplace_back("pid", integer(u.pid));
-    info.entries.emplace_back("devices", integer(u.deviceCount));
-    info.entries.emplace_back("events", integer(int64_t(u.stats.applied)));
-    info.entries.emplace_back("lost", integer(int64_t(u.stats.lost + u.stats.agentLost)));
-    info.entries.emplace_back("missing", integer(int64_t(u.stats.missing)));
-    info.entries.emplace_back("gaps", integer(int64_t(u.stats.gaps)));
-    info.entries.emplace_back("resyncs", integer(int64_t(u.stats.resyncs)));
-    info.entries.emplace_back("restarts", integer(int64_t(u.stats.restarts)));
-    info.entries.emplace_back("part", integer(part));
-    info.entries.emplace_back("saved_at_us", integer(QDateTime::currentMSecsSinceEpoch() * 1000));
-    model::Extras out;
-    out.emplace_back("memscope_recording", std::move(info));
-    return out;
+    wire::RecordingInfo info;
+    info.endpoint = endpoint().toStdString();
+    info.host = u.host.toStdString();
+    info.pid = u.pid;
+    info.devices = u.deviceCount;
+    info.events = u.stats.applied;
+    info.lost = u.stats.lost + u.stats.agentLost;
+    info.missing = u.stats.missing;
+    info.gaps = u.stats.gaps;
+    info.resyncs = u.stats.resyncs;
+    info.restarts = u.stats.restarts;
+    info.part = part;
+    info.savedAtUs = QDateTime::currentMSecsSinceEpoch() * 1000;
+    return wire::recordingExtras(info);
 }
 
 QString LiveWindow::saveSnapshot(const QString& path, SaveFormat format) const

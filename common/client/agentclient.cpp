@@ -70,6 +70,7 @@ struct AgentClient::Sockets {
     zmq::socket_t dealer;
     zmq::socket_t monitor; // PAIR: the SUB's connection events (zmq_socket_monitor), for clearer errors
     bool connected = false; // the SUB's transport connected at least once
+    bool up = false; // ... and is connected now (ZMQ_EVENT_DISCONNECTED clears it)
     bool handshook = false; // ... and completed the ZMTP (CURVE) handshake
     int authStatus = 0; // a ZAP refusal's status code (RFC 27: 400), from ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
 };
@@ -192,7 +193,8 @@ bool AgentClient::start()
         const std::string monitorAddress
             = "inproc://memscope-client-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
         if (zmq_socket_monitor(s.sub.handle(), monitorAddress.c_str(),
-                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+                                   | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             == 0) {
             s.monitor = zmq::socket_t(s.context, zmq::socket_type::pair);
             s.monitor.set(zmq::sockopt::linger, 0);
@@ -263,7 +265,9 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
         zmq::pollitem_t items[] = { { s.sub.handle(), 0, ZMQ_POLLIN, 0 },
                                     { s.dealer.handle(), 0, ZMQ_POLLIN, 0 },
                                     { s.monitor.handle(), 0, ZMQ_POLLIN, 0 } };
+        const Clock::time_point before = Clock::now();
         zmq::poll(items, s.monitor ? 3 : 2, timeout);
+        notListened(before, Clock::now(), timeout);
 
         if (items[2].revents & ZMQ_POLLIN)
             readMonitor();
@@ -305,6 +309,27 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
         timers(Clock::now());
 }
 
+void AgentClient::notListened(Clock::time_point before, Clock::time_point after, std::chrono::milliseconds timeout)
+{
+    // Time this client did not listen is no evidence of silence: the caller away between two polls (writing a file)
+    // beyond a moment, or a poll that overran its timeout (the process stopped by SIGSTOP or a debugger, or not
+    // scheduled). The timers that judge the agent by what we heard move forward by that much, so a viewer resumed
+    // after a pause reads the backlog queued for it instead of calling the job silent at once.
+    constexpr std::chrono::milliseconds Slack { 100 };
+    Clock::duration away {};
+    if (m_lastPollEnd != Clock::time_point {} && before - m_lastPollEnd > Slack)
+        away += before - m_lastPollEnd - Slack;
+    if (after - before > timeout + Slack)
+        away += after - before - timeout - Slack;
+    m_lastPollEnd = after;
+    if (away <= Clock::duration::zero())
+        return;
+    m_lastHeard += away;
+    m_start += away;
+    if (m_disconnectedAt != Clock::time_point {})
+        m_disconnectedAt += away;
+}
+
 void AgentClient::readMonitor()
 {
     Sockets& s = *m_sockets;
@@ -319,8 +344,12 @@ void AgentClient::readMonitor()
         uint32_t value = 0;
         std::memcpy(&id, event.data(), 2);
         std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
-        if (id == ZMQ_EVENT_CONNECTED)
-            s.connected = true;
+        if (id == ZMQ_EVENT_CONNECTED) {
+            s.connected = s.up = true;
+        } else if (id == ZMQ_EVENT_DISCONNECTED && s.up) {
+            s.up = false;
+            m_disconnectedAt = Clock::now();
+        }
         else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
             s.handshook = true;
         else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
@@ -725,8 +754,14 @@ void AgentClient::timers(Clock::time_point now)
         m_noAnswerReported = true;
         report(ErrorKind::NoAnswer, noAnswerMessage());
     }
-    if (m_hasState && !m_goodbye && !m_silenceReported && now - m_lastHeard >= m_options.silenceLimit) {
+    // A job that exits without its goodbye reaching us (killed, or its goodbye dropped for a viewer that fell
+    // behind) closes its end of the connection: once nothing more has come for a moment after that, it is silence
+    // without waiting for silenceLimit. A hung or stopped job keeps the connection and waits the whole limit.
+    const bool closed = !m_sockets->up && m_disconnectedAt > m_lastHeard && now - m_disconnectedAt >= DisconnectGrace
+        && now - m_lastHeard >= DisconnectGrace;
+    if (m_hasState && !m_goodbye && !m_silenceReported && (closed || now - m_lastHeard >= m_options.silenceLimit)) {
         m_silenceReported = true;
+        m_silenceClosed = closed;
         setLink(Link::Silent);
         m_listener.onSilence(std::chrono::duration_cast<std::chrono::milliseconds>(now - m_lastHeard));
     }

@@ -161,6 +161,9 @@ public:
     Link link() const { return m_link; }
     bool failed() const { return m_failed; }
     bool hasState() const { return m_hasState; }
+    // While Silent: whether the job closed the connection (it exited or was killed without a goodbye reaching
+    // us), rather than keeping it open and saying nothing (hung, stopped, or a network gone quiet).
+    bool silenceIsClosed() const { return m_link == Link::Silent && m_silenceClosed; }
     const ClientStats& stats() const { return m_stats; }
     const ClientOptions& options() const { return m_options; }
     const std::string& stateEndpoint() const { return m_stateEndpoint; }
@@ -222,6 +225,12 @@ private:
     bool m_requestOutstanding = false;
     bool m_noAnswerReported = false;
     bool m_silenceReported = false;
+    bool m_silenceClosed = false;
+    std::chrono::steady_clock::time_point m_disconnectedAt {}; // when the SUB's connection last went down
+    std::chrono::steady_clock::time_point m_lastPollEnd {};
+    void notListened(std::chrono::steady_clock::time_point before, std::chrono::steady_clock::time_point after,
+                     std::chrono::milliseconds timeout);
+    static constexpr std::chrono::milliseconds DisconnectGrace { 200 };
     bool m_heardSub = false; // anything on the SUB socket since start()
     uint32_t m_pid = 0;
     uint64_t m_applied = 0; // the last sequence delivered (or the last state's)

@@ -4,6 +4,8 @@
 #include "wire/recorder.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 #include <unordered_map>
 
 namespace memscope::wire {
@@ -663,6 +665,14 @@ void Recorder::setSettings(const DecodedSettings& settings)
 
 model::Snapshot Recorder::snapshot() const { return build(m_devices, m_entries.size(), m_notes.size()); }
 
+void Recorder::dropHistory()
+{
+    std::vector<Entry>().swap(m_entries); // the memory goes back now, not at the next growth
+    std::vector<Note>().swap(m_notes);
+    m_deltaEntries = m_deltaNotes = 0;
+    m_joinDevices = m_devices;
+}
+
 model::Snapshot Recorder::joinSnapshot() const { return build(m_joinDevices, 0, 0); }
 
 void Recorder::takeDelta(Delta& out)
@@ -857,6 +867,77 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
             s.blocks[bi].version = version(blockVersions, s.blocks[bi].address, false);
     }
     return s;
+}
+
+model::Extras recordingExtras(const RecordingInfo& info)
+{
+    auto integer = [](int64_t v) {
+        model::Value out;
+        out.kind = model::Value::Kind::Int;
+        out.integer = v;
+        return out;
+    };
+    auto count = [&](uint64_t v) { return integer(int64_t(std::min<uint64_t>(v, INT64_MAX))); };
+    auto text = [](const std::string& v) {
+        model::Value out;
+        out.kind = model::Value::Kind::String;
+        out.text = v;
+        return out;
+    };
+    model::Value v;
+    v.kind = model::Value::Kind::Dict;
+    v.entries.emplace_back("format", integer(1));
+    v.entries.emplace_back("endpoint", text(info.endpoint));
+    v.entries.emplace_back("host", text(info.host));
+    v.entries.emplace_back("pid", integer(info.pid));
+    v.entries.emplace_back("devices", integer(info.devices));
+    v.entries.emplace_back("events", count(info.events));
+    v.entries.emplace_back("lost", count(info.lost));
+    v.entries.emplace_back("missing", count(info.missing));
+    v.entries.emplace_back("gaps", count(info.gaps));
+    v.entries.emplace_back("resyncs", count(info.resyncs));
+    v.entries.emplace_back("restarts", count(info.restarts));
+    v.entries.emplace_back("part", integer(info.part));
+    v.entries.emplace_back("saved_at_us", integer(info.savedAtUs));
+    if (!info.ended.empty())
+        v.entries.emplace_back("ended", text(info.ended));
+    model::Extras out;
+    out.emplace_back("memscope_recording", std::move(v));
+    return out;
+}
+
+std::optional<RecordingInfo> recordingInfoOf(const model::Snapshot& snapshot)
+{
+    for (const auto& [key, value] : snapshot.topLevelExtras) {
+        if (key != "memscope_recording" || value.kind != model::Value::Kind::Dict)
+            continue;
+        RecordingInfo info;
+        auto integer = [&](const char* k, auto& out) {
+            const model::Value* v = value.find(k);
+            if (v && v->kind == model::Value::Kind::Int && v->integer >= 0)
+                out = static_cast<std::remove_reference_t<decltype(out)>>(v->integer);
+        };
+        auto text = [&](const char* k, std::string& out) {
+            const model::Value* v = value.find(k);
+            if (v && v->kind == model::Value::Kind::String)
+                out = v->text;
+        };
+        text("endpoint", info.endpoint);
+        text("host", info.host);
+        text("ended", info.ended);
+        integer("pid", info.pid);
+        integer("devices", info.devices);
+        integer("events", info.events);
+        integer("lost", info.lost);
+        integer("missing", info.missing);
+        integer("gaps", info.gaps);
+        integer("resyncs", info.resyncs);
+        integer("restarts", info.restarts);
+        integer("part", info.part);
+        integer("saved_at_us", info.savedAtUs);
+        return info;
+    }
+    return std::nullopt;
 }
 
 } // namespace memscope::wire

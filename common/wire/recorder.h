@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,27 @@ struct ResyncReason {
     // last entry, so the trace stays in time order).
     uint64_t timeNs = 0;
 };
+
+// What a memscope recording says of itself under the snapshot's top-level key "memscope_recording" (PyTorch's
+// readers ignore unknown keys): where it came from and what it missed. `memscope-cli record` and the app's Save
+// write it; `memscope-cli info` reads it, so that a trace with a hole in it is never called complete.
+struct RecordingInfo {
+    std::string endpoint, host;
+    std::string ended; // why the recording ended ("the job said goodbye", "interrupted", ...); may be empty
+    int64_t pid = 0, devices = 0;
+    uint64_t events = 0; // trace entries from the job's records (RecorderStats::applied)
+    uint64_t lost = 0; // records the agent dropped
+    uint64_t missing = 0, gaps = 0; // records never received, and the sequence jumps that skipped them
+    uint64_t resyncs = 0, restarts = 0;
+    int64_t part = 0; // the part of a bounded history (1, 2, ...); 0: not a part
+    int64_t savedAtUs = 0; // CLOCK_REALTIME
+    // No record between the first and the last received is missing, and the agent dropped none.
+    bool complete() const { return lost == 0 && missing == 0 && gaps == 0; }
+};
+// The key and its value, to append to a snapshot's topLevelExtras.
+model::Extras recordingExtras(const RecordingInfo& info);
+// The snapshot's "memscope_recording", or nothing (not a recording, or a key of another shape).
+std::optional<RecordingInfo> recordingInfoOf(const model::Snapshot& snapshot);
 
 class Recorder {
 public:
@@ -107,6 +129,13 @@ public:
     // lastSequence are dropped; later ones are applied. Before any state this is setState(). After a Restart, stack ids
     // name the new job's definitions (those sent from now on); entries before it keep the old job's frames.
     void resync(const DecodedState& fresh, const ResyncReason& reason);
+
+    // Forgets the trace entries and notes so far (the caller wrote snapshot() out as a part of a bounded
+    // recording): snapshot() from now on starts at the current state and holds only what follows. Stack
+    // definitions, statistics and the allocator state stay.
+    void dropHistory();
+    // Trace entries snapshot() would hold now (applied and synthetic, since the state or the last dropHistory()).
+    size_t entryCount() const { return m_entries.size(); }
 
     const RecorderStats& stats() const { return m_stats; }
     uint64_t lastSequence() const { return m_lastSequence; }

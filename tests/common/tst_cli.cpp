@@ -251,6 +251,7 @@ void TestCli::info()
     add("pid", 4242);
     add("events", 1234);
     add("lost", 5);
+    add("missing", 7);
     add("gaps", 1);
     add("resyncs", 1);
     add("restarts", 0);
@@ -262,8 +263,13 @@ void TestCli::info()
     QVERIFY(!io::saveSnapshot(*recording, path.toStdString()));
     const Run rec = runCli({ QStringLiteral("info"), path });
     QCOMPARE(rec.status, 0);
-    QVERIFY2(rec.out.contains("recording: from ipc:///tmp/job (pid 4242 on gpu7), 1234 events, 5 lost, 1 gaps, 1 "
-                              "resyncs, 0 restarts; part 3 of a bounded history"),
+    QVERIFY2(rec.out.contains("recording: from ipc:///tmp/job (pid 4242 on gpu7), 1234 events, 5 lost, 7 missing in "
+                              "1 gaps, 1 resyncs, 0 restarts; part 3 of a bounded history"),
+             rec.out.constData());
+    // A trace with holes is never called complete, though it starts with no memory in use.
+    QVERIFY2(!rec.out.contains("complete"), rec.out.constData());
+    QVERIFY2(rec.out.contains("starts with no memory in use, but with holes: 7 records not received, 5 dropped by "
+                              "the agent"),
              rec.out.constData());
     QVERIFY2(rec.out.contains("segments: 14 (25 blocks)"), rec.out.constData());
 }

@@ -16,10 +16,12 @@
 #include "model/consistency.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
+#include "wire/recorder.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -113,6 +115,7 @@ std::string humanBytes(int64_t bytes)
 std::string info(const std::string& path, const model::Snapshot& s, std::vector<model::LoadWarning>& replayWarnings)
 {
     model::WarningCollector replayIssues;
+    const std::optional<wire::RecordingInfo> recording = wire::recordingInfoOf(s);
     std::string out = path + "\n";
     auto line = [&](const std::string& key, const std::string& value) { out += "  " + key + ": " + value + "\n"; };
     int64_t reserved = 0, allocated = 0, active = 0;
@@ -152,33 +155,31 @@ std::string info(const std::string& path, const model::Snapshot& s, std::vector<
                 + report::formatSize(double(replay.peakReserved().bytes));
             const auto initial = replay.stateAt(0);
             const size_t liveBlocks = initial.allocations.size();
-            if (initial.segments.empty() && liveBlocks == 0)
-                v += "; complete (starts with no memory in use)";
-            else
+            if (!initial.segments.empty() || liveBlocks != 0)
                 v += "; truncated: " + std::to_string(initial.segments.size()) + " segments and "
                     + std::to_string(liveBlocks) + " blocks were alive before the first entry";
+            else if (recording && !recording->complete())
+                v += "; starts with no memory in use, but with holes: " + std::to_string(recording->missing)
+                    + " records not received, " + std::to_string(recording->lost)
+                    + " dropped by the agent (the \"memscope: resync\" annotations mark where)";
+            else
+                v += "; complete (starts with no memory in use)";
         }
         line("trace device " + std::to_string(d), v);
     }
     if (!s.hasDeviceTraces || s.entryCount() == 0)
         line("trace", "none recorded (history was off)");
-    // A memscope recording says where it came from (the app's Save, triggers, bounded history parts).
-    for (const auto& [key, value] : s.topLevelExtras) {
-        if (key != "memscope_recording" || value.kind != model::Value::Kind::Dict)
-            continue;
-        auto text = [&](const char* k) {
-            const model::Value* v = value.find(k);
-            return !v ? std::string("?")
-                : v->kind == model::Value::Kind::Int ? std::to_string(v->integer)
-                : v->kind == model::Value::Kind::UInt   ? std::to_string(v->unsignedInteger)
-                : v->kind == model::Value::Kind::String ? v->text
-                : std::string("?");
-        };
-        std::string v = "from " + text("endpoint") + " (pid " + text("pid") + " on " + text("host") + "), "
-            + text("events") + " events, " + text("lost") + " lost, " + text("gaps") + " gaps, " + text("resyncs")
-            + " resyncs, " + text("restarts") + " restarts";
-        if (text("part") != "0" && text("part") != "?")
-            v += "; part " + text("part") + " of a bounded history";
+    // A memscope recording says where it came from (record, the app's Save, triggers, bounded history parts).
+    if (recording) {
+        std::string v = "from " + recording->endpoint + " (pid " + std::to_string(recording->pid) + " on "
+            + recording->host + "), " + std::to_string(recording->events) + " events, "
+            + std::to_string(recording->lost) + " lost, " + std::to_string(recording->missing) + " missing in "
+            + std::to_string(recording->gaps) + " gaps, " + std::to_string(recording->resyncs) + " resyncs, "
+            + std::to_string(recording->restarts) + " restarts";
+        if (recording->part > 0)
+            v += "; part " + std::to_string(recording->part) + " of a bounded history";
+        if (!recording->ended.empty())
+            v += "; ended: " + recording->ended;
         line("recording", v);
     }
     replayIssues.appendTo(replayWarnings);

@@ -42,20 +42,38 @@ std::string outputProblem(const std::string& path)
     return {};
 }
 
-// Where the recording goes when `path` cannot take it any more (the disk filled up, the folder went away while
-// recording): the system's temporary folder.
-std::string fallbackPath()
+// Where the recording (or one part of it) goes when `path` cannot take it any more (the disk filled up, the folder
+// went away while recording): the system's temporary folder, under the same file name with our pid in front.
+std::string fallbackPath(const std::string& path)
 {
     const char* tmp = std::getenv("TMPDIR");
     std::string folder = tmp && *tmp ? tmp : "/tmp";
     if (folder.back() != '/')
         folder += '/';
-    return folder + "memscope-recording-" + std::to_string(::getpid()) + ".pickle";
+    const size_t slash = path.rfind('/');
+    return folder + "memscope-recording-" + std::to_string(::getpid()) + "-"
+        + (slash == std::string::npos ? path : path.substr(slash + 1));
+}
+
+// What one trace entry costs `record` until it is written: the Recorder's entry and, while writing, the snapshot
+// built from it (measured with `memscope-cli demo` recorded at 2 M events/s: peak RSS grows ~210 B per event).
+constexpr uint64_t BytesPerEntry = 210;
+constexpr double DefaultMaxMemoryMiB = 4096; // as the app's live history (live/historyLimitMiB)
+
+// The name of part `n` of a bounded recording to `output`: job.pickle -> job.part1.pickle (the suffix kept, so
+// the format is the output's).
+std::string partPath(const std::string& output, uint64_t n)
+{
+    const size_t slash = output.rfind('/');
+    const size_t dot = output.find('.', slash == std::string::npos ? 0 : slash + 1);
+    const std::string part = ".part" + std::to_string(n);
+    return dot == std::string::npos ? output + part : output.substr(0, dot) + part + output.substr(dot);
 }
 
 struct Options {
     std::string endpoint;
     std::string output;
+    double maxMemoryMiB = DefaultMaxMemoryMiB; // past it, the recording so far goes to a part file
     double duration = 0; // seconds; 0: no limit
     uint64_t events = 0; // 0: no limit
     double timeout = 5; // seconds to wait for the agent's state reply
@@ -132,7 +150,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     auto usage = [&](const std::string& message) {
         std::fprintf(err,
                      "memscope-cli: %s\nusage: memscope-cli record ENDPOINT -o FILE [--duration S] [--events N] "
-                     "[--timeout S] [--follow] [--curve-server-key FILE --curve-key FILE]\n",
+                     "[--timeout S] [--follow] [--max-memory MIB] [--curve-server-key FILE --curve-key FILE]\n",
                      message.c_str());
         return 2;
     };
@@ -152,6 +170,9 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         } else if (a == "--duration") {
             if (!value(v) || !parseNumber(v, o.duration))
                 return usage("--duration needs a positive number of seconds");
+        } else if (a == "--max-memory") {
+            if (!value(v) || !parseNumber(v, o.maxMemoryMiB))
+                return usage("--max-memory needs a positive number of MiB");
         } else if (a == "--timeout") {
             if (!value(v) || !parseNumber(v, o.timeout))
                 return usage("--timeout needs a positive number of seconds");
@@ -197,7 +218,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     options.curveSecretKeyFile = o.curveKey;
     RecordListener listener(err, o.events);
     listener.m_endpoint = o.endpoint;
-    const wire::Recorder& recorder = listener.recorder();
+    wire::Recorder& recorder = listener.recorder();
     client::AgentClient agent(options, listener);
     if (!agent.start()) {
         std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
@@ -223,6 +244,49 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     const char* stopReason = "";
     int status = 0;
     bool silent = false;
+    // What the recording says of itself (the snapshot's "memscope_recording"), as of now.
+    auto recordingInfo = [&](int64_t part, const char* ended) {
+        const wire::RecorderStats& st = recorder.stats();
+        wire::RecordingInfo info;
+        info.endpoint = o.endpoint;
+        info.host = recorder.hello().host;
+        info.pid = recorder.hello().pid;
+        info.devices = recorder.hello().deviceCount;
+        info.events = st.applied;
+        info.lost = st.lost;
+        info.missing = st.missing;
+        info.gaps = st.gaps;
+        info.resyncs = st.resyncs;
+        info.restarts = st.restarts;
+        info.part = part;
+        info.savedAtUs = int64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+        info.ended = ended;
+        return wire::recordingExtras(info);
+    };
+    // Writes `snapshot` to `path`, else (the disk filled up, the folder went away) to the temporary folder: the
+    // path written, or empty when neither took it (the reasons are on `err`).
+    auto writeOut = [&](model::Snapshot& snapshot, const std::string& path) -> std::string {
+        if (io::Error e = io::saveSnapshot(snapshot, path)) {
+            // Never lose the recording: the temporary folder may still take it (saveSnapshot writes beside the
+            // target and renames, so the target itself is never left half written).
+            const std::string fallback = fallbackPath(path);
+            if (io::Error again = io::saveSnapshot(snapshot, fallback)) {
+                std::fprintf(err, "memscope-cli: %s\nmemscope-cli: %s\n", e.toString().c_str(),
+                             again.toString().c_str());
+                return {};
+            }
+            std::fprintf(err, "memscope-cli: %s; the recording was written to %s instead\n", e.toString().c_str(),
+                         fallback.c_str());
+            status = 1;
+            return fallback;
+        }
+        return path;
+    };
+    // Bounded memory: past --max-memory the recording so far is written as a part, and goes on from its state.
+    const uint64_t partEntries = std::max<uint64_t>(1000, uint64_t(o.maxMemoryMiB * 1048576.0) / BytesPerEntry);
+    uint64_t parts = 0;
     const Clock::time_point start = Clock::now();
     const auto durationLimit = std::chrono::duration<double>(o.duration);
     for (;;) {
@@ -257,6 +321,21 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             stopReason = "event limit reached";
             break;
         }
+        if (recorder.entryCount() >= partEntries && agent.hasState()) {
+            model::Snapshot part = recorder.snapshot();
+            const uint64_t n = parts + 1;
+            part.topLevelExtras = recordingInfo(int64_t(n), "");
+            const std::string written = writeOut(part, partPath(o.output, n));
+            if (written.empty()) {
+                stopReason = "a part could not be written";
+                status = 1;
+                break;
+            }
+            parts = n;
+            recorder.dropHistory();
+            std::fprintf(err, "memscope-cli: %s: part %llu of the recording written to %s (--max-memory %g MiB)\n",
+                         o.endpoint.c_str(), static_cast<unsigned long long>(n), written.c_str(), o.maxMemoryMiB);
+        }
         if (o.follow)
             continue; // a goodbye or silence waits for the job's next run
         if (listener.goodbyes) {
@@ -265,7 +344,8 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         }
         if (listener.silent && agent.link() == client::Link::Silent) {
             silent = true;
-            stopReason = "the agent went silent";
+            stopReason = agent.silenceIsClosed() ? "the job's connection closed without a goodbye"
+                                                 : "the agent went silent";
             break;
         }
     }
@@ -275,10 +355,15 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     }
     agent.flush(); // records held for a fresh state that did not come: the Recorder applies what fits
 
-    if (silent)
+    if (silent && agent.silenceIsClosed())
         std::fprintf(err,
-                     "memscope-cli: warning: %s: the agent went silent (no goodbye, nothing for %lld s); keeping "
-                     "what was received\n",
+                     "memscope-cli: warning: %s: the job's connection closed without a goodbye (it exited or was "
+                     "killed); keeping what was received\n",
+                     o.endpoint.c_str());
+    else if (silent)
+        std::fprintf(err,
+                     "memscope-cli: warning: %s: the agent went silent (no goodbye, nothing for %lld s, the "
+                     "connection still open: a hung or stopped job); keeping what was received\n",
                      o.endpoint.c_str(), static_cast<long long>(options.silenceLimit.count() / 1000));
     const wire::RecorderStats& st = recorder.stats();
     if (st.resyncs > st.restarts)
@@ -295,24 +380,15 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                      o.endpoint.c_str(), static_cast<unsigned long long>(st.lost),
                      static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.inconsistent));
 
-    const model::Snapshot snapshot = recorder.snapshot();
-    std::string written = o.output;
-    if (io::Error e = io::saveSnapshot(snapshot, o.output)) {
-        // Never lose the recording: the temporary folder may still take it (saveSnapshot writes beside the target
-        // and renames, so the target itself is never left half written).
-        written = fallbackPath();
-        if (io::Error again = io::saveSnapshot(snapshot, written)) {
-            std::fprintf(err, "memscope-cli: %s\nmemscope-cli: %s\n", e.toString().c_str(), again.toString().c_str());
-            return 1;
-        }
-        std::fprintf(err, "memscope-cli: %s; the recording was written to %s instead\n", e.toString().c_str(),
-                     written.c_str());
-        status = 1;
-    }
+    model::Snapshot snapshot = recorder.snapshot();
+    snapshot.topLevelExtras = recordingInfo(parts > 0 ? int64_t(parts + 1) : 0, stopReason);
+    const std::string written = writeOut(snapshot, o.output);
+    if (written.empty())
+        return 1;
     const wire::Hello& hello = recorder.hello();
     std::fprintf(out,
                  "%s: %llu events from pid %u on %s (%s), %zu segments, records %llu to %llu; lost %llu, gaps "
-                 "%llu (%llu missing), inconsistent %llu, resyncs %llu (%llu restarts)%s; wrote %s\n",
+                 "%llu (%llu missing), inconsistent %llu, resyncs %llu (%llu restarts)%s; wrote %s%s\n",
                  o.endpoint.c_str(), static_cast<unsigned long long>(st.applied), hello.pid, hello.host, stopReason,
                  snapshot.segments.size(), static_cast<unsigned long long>(st.joinedAfter + 1),
                  static_cast<unsigned long long>(recorder.lastSequence()),
@@ -320,7 +396,8 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                  static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.missing),
                  static_cast<unsigned long long>(st.inconsistent), static_cast<unsigned long long>(st.resyncs),
                  static_cast<unsigned long long>(st.restarts), st.resyncNeeded() ? ", resync needed" : "",
-                 written.c_str());
+                 written.c_str(),
+                 parts > 0 ? (" (the last part; parts 1 to " + std::to_string(parts) + " beside it)").c_str() : "");
     std::fflush(out);
     return status;
 }
