@@ -1,8 +1,10 @@
-// saveSnapshot(): encodes a snapshot (picklewriter.cpp, jsonwriter.cpp) and replaces the target file atomically
-// (atomicfile.h): readers of the target see the old file or the new one, never a half-written one; on any failure
-// the target is untouched. Reentrant; blocks on disk I/O, so call it off the GUI thread.
+// saveSnapshot(): picks the format (by suffix for Format::Auto), encodes a snapshot (picklewriter.cpp,
+// jsonwriter.cpp, perfettowriter.cpp) or writes it as a database (sqlitewriter.cpp), and replaces the target file
+// atomically (atomicfile.h): readers of the target see the old file or the new one, never a half-written one; on
+// any failure the target is untouched. Reentrant; blocks on disk I/O, so call it off the GUI thread.
 #include "io/atomicfile.h"
 #include "io/snapshotio.h"
+#include "io/sqlitewriter.h"
 
 #include <cerrno>
 #include <string>
@@ -19,11 +21,29 @@ bool endsWith(std::string_view s, std::string_view suffix)
 
 } // namespace
 
+Format formatForPath(const std::string& path)
+{
+    // Checked before ".json": a Chrome trace is JSON too, but not a snapshot.
+    if (endsWith(path, ".trace.json") || endsWith(path, ".perfetto.json"))
+        return Format::Perfetto;
+    if (endsWith(path, ".json"))
+        return Format::Json;
+    if (endsWith(path, ".sqlite") || endsWith(path, ".sqlite3") || endsWith(path, ".db"))
+        return Format::Sqlite;
+    return Format::Pickle;
+}
+
 Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, Format format)
 {
     if (format == Format::Auto)
-        format = endsWith(path, ".json") ? Format::Json : Format::Pickle;
-    const std::string bytes = format == Format::Json ? encodeJson(snapshot) : encodePickle(snapshot);
+        format = formatForPath(path);
+    if (format == Format::Sqlite) {
+        return replaceFileAtomically(
+            path, [&](int, const std::string& tempPath) { return writeSqliteDatabase(snapshot, tempPath); });
+    }
+    const std::string bytes = format == Format::Json ? encodeJson(snapshot)
+        : format == Format::Perfetto                 ? encodePerfetto(snapshot)
+                                                     : encodePickle(snapshot);
     return replaceFileAtomically(path, [&](int fd, const std::string&) {
         if (!writeAllToFd(fd, bytes.data(), bytes.size()))
             return ioError("cannot write", errno, path);
