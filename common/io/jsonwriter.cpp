@@ -4,6 +4,7 @@
 // deliberate differences: NaN and infinities become null (Python prints NaN/Infinity, which RFC 8259 forbids),
 // ill-formed UTF-8 becomes U+FFFD, and encoded lone surrogates become \udXXX escapes. Tuples become lists, as in
 // Python. Reentrant: one call per thread, shares nothing.
+#include "io/jsontext.h"
 #include "io/keyplan.h"
 #include "io/schema.h"
 #include "io/snapshotio.h"
@@ -85,70 +86,11 @@ public:
 private:
     // --- Scalars --------------------------------------------------------------------------------------------------
 
-    // Python's json module escapes '"', '\\', \b \f \n \r \t by name and other controls as \u00XX (lower-case hex,
-    // Lib/json/encoder.py ESCAPE_DCT); with ensure_ascii=False everything else is copied.
-    static void appendEscaped(std::string& out, std::string_view text)
-    {
-        static constexpr char Hex[] = "0123456789abcdef";
-        out += '"';
-        const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-        const auto* end = p + text.size();
-        const auto* run = p;
-        auto flush = [&](const unsigned char* upTo) {
-            out.append(reinterpret_cast<const char*>(run), static_cast<size_t>(upTo - run));
-        };
-        while (p < end) {
-            const unsigned char c = *p;
-            if (!Special[c]) {
-                ++p;
-                continue;
-            }
-            if (c >= 0x80) {
-                const size_t n = utf8Length(p, end);
-                if (n == 3 && c == 0xED && p[1] >= 0xA0) {
-                    // A lone surrogate (from Python's surrogatepass/surrogateescape): not UTF-8, so escape it.
-                    flush(p);
-                    const unsigned cp = ((c & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
-                    const char esc[6] = { '\\', 'u', Hex[(cp >> 12) & 15], Hex[(cp >> 8) & 15], Hex[(cp >> 4) & 15],
-                                          Hex[cp & 15] };
-                    out.append(esc, 6);
-                    p += 3;
-                    run = p;
-                } else if (n != 0) {
-                    p += n;
-                } else {
-                    flush(p);
-                    out += "\xEF\xBF\xBD"; // U+FFFD for an ill-formed byte
-                    ++p;
-                    run = p;
-                }
-                continue;
-            }
-            flush(p);
-            switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default: {
-                const char esc[6] = { '\\', 'u', '0', '0', Hex[c >> 4], Hex[c & 15] };
-                out.append(esc, 6);
-            }
-            }
-            ++p;
-            run = p;
-        }
-        flush(p);
-        out += '"';
-    }
-    void text(std::string_view t) { appendEscaped(m_out, t); }
-    void string(StringId id) { appendEscaped(m_out, m_s.str(id)); }
+    void text(std::string_view t) { appendJsonString(m_out, t); }
+    void string(StringId id) { appendJsonString(m_out, m_s.str(id)); }
     void key(std::string_view k)
     {
-        appendEscaped(m_out, k);
+        appendJsonString(m_out, k);
         m_out += ':';
     }
     void integer(int64_t v)
@@ -495,6 +437,66 @@ private:
 };
 
 } // namespace
+
+// Python's json module escapes '"', '\\', \b \f \n \r \t by name and other controls as \u00XX (lower-case hex,
+// Lib/json/encoder.py ESCAPE_DCT); with ensure_ascii=False everything else is copied.
+void appendJsonString(std::string& out, std::string_view text)
+{
+    static constexpr char Hex[] = "0123456789abcdef";
+    out += '"';
+    const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+    const auto* end = p + text.size();
+    const auto* run = p;
+    auto flush = [&](const unsigned char* upTo) {
+        out.append(reinterpret_cast<const char*>(run), static_cast<size_t>(upTo - run));
+    };
+    while (p < end) {
+        const unsigned char c = *p;
+        if (!Special[c]) {
+            ++p;
+            continue;
+        }
+        if (c >= 0x80) {
+            const size_t n = utf8Length(p, end);
+            if (n == 3 && c == 0xED && p[1] >= 0xA0) {
+                // A lone surrogate (from Python's surrogatepass/surrogateescape): not UTF-8, so escape it.
+                flush(p);
+                const unsigned cp = ((c & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+                const char esc[6] = { '\\', 'u', Hex[(cp >> 12) & 15], Hex[(cp >> 8) & 15], Hex[(cp >> 4) & 15],
+                                      Hex[cp & 15] };
+                out.append(esc, 6);
+                p += 3;
+                run = p;
+            } else if (n != 0) {
+                p += n;
+            } else {
+                flush(p);
+                out += "\xEF\xBF\xBD"; // U+FFFD for an ill-formed byte
+                ++p;
+                run = p;
+            }
+            continue;
+        }
+        flush(p);
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default: {
+            const char esc[6] = { '\\', 'u', '0', '0', Hex[c >> 4], Hex[c & 15] };
+            out.append(esc, 6);
+        }
+        }
+        ++p;
+        run = p;
+    }
+    flush(p);
+    out += '"';
+}
 
 std::string encodeJson(const Snapshot& snapshot)
 {

@@ -16,7 +16,8 @@
 
 namespace memscope::io {
 
-enum class Format : uint8_t { Auto, Pickle, Json };
+// Readers take Auto, Pickle or Json; Sqlite and Perfetto are exports (written, never read back).
+enum class Format : uint8_t { Auto, Pickle, Json, Sqlite, Perfetto };
 
 struct LoadOptions {
     Format format = Format::Auto;
@@ -42,12 +43,22 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
 // Reads a whole file into memory, decompressing it when it is xz (used for snapshots and for reference texts).
 Error readFile(const std::string& path, std::vector<uint8_t>& bytes);
 
-// Writes a snapshot as a protocol-4 pickle (what PyTorch's tools read; its web viewer rejects protocol 5) or as
-// JSON. The file is written beside the target and renamed into place, so a failure never leaves a corrupt file.
-// Format::Auto picks JSON for a `.json` suffix, pickle otherwise.
+// Writes a snapshot as a protocol-4 pickle (what PyTorch's tools read; its web viewer rejects protocol 5), as
+// JSON, as an SQLite database (docs/sqlite.md) or as a Chrome/Perfetto trace-event JSON of its timeline
+// (docs/perfetto.md). The file is written beside the target and renamed into place, so a failure never leaves a
+// corrupt file. Format::Auto takes formatForPath(path).
 Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, Format format = Format::Auto);
+
+// The format a file name asks for: Perfetto for `.trace.json` and `.perfetto.json`, JSON for other `.json`, SQLite
+// for `.sqlite`, `.sqlite3` and `.db`, pickle otherwise.
+Format formatForPath(const std::string& path);
 
 std::string encodePickle(const model::Snapshot& snapshot);
 std::string encodeJson(const model::Snapshot& snapshot);
+// The timeline as Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing): per device, counters of allocated
+// and reserved bytes after every trace entry, each allocation as an async slice from its alloc to its
+// free_completed, OOMs as instants and record_function ranges as slices (docs/perfetto.md). Replays every device
+// (model/replay.h), so it costs O(entries) time and memory.
+std::string encodePerfetto(const model::Snapshot& snapshot);
 
 } // namespace memscope::io

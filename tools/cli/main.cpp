@@ -1,6 +1,6 @@
 // memscope-cli: the command-line face of the snapshot engine. `stats`, `trace`, `segments`, `memory` and
 // `compare` print exactly what PyTorch's torch/cuda/_memory_viz.py prints; `info` summarises a snapshot;
-// `convert` rewrites it as pickle or JSON. Single-threaded.
+// `convert` rewrites it as pickle or JSON, or exports it as SQLite or a Perfetto trace. Single-threaded.
 //
 // Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
 // 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth. A file that loads with warnings
@@ -70,8 +70,10 @@ commands of memscope:
                        PyTorch's decisions (same addresses, same final segments and blocks); the job's
                        memory cap (set_per_process_memory_fraction times the device's memory) and the
                        device's memory when the trace needs them (otherwise found from the trace)
-  convert IN OUT [--format pickle|json]
-                       rewrite a snapshot as a protocol-4 pickle (default) or JSON (default for *.json)
+  convert IN OUT [--format pickle|json|sqlite|perfetto]
+                       rewrite a snapshot as a protocol-4 pickle (default) or JSON (default for *.json), or
+                       export it as an SQLite database (default for *.sqlite, *.db; docs/sqlite.md) or as a
+                       Perfetto / chrome://tracing timeline (default for *.trace.json; docs/perfetto.md)
 
 options:
   -h, --help           this text
@@ -265,14 +267,18 @@ int main(int argc, char** argv)
         for (size_t i = 0; i < args.size(); ++i) {
             if (args[i] == "--format") {
                 if (i + 1 >= args.size())
-                    return usageError("--format needs a value: pickle or json");
+                    return usageError("--format needs a value: pickle, json, sqlite or perfetto");
                 const std::string& f = args[++i];
                 if (f == "pickle")
                     format = io::Format::Pickle;
                 else if (f == "json")
                     format = io::Format::Json;
+                else if (f == "sqlite")
+                    format = io::Format::Sqlite;
+                else if (f == "perfetto")
+                    format = io::Format::Perfetto;
                 else
-                    return usageError("unknown format '" + f + "': use pickle or json");
+                    return usageError("unknown format '" + f + "': use pickle, json, sqlite or perfetto");
             } else if (args[i].size() > 1 && args[i][0] == '-') {
                 return usageError("unknown option '" + args[i] + "' for 'convert'");
             } else {
