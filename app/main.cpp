@@ -4,7 +4,9 @@
 // oom, largest, an annotation: model/landmarks.h) into OUT.png (or .svg) and exits: 0, 1 with the
 // error on stderr when loading or writing fails, 2 for a bad command line. `memscope --diff A B` opens a diff tab of
 // two files, `memscope --ranks FILE...` a rank group; with --screenshot, --view then names a diff view (diff-summary,
-// diff-tree, diff-flame, diff-segments, diff-timeline) or `ranks`. Runs on the GUI thread.
+// diff-tree, diff-flame, diff-segments, diff-timeline) or `ranks`. `--help` and `--version` need no display (a
+// QCoreApplication answers them). Interactive runs quit cleanly on SIGINT, SIGTERM and SIGHUP (live tabs stopped, a
+// --demo job ended). Runs on the GUI thread.
 #include "ingest/demojob.h"
 #include "ingest/resources.h"
 #include "models/insightsmodel.h"
@@ -19,11 +21,83 @@
 #include <QIcon>
 #include <QTimer>
 
+#include <QSocketNotifier>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <string_view>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace {
+
+// --help, --version (QCommandLineParser's addHelpOption and addVersionOption): answered without a display.
+bool onlyAsksForInformation(int argc, char** argv)
+{
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--")
+            return false;
+        if (a == "-h" || a == "--help" || a == "--help-all" || a == "-v" || a == "--version")
+            return true;
+    }
+    return false;
+}
+
+// What Qt prints that a memscope user can do nothing about, dropped by exact text; everything else goes to Qt's
+// own handler. Both come from qWarning() in the default category, so no QLoggingCategory rule can single them out.
+QtMessageHandler g_qtHandler = nullptr;
+bool g_headless = false;
+
+void messageFilter(QtMsgType type, const QMessageLogContext& context, const QString& message)
+{
+    // QPlatformWindow::propagateSizeHints() (qplatformwindow.cpp): the offscreen and minimal platforms do not
+    // implement it and say so each time a window's size limits change.
+    if (type == QtWarningMsg && message == QLatin1String("This plugin does not support propagateSizeHints()"))
+        return;
+    // QStandardPaths::writableLocation(RuntimeLocation) (qstandardpaths_unix.cpp) when XDG_RUNTIME_DIR is unset, as
+    // in a batch job or a container: a headless screenshot has no use for it.
+    if (g_headless && type == QtWarningMsg
+        && message.startsWith(QLatin1String("QStandardPaths: XDG_RUNTIME_DIR not set")))
+        return;
+    if (g_qtHandler)
+        g_qtHandler(type, context, message);
+}
+
+// SIGINT, SIGTERM and SIGHUP close the windows as File ▸ Quit does: a signal handler may only write(2), so it
+// writes to a pipe the event loop watches (Qt's "Calling Qt Functions From Unix Signal Handlers",
+// doc.qt.io/qt-6/unix-signals.html).
+int g_signalPipe[2] = { -1, -1 };
+
+void onQuitSignal(int)
+{
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t n = ::write(g_signalPipe[1], &byte, 1);
+}
+
+void quitOnSignals(QObject* context)
+{
+    if (::pipe2(g_signalPipe, O_CLOEXEC | O_NONBLOCK) != 0)
+        return; // no clean quit on signals: they end the process as before
+    auto* notifier = new QSocketNotifier(g_signalPipe[0], QSocketNotifier::Read, context);
+    QObject::connect(notifier, &QSocketNotifier::activated, context, [] {
+        char buffer[16];
+        while (::read(g_signalPipe[0], buffer, sizeof buffer) > 0) {
+        }
+        QApplication::closeAllWindows();
+        QCoreApplication::quit();
+    });
+    struct sigaction action {};
+    action.sa_handler = onQuitSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    for (int number : { SIGINT, SIGTERM, SIGHUP })
+        sigaction(number, &action, nullptr);
+}
 
 void printError(const QString& message) { std::fprintf(stderr, "memscope: %s\n", qPrintable(message)); }
 
@@ -219,15 +293,24 @@ int main(int argc, char** argv)
 {
     // --screenshot renders headless: use the offscreen platform unless the caller chose one.
     for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--screenshot") == 0 && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-            qputenv("QT_QPA_PLATFORM", "offscreen");
+        if (std::strcmp(argv[i], "--screenshot") == 0) {
+            g_headless = true;
+            if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+                qputenv("QT_QPA_PLATFORM", "offscreen");
+        }
     }
-    QApplication app(argc, argv);
-    QApplication::setApplicationName(QStringLiteral("memscope"));
-    QApplication::setOrganizationName(QStringLiteral("memscope"));
-    QApplication::setApplicationVersion(QStringLiteral(MEMSCOPE_VERSION));
-    memscope::app::initResources();
-    QApplication::setWindowIcon(QIcon(memscope::app::iconPath()));
+    g_qtHandler = qInstallMessageHandler(messageFilter);
+    // --help and --version print and exit in parser.process() below, before anything needs a display.
+    const bool gui = !onlyAsksForInformation(argc, argv);
+    const std::unique_ptr<QCoreApplication> app
+        = gui ? std::make_unique<QApplication>(argc, argv) : std::make_unique<QCoreApplication>(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("memscope"));
+    QCoreApplication::setOrganizationName(QStringLiteral("memscope"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(MEMSCOPE_VERSION));
+    if (gui) {
+        memscope::app::initResources();
+        QApplication::setWindowIcon(QIcon(memscope::app::iconPath()));
+    }
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral("GPU memory inspector for PyTorch memory snapshots"));
@@ -293,7 +376,9 @@ int main(int argc, char** argv)
                                  QStringLiteral("Snapshots to open (pickle or JSON, optionally .xz); without any, "
                                                 "the bundled sample."),
                                  QStringLiteral("[FILE...]"));
-    parser.process(app);
+    parser.process(*app);
+    if (!gui) // (process() has answered --help or --version and exited)
+        return 0;
 
     // --demo: start the demo job, then attach to it as --attach does.
     memscope::app::DemoJob demo;
@@ -344,6 +429,7 @@ int main(int argc, char** argv)
             return takeLiveScreenshot(window, endpoints, parser.value(screenshot), seconds);
         }
         window.show();
+        quitOnSignals(&window);
         const QString serverKey = parser.value(serverKeyOption), secretKey = parser.value(secretKeyOption);
         if (endpoints.size() == 1)
             window.openLive(endpoints.front(), true, serverKey, secretKey);
@@ -374,6 +460,7 @@ int main(int argc, char** argv)
         if (parser.isSet(screenshot))
             return takeGroupScreenshot(window, ranks, files, parser.value(screenshot), parser.value(viewOption));
         window.show();
+        quitOnSignals(&window);
         if (ranks)
             window.openRankGroup(files);
         else
@@ -405,6 +492,7 @@ int main(int argc, char** argv)
         return takeScreenshot(window, files.first(), parser.value(screenshot), view, parser.value(atOption), size);
     }
     window.show();
+    quitOnSignals(&window);
     window.openFiles(files);
     return QApplication::exec();
 }

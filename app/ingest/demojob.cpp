@@ -6,6 +6,11 @@
 #include <QProcess>
 #include <QStandardPaths>
 
+#include <csignal>
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
 namespace memscope::app {
 
 DemoJob::DemoJob(QObject* parent)
@@ -56,8 +61,23 @@ bool DemoJob::start(const QStringList& args)
                               : tr("%1 demo exited with %2 before publishing: %3").arg(program).arg(code).arg(why));
         }
     });
+    // The child ends with this process however it ends (prctl(2), PR_SET_PDEATHSIG: the signal comes when the
+    // thread that forked exits, here the GUI thread, i.e. the process). Otherwise a crashed or killed viewer would
+    // leave a demo publishing for up to three hours. Run in the child between fork and exec: async-signal-safe
+    // calls only.
+    const pid_t parent = getpid();
+    m_process->setChildProcessModifier([parent] {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) // the parent died before prctl took effect
+            _exit(1);
+    });
     m_process->start(program, QStringList { QStringLiteral("demo") } + args);
     return true;
+}
+
+qint64 DemoJob::processId() const
+{
+    return m_process && m_process->state() != QProcess::NotRunning ? m_process->processId() : 0;
 }
 
 void DemoJob::stop()

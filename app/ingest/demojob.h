@@ -1,7 +1,8 @@
 // DemoJob: runs `memscope-cli demo` (a training-like workload through memscope's real allocator on the host
 // backend, publishing like an agent in a GPU job) as a child process, so that live attach can be seen on a machine
 // without a GPU (`memscope --demo`). It reads the endpoint the demo prints on its first line and reports it; the
-// child is stopped (SIGTERM, then SIGKILL after a moment) when the DemoJob goes. GUI thread only.
+// child is stopped (SIGTERM, then SIGKILL after a moment) when the DemoJob goes, and gets SIGTERM from the kernel
+// should this process die without stopping it (a crash, a signal). GUI thread only.
 #pragma once
 
 #include <QObject>
@@ -24,6 +25,8 @@ public:
     bool start(const QStringList& args);
     void stop();
     const QString& endpoint() const { return m_endpoint; }
+    // The child's process id while it runs; 0 when none.
+    qint64 processId() const;
 
 Q_SIGNALS:
     // The demo is publishing at `endpoint`.

@@ -159,7 +159,21 @@ MainWindow::MainWindow(QWidget* parent)
     restoreState(settings.value(StateKey).toByteArray());
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow()
+{
+    // Before the tabs go: a live tab's receiver hands over its last update when stopped, which grows the session
+    // and reaches this window's lambdas (status, current tab) through the views' signals. Stopped here, that runs
+    // while every widget still exists; then nothing inside may call back into this half-destroyed window.
+    stopLiveTabs();
+    for (QObject* child : findChildren<QObject*>())
+        QObject::disconnect(child, nullptr, this, nullptr);
+}
+
+void MainWindow::stopLiveTabs()
+{
+    for (LiveWindow* live : findChildren<LiveWindow*>())
+        live->receiver()->stop();
+}
 
 void MainWindow::buildMenus()
 {
@@ -211,6 +225,7 @@ void MainWindow::buildMenus()
     close->setShortcut(QKeySequence::Close);
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
+    quit->setObjectName(QStringLiteral("quitAction"));
 
     QMenu* go = menuBar()->addMenu(tr("&Go"));
     auto addGo = [&](const QString& text, const QKeySequence& key, auto&& fn) {
@@ -814,6 +829,9 @@ void MainWindow::closeEvent(QCloseEvent* event)
     settings.setValue(StateKey, saveState());
     if (auto* doc = currentDocument())
         settings.setValue(DocStateKey, doc->saveLayout());
+    // Quitting ends the recordings while the window is whole (the destructor does it too, for a window deleted
+    // without being closed).
+    stopLiveTabs();
     QMainWindow::closeEvent(event);
 }
 

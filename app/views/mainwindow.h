@@ -82,10 +82,12 @@ Q_SIGNALS:
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
+    // Stops every live tab's recording (their receivers join their threads and hand over the last update).
     void closeEvent(QCloseEvent* event) override;
 
 private:
     void buildMenus();
+    void stopLiveTabs();
     void onLoaded(uint64_t job, const LoadOutcome& outcome);
     void showError(const QString& message);
     void updateProgress();

@@ -367,8 +367,13 @@ Error Machine::run(NodeId& root)
         const uint64_t at = m_pos;
         const uint8_t code = m_data[m_pos++];
 
+        // Where the data ran out (its size), not where the cut opcode began: a cut 50 kB pickle ends inside its
+        // first 64 KiB FRAME, whose opcode is at byte 2, and "at byte 2" would send a reader to the wrong place.
         auto truncated = [&] {
-            return fail(ErrorCode::Truncated, "the file ends in the middle of an opcode: it is truncated", at);
+            return fail(ErrorCode::Truncated,
+                        "the file is truncated: its data ends after " + std::to_string(size)
+                            + " bytes, in the middle of the opcode that starts at byte " + std::to_string(at),
+                        size);
         };
         auto underflow = [&] {
             return fail(ErrorCode::Corrupt, "the pickle's stack is empty where a value is needed: the file is corrupt",
@@ -473,8 +478,18 @@ Error Machine::run(NodeId& root)
             if (!have(8))
                 return truncated();
             const uint64_t frameSize = readLE<uint64_t>();
-            if (!have(frameSize))
-                return truncated();
+            if (!have(frameSize)) {
+                // Refused at once, although the frame's first bytes may still parse: a pickle is only complete at
+                // its STOP, which lies past the frame's end (Python's unpickler fails later, at the first read past
+                // the data: pickle.py, _Unframer.read, "pickle exhausted before end of frame"). The frame's extent
+                // says how much of the file is missing.
+                const uint64_t frameEnd = m_pos + frameSize < m_pos ? UINT64_MAX : m_pos + frameSize;
+                return fail(ErrorCode::Truncated,
+                            "the file is truncated: its data ends after " + std::to_string(size)
+                                + " bytes, inside a frame that starts at byte " + std::to_string(m_pos)
+                                + " and should end at byte " + std::to_string(frameEnd),
+                            size);
+            }
             break;
         }
         case op::Stop: {
@@ -775,7 +790,10 @@ Error Machine::run(NodeId& root)
         if (!ok)
             return std::move(m_error);
     }
-    return fail(ErrorCode::Truncated, "the pickle ends without a STOP opcode: the file is truncated", size);
+    return fail(ErrorCode::Truncated,
+                "the file is truncated: its data ends after " + std::to_string(size)
+                    + " bytes without the pickle's STOP opcode",
+                size);
 }
 
 } // namespace

@@ -238,7 +238,9 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
         return failWith(makeError(ErrorCode::Empty, "the file is empty", name));
 
     std::vector<uint8_t> decompressed;
-    if (isXz(data)) {
+    const size_t fileSize = data.size();
+    const bool compressed = isXz(data);
+    if (compressed) {
         if (Error e = decompressXz(data, decompressed, name, options.format == Format::Auto))
             return failWith(std::move(e));
         data = decompressed;
@@ -264,8 +266,12 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
         NodeId root = NoNode;
         Error err = format == Format::Pickle ? parsePickle(data, tree, root, {}, options.progress)
                                              : parseJson(data, tree, root, options.progress);
-        if (err)
+        if (err) {
+            // The readers count bytes of what they parsed: of an .xz, its decompressed data, not the file.
+            if (compressed && err.hasOffset)
+                err.message += " (of the decompressed data; the .xz file is " + std::to_string(fileSize) + " bytes)";
             return failWith(std::move(err));
+        }
 
         auto snapshot = std::make_shared<model::Snapshot>();
         if (Error e = buildSnapshot(tree, root, *snapshot))

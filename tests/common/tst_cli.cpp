@@ -1,6 +1,7 @@
 // memscope-cli as a user runs it: exit codes (0 ok, 1 unreadable input, 2 bad command line), messages that name the
-// file and the reason, PyTorch-identical output through the binary, convert round trips (torch.compile's unsigned
-// frame lines included), the info summary, and load warnings on stderr that change neither stdout nor the status.
+// file and the reason (a truncated file: where its data ends), PyTorch-identical output through the binary, convert
+// round trips (torch.compile's unsigned frame lines included), the info summary, load warnings on stderr that change
+// neither stdout nor the status, and the manners: each command's --help, --version, did-you-mean.
 #include "io/snapshotio.h"
 #include "report/memoryviz.h"
 #include "testutil.h"
@@ -74,6 +75,14 @@ private Q_SLOTS:
     void diffFindsTheLeak();
     void diffExitCodes_data();
     void diffExitCodes();
+    void help_data();
+    void help();
+    void version_data();
+    void version();
+    void didYouMean_data();
+    void didYouMean();
+    void truncatedFileSaysWhereItEnds_data();
+    void truncatedFileSaysWhereItEnds();
 };
 
 void TestCli::badCommandLines_data()
@@ -438,6 +447,145 @@ void TestCli::realFilesAreQuiet()
     QCOMPARE(r.status, 0);
     QVERIFY2(r.err.isEmpty(), r.err.constData());
     QVERIFY(!r.out.isEmpty());
+}
+
+void TestCli::help_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("usageLine"); // how stdout begins
+    QTest::newRow("--help") << QStringList { QStringLiteral("--help") } << "usage: memscope-cli COMMAND";
+    QTest::newRow("-h") << QStringList { QStringLiteral("-h") } << "usage: memscope-cli COMMAND";
+    for (const char* command : { "stats", "trace", "segments", "memory", "compare", "info", "diff", "insights",
+                                 "record", "keygen", "demo", "allocator-replay", "convert" }) {
+        const QString c = QString::fromLatin1(command);
+        QTest::addRow("%s --help", command) << QStringList { c, QStringLiteral("--help") }
+                                            << QStringLiteral("usage: memscope-cli ") + c;
+        QTest::addRow("%s -h", command) << QStringList { c, QStringLiteral("-h") }
+                                        << QStringLiteral("usage: memscope-cli ") + c;
+    }
+    // After other arguments too: the command's help, not the whole usage, and nothing is run.
+    QTest::newRow("stats FILE --help") << QStringList { QStringLiteral("stats"), snapshot("oom.pickle"),
+                                                        QStringLiteral("--help") }
+                                       << "usage: memscope-cli stats";
+    QTest::newRow("demo --rate 5 -h") << QStringList { QStringLiteral("demo"), QStringLiteral("--rate"),
+                                                       QStringLiteral("5"), QStringLiteral("-h") }
+                                      << "usage: memscope-cli demo";
+}
+
+void TestCli::help()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QString, usageLine);
+    const Run r = runCli(args);
+    QCOMPARE(r.status, 0);
+    QVERIFY2(r.out.startsWith(usageLine.toUtf8()), r.out.constData());
+    QVERIFY(r.out.endsWith('\n'));
+    QVERIFY2(r.err.isEmpty(), r.err.constData());
+    if (args.size() == 1) {
+        QVERIFY(r.out.contains("commands of memscope:")); // the whole usage
+    } else {
+        QVERIFY2(r.out.contains("\noptions:\n"), r.out.constData()); // its options
+        QVERIFY2(!r.out.contains("commands of memscope:"), r.out.constData()); // that command's alone
+    }
+}
+
+void TestCli::version_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::newRow("--version") << QStringList { QStringLiteral("--version") };
+    QTest::newRow("--version, more after it") << QStringList { QStringLiteral("--version"), QStringLiteral("stats") };
+}
+
+void TestCli::version()
+{
+    QFETCH(QStringList, args);
+    const Run r = runCli(args);
+    QCOMPARE(r.status, 0);
+    QCOMPARE(r.out, QByteArray("memscope-cli " MEMSCOPE_VERSION "\n"));
+    QVERIFY(r.err.isEmpty());
+}
+
+void TestCli::didYouMean_data()
+{
+    QTest::addColumn<QString>("typed");
+    QTest::addColumn<QString>("firstLine"); // the whole first line of stderr
+    QTest::newRow("two letters swapped") << "stast" << "memscope-cli: unknown command 'stast': did you mean 'stats'?";
+    QTest::newRow("a letter missing") << "inf" << "memscope-cli: unknown command 'inf': did you mean 'info'?";
+    QTest::newRow("a letter more") << "diffs" << "memscope-cli: unknown command 'diffs': did you mean 'diff'?";
+    QTest::newRow("swapped in a long name")
+        << "segmnets" << "memscope-cli: unknown command 'segmnets': did you mean 'segments'?";
+    QTest::newRow("two edits in a long name")
+        << "alocator-reply" << "memscope-cli: unknown command 'alocator-reply': did you mean 'allocator-replay'?";
+    QTest::newRow("a prefix") << "alloc" << "memscope-cli: unknown command 'alloc': did you mean 'allocator-replay'?";
+    QTest::newRow("upper case") << "Stats" << "memscope-cli: unknown command 'Stats': did you mean 'stats'?";
+    QTest::newRow("two edits in a short name") << "meme" << "memscope-cli: unknown command 'meme'";
+    QTest::newRow("nothing near") << "frobnicate" << "memscope-cli: unknown command 'frobnicate'";
+    QTest::newRow("a file where the command goes")
+        << "snapshot.pickle" << "memscope-cli: unknown command 'snapshot.pickle'";
+    QTest::newRow("an unknown option") << "--verbose" << "memscope-cli: unknown option '--verbose'";
+}
+
+void TestCli::didYouMean()
+{
+    QFETCH(QString, typed);
+    QFETCH(QString, firstLine);
+    const Run r = runCli({ typed, snapshot("oom.pickle") });
+    QCOMPARE(r.status, 2);
+    QVERIFY(r.out.isEmpty());
+    const QList<QByteArray> lines = r.err.split('\n');
+    // One line, one line of usage (and the newline ending it): not the whole usage.
+    QCOMPARE(lines.size(), 3);
+    QCOMPARE(QString::fromUtf8(lines[0]), firstLine);
+    QVERIFY2(lines[1].startsWith("usage: memscope-cli COMMAND") && lines[1].contains("--help"), lines[1].constData());
+    QVERIFY(lines[2].isEmpty());
+}
+
+void TestCli::truncatedFileSaysWhereItEnds_data()
+{
+    QTest::addColumn<QString>("source");
+    QTest::addColumn<int>("size"); // bytes kept
+    QTest::addColumn<QString>("where"); // what the message says besides the size
+    // Inside the first 64 KiB frame, whose FRAME opcode is at byte 2: once said "(at byte 2)".
+    QTest::newRow("transformer_train, 50 kB, inside the first frame")
+        << snapshot("transformer_train.pickle") << 50000 << "inside a frame that starts at byte 11";
+    QTest::newRow("multistream, 5000 bytes (tests/data/truncated-multistream.pickle)")
+        << QString::fromStdString(test::dataPath("truncated-multistream.pickle")) << 5000
+        << "inside a frame that starts at byte 11";
+    QTest::newRow("inside a string") << QString() << 9 << "in the middle of the opcode that starts at byte 3";
+    QTest::newRow("no STOP") << QString() << 4 << "without the pickle's STOP opcode";
+}
+
+void TestCli::truncatedFileSaysWhereItEnds()
+{
+    QFETCH(QString, source);
+    QFETCH(int, size);
+    QFETCH(QString, where);
+    QByteArray bytes;
+    if (source.isEmpty()) {
+        // A protocol-2 pickle: {} then "abcdefgh" (SHORT_BINUNICODE at byte 3) cut inside the string, or after the {.
+        bytes = size == 9 ? QByteArray("\x80\x02}\x8c\x08" "abcd", 9) : QByteArray("\x80\x02}(", 4);
+    } else {
+        QFile in(source);
+        QVERIFY(in.open(QIODevice::ReadOnly));
+        bytes = in.read(size);
+    }
+    QCOMPARE(bytes.size(), size);
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("cut.pickle"));
+    QFile out(path);
+    QVERIFY(out.open(QIODevice::WriteOnly));
+    out.write(bytes);
+    out.close();
+    const Run r = runCli({ QStringLiteral("stats"), path });
+    QCOMPARE(r.status, 1);
+    const QString message = QString::fromUtf8(r.err).trimmed();
+    // The file, that it is truncated, where its data ends (its size), and where that is in the pickle.
+    QVERIFY2(message.startsWith(QStringLiteral("memscope-cli: ") + path + QStringLiteral(": the file is truncated: its data ends after ")
+                                + QString::number(size) + QStringLiteral(" bytes")),
+             qPrintable(message));
+    QVERIFY2(message.endsWith(QStringLiteral("(at byte %1)").arg(size)), qPrintable(message));
+    QVERIFY2(message.contains(where), qPrintable(message));
+    QCOMPARE(r.err.count('\n'), 1);
 }
 
 QTEST_GUILESS_MAIN(TestCli)

@@ -2,6 +2,9 @@
 // `compare` print exactly what PyTorch's torch/cuda/_memory_viz.py prints; `info` summarises a snapshot;
 // `convert` rewrites it as pickle or JSON, or exports it as SQLite or a Perfetto trace. Single-threaded.
 //
+// `memscope-cli --help` prints the whole usage, `memscope-cli COMMAND --help` that command's (CommandHelps),
+// `--version` the project's version; a mistyped command gets one line with the nearest commands.
+//
 // Exit codes: 0 success, 1 a file could not be read or written (one line on stderr naming it and the reason),
 // 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth. A file that loads with warnings
 // (model/loadwarning.h: a field left out, blocks that do not tile, ...) gets one stderr line per kind of warning,
@@ -78,6 +81,201 @@ commands of memscope:
 options:
   -h, --help           this text
 )";
+
+// Each command's own help (`memscope-cli COMMAND --help`): its usage line and its options. diff and insights keep
+// theirs beside their parsers (diffcommand.h, insightscommand.h). The whole usage (Usage, above) is the summary.
+struct CommandHelp {
+    const char* name;
+    const char* text;
+};
+
+constexpr const char* FileNote = R"(
+FILE: what torch.cuda.memory._dump_snapshot() writes (pickle), or the same as JSON; .xz compressed files are read
+directly. Several FILEs: one report after the other.
+
+options:
+  -h, --help           this text
+)";
+
+const CommandHelp CommandHelps[] = {
+    { "stats", R"(usage: memscope-cli stats FILE...
+
+How the allocator has filled its segments, exactly as `python -m torch.cuda._memory_viz stats` (segsum) prints it.
+)" },
+    { "trace", R"(usage: memscope-cli trace FILE...
+
+The recorded allocation events, Python-style, exactly as `python -m torch.cuda._memory_viz trace` prints them.
+)" },
+    { "segments", R"(usage: memscope-cli segments FILE...
+
+Folded stacks of the memory in each segment (flamegraph.pl input), exactly as
+`python -m torch.cuda._memory_viz segments` writes them before flamegraph.pl.
+)" },
+    { "memory", R"(usage: memscope-cli memory FILE...
+
+Folded stacks of the memory per stream (flamegraph.pl input), exactly as `python -m torch.cuda._memory_viz memory`
+writes them before flamegraph.pl.
+)" },
+    { "compare", R"(usage: memscope-cli compare BEFORE AFTER
+
+Folded stacks of the segments only in one of the two snapshots, exactly as `python -m torch.cuda._memory_viz compare`
+prints them. `memscope-cli diff` matches live allocations by call stack instead.
+
+options:
+  -h, --help           this text
+)" },
+    { "info", R"(usage: memscope-cli info FILE...
+
+A summary: format, devices, segments and blocks, reserved, allocated and active bytes, streams, frames, annotations,
+and per device the trace's entries, time span, peaks and whether it is complete or truncated.
+)" },
+    { "record", R"(usage: memscope-cli record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S] [--follow]
+       [--curve-server-key FILE --curve-key FILE]
+
+Joins a running job's memscope agent (its MEMSCOPE_ENDPOINT: ipc://PATH or tcp://HOST:PORT) and records its
+allocator events until the job exits, a limit or Ctrl-C (SIGTERM, SIGHUP), as a snapshot: pickle, or JSON for
+*.json. After a gap it resynchronises by itself (marked in the trace).
+
+options:
+  -o, --output FILE        the snapshot to write
+  --duration S             stop after S seconds
+  --events N               stop after N events
+  --timeout S              give up when the agent's state reply takes longer (default 5)
+  --follow                 record on across restarts of the job (a new run at the same endpoint)
+  --curve-server-key FILE  CURVE: the agent's public key file
+  --curve-key FILE         CURVE: our secret key file (memscope-cli keygen NAME writes one)
+  -h, --help               this text
+)" },
+    { "keygen", R"(usage: memscope-cli keygen NAME [--force]
+
+Writes a CURVE key pair, NAME.key (secret, mode 0600) and NAME.pub, and prints the public key.
+
+options:
+  --force              overwrite NAME.key and NAME.pub if they exist
+  -h, --help           this text
+)" },
+    { "demo", R"(usage: memscope-cli demo [--endpoint E] [--events N] [--rate N] [--leak] [--no-stacks] [--delay MS]
+       [--linger MS]
+
+A training-like workload through memscope's allocator (host backend, no GPU needed), published like a real job;
+prints its endpoint first, ends with a goodbye. With MEMSCOPE_DUMP_ON=exit it writes its final state to
+MEMSCOPE_DUMP_PATH before saying goodbye, as an agent in a job does.
+
+options:
+  --endpoint E         where to publish (default ipc://$XDG_RUNTIME_DIR/memscope-<pid>)
+  --events N           stop after about N allocator events (default 100000)
+  --rate N             at most N events per second (default 20000; 0: unlimited)
+  --leak               keep one small tensor per step (a leak to find)
+  --no-stacks          publish no call stacks (by default every allocation carries Python-like frames)
+  --delay MS           wait before the first step, for viewers to connect (default 1000)
+  --linger MS          after the last step, stay this long before saying goodbye (default 0)
+  -h, --help           this text
+)" },
+    { "allocator-replay", R"(usage: memscope-cli allocator-replay FILE [--memory-limit BYTES] [--device-memory BYTES]
+
+Replays the trace through memscope's caching allocator and checks that it makes PyTorch's decisions: the same
+address for every allocation, the same final segments and blocks.
+
+options:
+  --memory-limit BYTES   the job's memory cap (set_per_process_memory_fraction times the device's memory);
+                         without it, a trace that shows a cap is replayed under its peak reservation
+  --device-memory BYTES  the device's memory (otherwise estimated from where the trace's segments lie)
+  -h, --help             this text
+BYTES: a count, or with a unit: 80GiB, 512MiB, 1.5GB.
+)" },
+    { "convert", R"(usage: memscope-cli convert IN OUT [--format pickle|json]
+
+Rewrites a snapshot as a protocol-4 pickle (as PyTorch's viewer wants) or as JSON.
+
+options:
+  --format pickle|json   the output's format (default: json for *.json, else pickle)
+  -h, --help             this text
+)" },
+    { "diff", nullptr }, // DiffUsage
+    { "insights", nullptr }, // InsightsUsage
+};
+
+const CommandHelp* findCommand(std::string_view name)
+{
+    for (const CommandHelp& c : CommandHelps)
+        if (name == c.name)
+            return &c;
+    return nullptr;
+}
+
+std::string commandHelp(const CommandHelp& c)
+{
+    if (std::strcmp(c.name, "diff") == 0)
+        return DiffUsage;
+    if (std::strcmp(c.name, "insights") == 0)
+        return InsightsUsage;
+    std::string text = c.text;
+    // The commands that read snapshot files share what FILE may be.
+    if (text.find("FILE...") != std::string::npos && text.find("\noptions:") == std::string::npos)
+        text += FileNote;
+    return text;
+}
+
+// The optimal string alignment distance (Levenshtein's plus the swap of two neighbours, as git's "did you mean"
+// counts them: git's levenshtein.c): "stast" is one edit from "stats".
+size_t editDistance(std::string_view a, std::string_view b)
+{
+    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+    for (size_t i = 0; i <= a.size(); ++i)
+        d[i][0] = i;
+    for (size_t j = 0; j <= b.size(); ++j)
+        d[0][j] = j;
+    for (size_t i = 1; i <= a.size(); ++i)
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            d[i][j] = std::min({ d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost });
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        }
+    return d[a.size()][b.size()];
+}
+
+// The commands nearest to a mistyped one: within one edit (two from six letters on), or the only ones it begins.
+std::vector<std::string> nearestCommands(std::string_view typed)
+{
+    const size_t limit = typed.size() >= 6 ? 2 : 1;
+    size_t best = limit + 1;
+    std::vector<std::string> nearest;
+    for (const CommandHelp& c : CommandHelps) {
+        const size_t d = editDistance(typed, c.name);
+        if (d > limit)
+            continue;
+        if (d < best) {
+            best = d;
+            nearest.clear();
+        }
+        if (d == best)
+            nearest.emplace_back(c.name);
+    }
+    if (nearest.empty() && typed.size() >= 3)
+        for (const CommandHelp& c : CommandHelps)
+            if (std::string_view(c.name).starts_with(typed))
+                nearest.emplace_back(c.name);
+    return nearest;
+}
+
+constexpr const char* UsageHint = "usage: memscope-cli COMMAND [OPTIONS] FILE... (memscope-cli --help lists the commands)\n";
+
+// One line naming what was typed (and what was perhaps meant), one line of usage: not the whole usage.
+int unknownCommand(const std::string& command)
+{
+    std::string line = (command.size() > 1 && command[0] == '-' ? "unknown option '" : "unknown command '")
+        + command + "'";
+    const std::vector<std::string> nearest = nearestCommands(command);
+    for (size_t i = 0; i < nearest.size(); ++i)
+        line += (i == 0 ? ": did you mean '" : i + 1 == nearest.size() ? " or '" : ", '") + nearest[i] + "'";
+    if (!nearest.empty())
+        line += '?';
+    std::fprintf(stderr, "memscope-cli: %s\n%s", line.c_str(), UsageHint);
+    return 2;
+}
+
+bool isHelp(const std::string& a) { return a == "-h" || a == "--help"; }
 
 int usageError(const std::string& message)
 {
@@ -195,13 +393,28 @@ int main(int argc, char** argv)
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty())
         return usageError("no command given");
-    if (std::find_if(args.begin(), args.end(), [](const std::string& a) { return a == "-h" || a == "--help"; })
-        != args.end()) {
+    if (args.front() == "--version") {
+        std::fputs("memscope-cli " MEMSCOPE_VERSION "\n", stdout);
+        return 0;
+    }
+    if (isHelp(args.front())) {
         std::fputs(Usage, stdout);
         return 0;
     }
     const std::string command = args.front();
     args.erase(args.begin());
+    const CommandHelp* known = findCommand(command);
+    if (!known)
+        return unknownCommand(command);
+    // COMMAND --help (anywhere before a "--"): that command's help.
+    for (const std::string& a : args) {
+        if (a == "--")
+            break;
+        if (isHelp(a)) {
+            std::fputs(commandHelp(*known).c_str(), stdout);
+            return 0;
+        }
+    }
 
     if (command == "stats" || command == "trace" || command == "segments" || command == "memory"
         || command == "info") {
