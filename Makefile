@@ -7,6 +7,7 @@
 #   make test      build, then run every CTest test
 #   make package   build, then write the .deb into build/package/
 #   make bench     build, then run every build/bin/bench_*
+#   make asan      build with AddressSanitizer + UBSan (build-asan/), run every CTest test under them
 #   make fuzz      build the libFuzzer targets with clang (build-fuzz/), run each for FUZZ_SECONDS
 #   make format    clang-format every C++ file in the tree
 #   make clean     remove every build folder
@@ -18,7 +19,7 @@ JOBS := $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 30
 DEPS_STAMP := build/.deps-$(shell sha256sum cmake/dependencies.txt | cut -c1-16)
 
-.PHONY: deps configure build run test package bench fuzz format clean
+.PHONY: deps configure build run test package bench asan fuzz format clean
 
 deps: $(DEPS_STAMP)
 
@@ -33,6 +34,10 @@ $(DEPS_STAMP): cmake/dependencies.txt
 # CMake by itself whenever a CMakeLists.txt changes.
 build/build.ninja: CMakePresets.json | deps
 	cmake --preset default
+	touch $@
+
+build-asan/build.ninja: CMakePresets.json | deps
+	cmake --preset asan
 	touch $@
 
 build-fuzz/build.ninja: CMakePresets.json | deps
@@ -50,6 +55,11 @@ run: build
 
 test: build
 	ctest --preset default --output-on-failure -j $(JOBS)
+
+# Slower than `make test` (a Debug build, every test under the sanitizers: ~3x the time), so not part of it.
+asan: build-asan/build.ninja
+	cmake --build --preset asan -j $(JOBS)
+	ctest --preset asan --output-on-failure -j $(JOBS)
 
 package: build
 	cpack --preset default

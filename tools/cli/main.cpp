@@ -57,12 +57,14 @@ commands of memscope:
                        the peak's top call stacks and their share, leak suspects, record_stream stalls,
                        fragmentation and every OOM explained (in pieces, the cap, or the device full), each
                        with the entry to go to; with --diff, what grew
-  record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S] [--follow]
+  record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S] [--follow] [--max-memory MIB]
        [--curve-server-key FILE --curve-key FILE]
                        join a running job's memscope agent (its MEMSCOPE_ENDPOINT) and record its allocator
-                       events until the job exits, a limit or Ctrl-C, as a snapshot (pickle, or JSON for *.json);
-                       after a gap it resynchronises by itself (marked in the trace); --follow records on across
-                       restarts of the job; CURVE: the agent's public key file and our secret key file
+                       events until the job exits, a limit or Ctrl-C, as a snapshot (in the format of the
+                       output's suffix, as convert); after a gap it resynchronises by itself (marked in the
+                       trace); --follow records on across restarts of the job; past --max-memory (4096 MiB)
+                       the recording so far goes to FILE's part1, part2, ...; CURVE: the agent's public key
+                       file and our secret key file
   keygen NAME [--force]
                        a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub; prints the public key
   demo [--endpoint E] [--events N] [--rate N] [--leak] [--delay MS]
@@ -130,11 +132,12 @@ A summary: format, devices, segments and blocks, reserved, allocated and active 
 and per device the trace's entries, time span, peaks and whether it is complete or truncated.
 )" },
     { "record", R"(usage: memscope-cli record ENDPOINT -o FILE [--duration S] [--events N] [--timeout S] [--follow]
-       [--curve-server-key FILE --curve-key FILE]
+       [--max-memory MIB] [--curve-server-key FILE --curve-key FILE]
 
 Joins a running job's memscope agent (its MEMSCOPE_ENDPOINT: ipc://PATH or tcp://HOST:PORT) and records its
-allocator events until the job exits, a limit or Ctrl-C (SIGTERM, SIGHUP), as a snapshot: pickle, or JSON for
-*.json. After a gap it resynchronises by itself (marked in the trace).
+allocator events until the job exits, a limit or Ctrl-C (SIGTERM, SIGHUP), as a snapshot in the format of the
+output's suffix (pickle; JSON for *.json; SQLite for *.sqlite, *.db; Perfetto for *.trace.json). After a gap it
+resynchronises by itself (marked in the trace, counted in the file's memscope_recording key that info prints).
 
 options:
   -o, --output FILE        the snapshot to write
@@ -142,6 +145,8 @@ options:
   --events N               stop after N events
   --timeout S              give up when the agent's state reply takes longer (default 5)
   --follow                 record on across restarts of the job (a new run at the same endpoint)
+  --max-memory MIB         past this much held in memory (default 4096), write the recording so far as a part
+                           (job.pickle -> job.part1.pickle, ...) and go on from its state; FILE is the last part
   --curve-server-key FILE  CURVE: the agent's public key file
   --curve-key FILE         CURVE: our secret key file (memscope-cli keygen NAME writes one)
   -h, --help               this text
@@ -183,12 +188,14 @@ options:
   -h, --help             this text
 BYTES: a count, or with a unit: 80GiB, 512MiB, 1.5GB.
 )" },
-    { "convert", R"(usage: memscope-cli convert IN OUT [--format pickle|json]
+    { "convert", R"(usage: memscope-cli convert IN OUT [--format pickle|json|sqlite|perfetto]
 
-Rewrites a snapshot as a protocol-4 pickle (as PyTorch's viewer wants) or as JSON.
+Rewrites a snapshot as a protocol-4 pickle (as PyTorch's viewer wants) or as JSON, or exports it as an SQLite
+database (docs/sqlite.md) or as a Perfetto / chrome://tracing timeline (docs/perfetto.md).
 
 options:
-  --format pickle|json   the output's format (default: json for *.json, else pickle)
+  --format FORMAT        pickle, json, sqlite or perfetto (default by OUT's suffix: json for *.json, sqlite for
+                         *.sqlite, *.sqlite3 and *.db, perfetto for *.trace.json and *.perfetto.json, else pickle)
   -h, --help             this text
 )" },
     { "diff", nullptr }, // DiffUsage
