@@ -20,8 +20,11 @@
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -361,6 +364,41 @@ Publisher::~Publisher()
     }
 }
 
+namespace {
+
+    // The sockets of this user's jobs that died without a clean stop (killed, crashed: no one removed them), in the
+    // default endpoints' folder: memscope-PID and memscope-PID-state whose PID no longer runs. Removed when the next
+    // job starts there, so that the attach dialog lists running jobs, not old files. A socket another user owns, or
+    // whose PID runs (perhaps reused by another process), is left alone.
+    void removeStaleSockets(const std::string& dir)
+    {
+        DIR* d = ::opendir(dir.c_str());
+        if (!d)
+            return;
+        while (const dirent* entry = ::readdir(d)) {
+            const std::string_view name(entry->d_name);
+            constexpr std::string_view Prefix = "memscope-";
+            if (name.substr(0, Prefix.size()) != Prefix)
+                continue;
+            std::string_view digits = name.substr(Prefix.size());
+            if (digits.size() > 6 && digits.substr(digits.size() - 6) == "-state")
+                digits.remove_suffix(6);
+            if (digits.empty() || digits.size() > 9
+                || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                continue;
+            const pid_t pid = pid_t(std::stol(std::string(digits)));
+            if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)
+                continue;
+            const std::string path = dir + "/" + std::string(name);
+            struct stat st { };
+            if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == ::getuid())
+                ::unlink(path.c_str());
+        }
+        ::closedir(d);
+    }
+
+} // namespace
+
 std::string Publisher::defaultEndpoint(std::string* error)
 {
     const char* runtime = std::getenv("XDG_RUNTIME_DIR");
@@ -384,6 +422,7 @@ std::string Publisher::defaultEndpoint(std::string* error)
         if ((st.st_mode & 0777) != 0700)
             ::chmod(dir.c_str(), 0700);
     }
+    removeStaleSockets(dir);
     return "ipc://" + dir + "/memscope-" + std::to_string(::getpid());
 }
 

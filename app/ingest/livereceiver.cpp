@@ -28,6 +28,7 @@ namespace {
         void onState(const wire::DecodedState& state, const client::StateChange& change) override
         {
             client::RecordingListener::onState(state, change);
+            warning.clear(); // attached (again): what went wrong before is over
             if (change.kind == client::StateKind::Restarted)
                 previousPid = change.previousPid;
             changed = urgent = true;
@@ -55,13 +56,16 @@ namespace {
         void onLink(client::Link) override { urgent = true; }
         void onError(const client::ClientError& e) override
         {
-            if (e.fatal || e.kind == client::ErrorKind::NoAnswer)
+            if (e.kind == client::ErrorKind::NoAnswer && waitForJob && !e.fatal)
+                warning = QString::fromStdString(e.message) + LiveReceiver::tr(" — waiting for it");
+            else if (e.fatal || e.kind == client::ErrorKind::NoAnswer)
                 failure = QString::fromStdString(e.message);
             else
                 warning = QString::fromStdString(e.message);
             urgent = true;
         }
 
+        bool waitForJob = false; // LiveReceiver::setWaitForJob
         bool changed = false; // the recorder changed since the last snapshot copy
         bool urgent = false; // hand an update over now (not at the next interval)
         uint32_t previousPid = 0;
@@ -97,6 +101,23 @@ QString LiveReceiver::stateName(LiveState state)
         return tr("reconnecting…");
     }
     return {};
+}
+
+bool LiveReceiver::restart()
+{
+    if (m_thread) {
+        m_stop = true;
+        m_thread->wait();
+        delete m_thread;
+        m_thread = nullptr;
+    }
+    QCoreApplication::removePostedEvents(this, QEvent::MetaCall); // the old run's last updates
+    m_finished = false;
+    m_haveLast = false;
+    m_lastDelta = nullptr;
+    m_lastSnapshot = nullptr;
+    m_latest = LiveUpdate {};
+    return start();
 }
 
 bool LiveReceiver::isRunning() const { return m_thread && m_thread->isRunning(); }
@@ -166,6 +187,7 @@ void LiveReceiver::run()
     options.curveServerKeyFile = m_curveServerKey.toStdString();
     options.curveSecretKeyFile = m_curveSecretKey.toStdString();
     Listener listener;
+    listener.waitForJob = m_waitForJob;
     if (m_incremental)
         listener.recorder().setKeepTaken(false); // the GUI's LiveDocument keeps (and bounds) the history
     const wire::Recorder& recorder = listener.recorder();
@@ -226,6 +248,9 @@ void LiveReceiver::run()
         case client::Link::Resyncing:
             return LiveState::Live;
         case client::Link::Silent:
+            // A closed connection without a goodbye: the job exited (or was killed) and its goodbye never came.
+            if (agent.silenceIsClosed())
+                return m_reconnect ? LiveState::Reconnecting : LiveState::Exited;
             return LiveState::Silent;
         case client::Link::Gone:
             return m_reconnect ? LiveState::Reconnecting : LiveState::Exited;

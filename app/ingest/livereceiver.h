@@ -83,6 +83,11 @@ public:
     // its state then continues the recording (stats.restarts, an annotation in the trace). Off by default. Before
     // start().
     void setReconnect(bool on) { m_reconnect = on; }
+    // While no agent answers (the job is not up yet), keep asking instead of failing after the answer timeout: the
+    // update's message says so, and the recording starts once the job is there. Off by default. Before start().
+    void setWaitForJob(bool on) { m_waitForJob = on; }
+    // After the recording failed (or ended), starts anew: a fresh connection, nothing of the old recording kept.
+    bool restart();
     // Hand over deltas about every 30 ms instead of a whole snapshot copy every 250 ms (LiveUpdate). Before start().
     void setIncremental(bool on) { m_incremental = on; }
     bool isIncremental() const { return m_incremental; }
@@ -106,6 +111,7 @@ private:
     double m_answerTimeout = 5;
     QString m_curveServerKey, m_curveSecretKey;
     bool m_reconnect = false;
+    bool m_waitForJob = false;
     bool m_incremental = false;
     std::atomic<bool> m_wantSnapshot { false };
     // Written by the receiver thread as it ends (incremental mode), read by stop() after joining it.

@@ -76,7 +76,13 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_historyMenu = new QMenu(m_history);
     m_history->setMenu(m_historyMenu);
     updateHistoryMenu();
+    m_retry = new QPushButton(tr("Retry"), this);
+    m_retry->setObjectName(QStringLiteral("liveRetry"));
+    m_retry->setToolTip(tr("Attach to the job again"));
+    m_retry->hide();
+    connect(m_retry, &QPushButton::clicked, this, &LiveWindow::retry);
     bar->addWidget(m_status, 1);
+    bar->addWidget(m_retry);
     bar->addWidget(m_history);
     bar->addWidget(triggers);
     bar->addWidget(m_save);
@@ -101,6 +107,7 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_status->setText(statusText());
     m_receiver->setIncremental(true);
     m_receiver->setReconnect(afterExit == AfterExit::Reconnect);
+    m_receiver->setWaitForJob(afterExit == AfterExit::Reconnect); // an interactive tab waits for the job to come up
     m_receiver->setCurveKeys(keys.serverPublicKey, keys.secretKey);
     m_receiver->start();
 }
@@ -177,11 +184,26 @@ void LiveWindow::onUpdate(const LiveUpdate& update)
         showDocument(makeDocument(endpoint(), update.snapshot)); // ended before any delta: the whole recording
     if (update.state == LiveState::Failed && !m_document)
         m_placeholder->setText(update.message);
+    else if (!m_document && !update.message.isEmpty())
+        m_placeholder->setText(tr("Waiting for %1…").arg(endpoint()) + QLatin1Char('\n') + update.message);
+    m_retry->setVisible(update.state == LiveState::Failed && !m_document);
     m_save->setEnabled(m_live != nullptr || update.snapshot != nullptr);
     flush();
     m_status->setText(statusText());
     Q_EMIT statusChanged();
     checkSettled();
+}
+
+void LiveWindow::retry()
+{
+    if (m_document)
+        return; // (the button shows only while nothing was recorded)
+    m_retry->hide();
+    m_settledEmitted = false;
+    m_placeholder->setText(tr("Waiting for %1…").arg(endpoint()));
+    m_receiver->restart();
+    m_status->setText(statusText());
+    Q_EMIT statusChanged();
 }
 
 void LiveWindow::takeDelta(const wire::Recorder::Delta& delta)

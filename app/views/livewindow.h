@@ -98,6 +98,8 @@ public:
     const QStringList& triggeredFiles() const { return m_triggered; }
     // Save…: asks for a file name, then writes what is shown there on the thread pool.
     void chooseSave();
+    // A tab that failed before recording anything (the job not up, its socket refused) attaches again.
+    void retry();
     // Entries received but not shown yet.
     size_t backlog() const { return m_live ? m_live->queued() : 0; }
 
@@ -134,6 +136,7 @@ private:
     QLabel* m_status = nullptr;
     QLabel* m_placeholder = nullptr;
     QPushButton* m_save = nullptr;
+    QPushButton* m_retry = nullptr;
     DocumentWindow* m_document = nullptr;
     QTimer* m_flushTimer = nullptr;
     QElapsedTimer m_sinceGrowth;

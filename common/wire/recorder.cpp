@@ -205,8 +205,12 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
         ++m_epoch; // the new job's stack ids are its own (stackKey)
     std::vector<Device> target = loadState(fresh);
 
+    // A restarted job is another allocator: everything the old one held goes, at the moment it was last heard
+    // of (its memory drops to zero where it died, not when the new run was first heard), and the new run's state
+    // comes at its own time. Nothing is "kept" across a restart, even at the same addresses.
+    uint64_t entryUs = timeUs;
     auto emit = [&](model::Action action, size_t d, uint64_t addr, uint64_t size, uint64_t stream, uint64_t stack) {
-        m_entries.push_back(Entry { action, uint8_t(d), addr, size, stream, timeUs, stack });
+        m_entries.push_back(Entry { action, uint8_t(d), addr, size, stream, entryUs, stack });
     };
     auto sameSegment = [](const Segment& a, const Segment& b) {
         return a.size == b.size && a.isExpandable == b.isExpandable && a.stream == b.stream
@@ -243,9 +247,10 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
         // Removals first, so that whatever replaces a block or segment finds its range free. A block that is
         // still allocated gets a free_requested before its free_completed, as PyTorch records every free (and a
         // Replay warns about a free_completed whose alloc has no free_requested).
+        entryUs = restart ? startUs : timeUs;
         for (const auto& [address, seg] : from) {
             auto kept = to.find(address);
-            const bool segmentKept = kept != to.end() && sameSegment(seg, kept->second);
+            const bool segmentKept = !restart && kept != to.end() && sameSegment(seg, kept->second);
             for (const auto& [addr, block] : seg.blocks) {
                 if (segmentKept) {
                     auto now = kept->second.blocks.find(addr);
@@ -274,9 +279,10 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
             }
         }
         // Then what is new: segments, then their blocks.
+        entryUs = timeUs;
         for (const auto& [address, seg] : to) {
             auto was = from.find(address);
-            if (was == from.end() || !sameSegment(was->second, seg)) {
+            if (restart || was == from.end() || !sameSegment(was->second, seg)) {
                 emit(seg.isExpandable ? model::Action::SegmentMap : model::Action::SegmentAlloc, d, address, seg.size,
                      seg.stream, seg.stack);
                 m_entries.back().poolFirst = seg.poolFirst;
@@ -290,7 +296,7 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
         }
         for (const auto& [address, seg] : to) {
             auto was = from.find(address);
-            const bool segmentKept = was != from.end() && sameSegment(was->second, seg);
+            const bool segmentKept = !restart && was != from.end() && sameSegment(was->second, seg);
             for (const auto& [addr, block] : seg.blocks) {
                 if (segmentKept) {
                     auto before = was->second.blocks.find(addr);
@@ -333,7 +339,7 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
     }
 
     // Segments keep their own stack key; carry over those of segments that stayed (the state reply has none).
-    for (size_t d = 0; d < target.size() && d < m_devices.size(); ++d)
+    for (size_t d = 0; !restart && d < target.size() && d < m_devices.size(); ++d)
         for (auto& [address, seg] : target[d].segments) {
             auto was = m_devices[d].segments.find(address);
             if (was != m_devices[d].segments.end() && sameSegment(was->second, seg))

@@ -32,6 +32,8 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1111,6 +1113,44 @@ private Q_SLOTS:
         QCOMPARE(::stat(dir.c_str(), &st), 0);
         QCOMPARE(int(st.st_mode & 0777), 0700);
         QCOMPARE(st.st_uid, getuid());
+    }
+
+    // A job killed without a clean stop leaves its socket files; the next job to start in the default folder
+    // removes those of dead jobs (its own user's), and leaves a running job's and anything that is not a socket.
+    void staleSocketsRemovedAtStart()
+    {
+        QTemporaryDir runtime;
+        QVERIFY(runtime.isValid());
+        const std::string dir = runtime.path().toStdString();
+        auto makeSocket = [](const std::string& path) {
+            const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+            sockaddr_un address {};
+            address.sun_family = AF_UNIX;
+            std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+            const bool bound = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+            ::close(fd); // the file stays, as after a SIGKILL
+            return bound;
+        };
+        const std::string dead = dir + "/memscope-999999999", deadState = dead + "-state";
+        const std::string running = dir + "/memscope-" + std::to_string(::getppid()); // our parent runs
+        const std::string notSocket = dir + "/memscope-999999998";
+        QVERIFY(makeSocket(dead) && makeSocket(deadState) && makeSocket(running));
+        QFile plain(QString::fromStdString(notSocket));
+        QVERIFY(plain.open(QIODevice::WriteOnly));
+        plain.close();
+        const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
+        qputenv("XDG_RUNTIME_DIR", runtime.path().toLocal8Bit());
+        std::string error;
+        const std::string endpoint = Publisher::defaultEndpoint(&error);
+        if (saved.isNull())
+            qunsetenv("XDG_RUNTIME_DIR");
+        else
+            qputenv("XDG_RUNTIME_DIR", saved);
+        QCOMPARE(endpoint, "ipc://" + dir + "/memscope-" + std::to_string(::getpid()));
+        QVERIFY(!QFile::exists(QString::fromStdString(dead)));
+        QVERIFY(!QFile::exists(QString::fromStdString(deadState)));
+        QVERIFY(QFile::exists(QString::fromStdString(running)));
+        QVERIFY(QFile::exists(QString::fromStdString(notSocket)));
     }
 
     void hotPathDoesNotAllocate()

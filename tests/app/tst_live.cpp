@@ -136,6 +136,7 @@ private Q_SLOTS:
     void attachDialogListsEndpoints();
     void screenshotOption();
     void noAgent();
+    void waitsForTheJobAndRetries();
     void malformedPublisher();
     void historyIsBoundedAndSpilled();
     void earlierHistoryPrepended();
@@ -690,6 +691,47 @@ void TestLive::noAgent()
     QVERIFY(bad.latest().message.startsWith(QStringLiteral("udp://x: ")));
 }
 
+// Attach that forgives: a tab opened before its job is up says it waits and starts recording once the job answers
+// (the stale message goes); one that gave up attaches again on Retry; a job killed without a goodbye reads as
+// exited (its connection closed), not as a silent one.
+void TestLive::waitsForTheJobAndRetries()
+{
+    QTemporaryDir dir;
+    const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/later");
+    LiveReceiver waiting(endpoint);
+    waiting.setWaitForJob(true);
+    waiting.setAnswerTimeout(0.3);
+    QVERIFY(waiting.start());
+    QTRY_VERIFY_WITH_TIMEOUT(waiting.latest().message.contains(QStringLiteral("waiting for it")), 10000);
+    QCOMPARE(waiting.latest().state, LiveState::Connecting);
+    QVERIFY2(waiting.latest().message.startsWith(endpoint + QStringLiteral(": no memscope agent answered")),
+             qPrintable(waiting.latest().message));
+
+    LiveReceiver gaveUp(endpoint);
+    gaveUp.setAnswerTimeout(0.3);
+    QSignalSpy finished(&gaveUp, &LiveReceiver::finished);
+    QVERIFY(gaveUp.start());
+    QVERIFY(finished.wait(10000));
+    QCOMPARE(gaveUp.latest().state, LiveState::Failed);
+
+    QProcess demo;
+    QCOMPARE(startDemo(demo,
+                       { QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"), QStringLiteral("100000000"),
+                         QStringLiteral("--rate"), QStringLiteral("20000"), QStringLiteral("--delay"),
+                         QStringLiteral("300") }),
+             endpoint);
+    QTRY_VERIFY_WITH_TIMEOUT(waiting.latest().state == LiveState::Live && waiting.latest().stats.applied > 0, 15000);
+    QVERIFY2(waiting.latest().message.isEmpty(), qPrintable(waiting.latest().message));
+    QVERIFY(gaveUp.restart());
+    QTRY_VERIFY_WITH_TIMEOUT(gaveUp.latest().state == LiveState::Live && gaveUp.latest().stats.applied > 0, 15000);
+    QVERIFY2(gaveUp.latest().message.isEmpty(), qPrintable(gaveUp.latest().message));
+
+    demo.kill();
+    QVERIFY(demo.waitForFinished(10000));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting.latest().state, LiveState::Exited, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(gaveUp.latest().state, LiveState::Exited, 10000);
+}
+
 // Something on the endpoint that speaks ZeroMQ but not memscope's protocol: the state reply has a wrong magic and
 // a newer version. The tab fails with one line naming the endpoint and the reason; nothing crashes.
 void TestLive::malformedPublisher()
@@ -737,6 +779,9 @@ void TestLive::malformedPublisher()
     QVERIFY2(last.message.contains(QStringLiteral("version")), qPrintable(last.message));
     QVERIFY(!live.documentWindow());
     QVERIFY(live.statusText().contains(QStringLiteral("failed")));
+    // Nothing was recorded: the tab offers to attach again.
+    auto* retry = live.findChild<QPushButton*>(QStringLiteral("liveRetry"));
+    QVERIFY(retry && !retry->isHidden());
 }
 
 // A bound on the history in memory: the tab writes the document to disk as a snapshot file each time it passes the

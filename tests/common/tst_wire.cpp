@@ -893,6 +893,51 @@ private Q_SLOTS:
         QCOMPARE(inactiveBlocks(extendedEnd(rec, details)), QStringLiteral("1 1 4242; 3 17 31; 257 1 64"));
     }
 
+    // Across a restart of the job, the old run's memory drops to zero at the moment it was last heard of (its last
+    // record), even where the new run holds segments at the same addresses; the new run's state comes at its own
+    // time. A replay of the recording says so at every index.
+    void recorderRestartEmptiesWhereTheJobDied()
+    {
+        Recorder rec;
+        const std::vector segs { segment(A, 20 * MiB) };
+        const std::vector blocks { block(A, MiB, 1000), block(A + MiB, 19 * MiB, 777, 0) };
+        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks))));
+        rec.addEvents(std::vector { makeEvent(11, EventType::Alloc, A + MiB, 2 * MiB, 2 * MiB) });
+        const uint64_t diedUs = makeEvent(11, EventType::Alloc, 0, 0).timeNs / 1000;
+        // The next run: the same segment address (a deterministic allocator), other blocks.
+        const std::vector freshBlocks { block(A, 4 * MiB, 4000), block(A + 4 * MiB, 16 * MiB, 0, 0) };
+        const std::vector<uint8_t> freshBytes = encodeState(makeHello(43, 1, "node1", "0.1"), 5, segs, freshBlocks);
+        ResyncReason reason;
+        reason.kind = ResyncReason::Kind::Restart;
+        reason.timeNs = 9'000'000'000; // its first record, 8 s later
+        rec.resync(wire::decodeState(freshBytes), reason);
+        QCOMPARE(rec.stats().inconsistent, 0ULL);
+        QCOMPARE(rec.stats().restarts, 1ULL);
+        const model::Snapshot s = rec.snapshot();
+        QCOMPARE(s.deviceTraces.size(), size_t(1));
+        const model::Trace& trace = s.deviceTraces[0];
+        // alloc (the old run's), then its frees and segment_free at its last record, then the new run's.
+        size_t firstNew = 0;
+        while (firstNew < trace.size() && trace[firstNew].timeUs == int64_t(diedUs))
+            ++firstNew;
+        QCOMPARE(firstNew, size_t(6)); // alloc, 2 x (free_requested, free_completed), segment_free
+        QCOMPARE(trace[firstNew - 1].action, model::Action::SegmentFree);
+        for (size_t i = firstNew; i < trace.size(); ++i)
+            QCOMPARE(trace[i].timeUs, int64_t(reason.timeNs / 1000));
+        QCOMPARE(trace[firstNew].action, model::Action::SegmentAlloc);
+        const model::Replay replay = model::Replay::build(s, 0);
+        const auto atDeath = replay.stateAt(firstNew);
+        QVERIFY(atDeath.segments.empty());
+        QVERIFY(atDeath.allocations.empty());
+        const auto before = replay.stateAt(1); // the old run's last state: two blocks allocated in A
+        QCOMPARE(before.segments.size(), size_t(1));
+        QCOMPARE(before.allocations.size(), size_t(2));
+        const auto end = replay.stateAt(trace.size());
+        QCOMPARE(end.segments.size(), size_t(1));
+        QCOMPARE(end.allocations.size(), size_t(1));
+        QCOMPARE(inactiveBlocks(s), QStringLiteral("4 16 0"));
+    }
+
     void recorderSkipsWhatDoesNotFit_data()
     {
         QTest::addColumn<int>("type");
