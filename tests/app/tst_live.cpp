@@ -364,8 +364,8 @@ void TestLive::reconnectsToRestartedJob()
 
 // A job publishing faster than its agent's (deliberately tiny) ring drains: records are dropped and counted, the
 // tab says so, resynchronises from the agent's state, and ends exactly in the state the job itself dumps at exit.
-// The job is killed (no goodbye) and started again at the same endpoint: the tab notices the silence, keeps what it
-// has, picks the new run up and ends exactly in its state.
+// The job is killed (no goodbye) and started again at the same endpoint: the tab notices the closed connection, keeps
+// what it has, picks the new run up and ends exactly in its state.
 void TestLive::reconnectsAfterKilledJob()
 {
     QTemporaryDir dir;
@@ -380,10 +380,11 @@ void TestLive::reconnectsAfterKilledJob()
     QTRY_VERIFY_WITH_TIMEOUT(live.documentWindow() && live.documentWindow()->session()->entryCount() > 2000, 20000);
     first.kill();
     QVERIFY(first.waitForFinished(5000));
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Silent, 10000);
+    // Its connection closed without a goodbye: it exited (not a silent, hung job); the tab waits for the next run.
+    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 10000);
     Session* session = live.documentWindow()->session();
     const int64_t kept = session->entryCount();
-    QVERIFY(live.statusText().contains(QStringLiteral("silent")));
+    QVERIFY(live.statusText().contains(QStringLiteral("reconnecting")));
 
     const QString reference = dir.filePath(QStringLiteral("second.pickle"));
     runRecorded({ QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"), QStringLiteral("15000"),
@@ -568,15 +569,20 @@ void TestLive::attachDialogListsEndpoints()
 {
     QTemporaryDir runtime;
     QVERIFY(runtime.isValid());
-    // A dead job's socket: a pid no process can have (above Linux's pid_max limit of 2^22).
-    const QByteArray deadPath = QFile::encodeName(runtime.filePath(QStringLiteral("memscope-99999999")));
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    QVERIFY(fd >= 0);
-    sockaddr_un addr {};
-    addr.sun_family = AF_UNIX;
-    qstrncpy(addr.sun_path, deadPath.constData(), sizeof(addr.sun_path));
-    QCOMPARE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    ::close(fd); // the file stays, as a crashed job's would
+    // Dead jobs' sockets: pids no process can have (above Linux's pid_max limit of 2^22). The files stay, as a
+    // crashed job's would.
+    auto deadSocket = [&](const QString& name) {
+        const QByteArray path = QFile::encodeName(runtime.filePath(name));
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        qstrncpy(addr.sun_path, path.constData(), sizeof(addr.sun_path));
+        const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+        ::close(fd);
+        return bound;
+    };
+    // One that died before the next job started there: that job's agent removes it.
+    QVERIFY(deadSocket(QStringLiteral("memscope-99999998")));
 
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("XDG_RUNTIME_DIR"), runtime.path());
@@ -586,6 +592,9 @@ void TestLive::attachDialogListsEndpoints()
         env);
     const qint64 pid = demo.processId();
     QCOMPARE(endpoint, QStringLiteral("ipc://%1/memscope-%2").arg(runtime.path()).arg(pid));
+    QVERIFY(!QFile::exists(runtime.filePath(QStringLiteral("memscope-99999998"))));
+    // One that died since: listed, last, as exited.
+    QVERIFY(deadSocket(QStringLiteral("memscope-99999999")));
 
     // An endpoint attached to before, with its key files: listed as recent, and its keys come back with it.
     QStandardPaths::setTestModeEnabled(true);
