@@ -374,12 +374,9 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
     if (hasBody && topic == wire::EventsTopic) {
         const wire::DecodedBatch batch = wire::decodeBatch(body);
         if (!batch.ok()) {
-            const wire::DecodeErrorCode code = batch.error.code;
-            if (code == wire::DecodeErrorCode::TooNew || code == wire::DecodeErrorCode::TooOld
-                || code == wire::DecodeErrorCode::BadMagic) {
-                fail(ErrorKind::Incompatible, batch.error.toString(m_options.endpoint));
-                return;
-            }
+            // One bad frame (another protocol version, a wrong magic, garbage) costs that frame, not the recording:
+            // it is skipped and counted, and the records it held show up as a sequence gap at the next good batch
+            // or heartbeat, which resynchronises. A job that is truly incompatible fails at its state reply.
             malformed(0, batch.error.toString(m_options.endpoint) + " (skipped)");
             return;
         }

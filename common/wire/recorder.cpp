@@ -116,16 +116,18 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
                 inactive[r.device][uint64_t(r.address)] = { r.address + r.size, uint64_t(r.requestedSize) };
             continue;
         }
+        // (Copies: a packed record's fields are not aligned for the references the map's lookups bind.)
+        const uint64_t address = r.address, size = r.size;
         auto& segments = deviceOf(r.device).segments;
-        auto it = segments.upper_bound(r.address);
+        auto it = segments.upper_bound(address);
         Segment* seg = nullptr;
         if (it != segments.begin()) {
             --it;
-            if (r.address < it->first + it->second.size && r.size <= it->first + it->second.size - r.address)
+            if (address < it->first + it->second.size && size <= it->first + it->second.size - address)
                 seg = &it->second;
         }
-        if (seg && isFree(seg->blocks, r.address, r.size))
-            seg->blocks.emplace(uint64_t(r.address), Block { r.size, r.requestedSize, r.state, stackKey(r.stackId) });
+        if (seg && isFree(seg->blocks, address, size))
+            seg->blocks.emplace(address, Block { size, r.requestedSize, r.state, stackKey(r.stackId) });
         else
             misfit();
     }

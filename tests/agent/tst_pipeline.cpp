@@ -257,6 +257,7 @@ private:
         m_bound = true;
         bool answered = false;
         uint64_t sequence = 10;
+        int rounds = 0;
         while (!m_stop) {
             zmq::message_t identity, request;
             if (!answered && router.recv(identity, zmq::recv_flags::dontwait)) {
@@ -270,17 +271,21 @@ private:
                 answered = true;
             }
             if (answered) {
-                // Repeat the bad frame: the viewer's SUB may join after the first one (the slow joiner).
+                // The bad frame a few times (the viewer's SUB may join after the first one: the slow joiner), then
+                // good heartbeats, then the fake job goes away without a goodbye.
+                ++rounds;
                 wire::EventRecord e {};
                 e.sequence = ++sequence;
                 e.type = uint8_t(wire::EventType::Heartbeat);
                 std::vector<uint8_t> frame = wire::encodeBatch(std::vector { e });
-                if (m_bad == Bad::BatchVersion2)
+                if (rounds <= 15 && m_bad == Bad::BatchVersion2)
                     frame[4] = 2; // BatchHeader.version
-                else if (m_bad == Bad::GarbageBatch)
+                else if (rounds <= 15 && m_bad == Bad::GarbageBatch)
                     std::memset(frame.data(), 0xab, frame.size());
                 pub.send(zmq::buffer(std::string_view(wire::EventsTopic)), zmq::send_flags::sndmore);
                 pub.send(zmq::buffer(frame));
+                if (rounds == 30)
+                    break;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
@@ -582,7 +587,10 @@ private Q_SLOTS:
             // The job's memory: its share for the stopped viewer and nothing more (unbounded, the flood queued
             // for it would be ~360 MB). Figures: README, "Live".
             qInfo("job peak RSS while the viewer was stopped: %lld MiB", jobPeakKiB / 1024);
-            QVERIFY2(jobPeakKiB > 0 && jobPeakKiB < 160 * 1024, qPrintable(QString::number(jobPeakKiB)));
+            QVERIFY(jobPeakKiB > 0);
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's shadow memory and quarantine are part of the RSS there)
+            QVERIFY2(jobPeakKiB < 160 * 1024, qPrintable(QString::number(jobPeakKiB)));
+#endif
             // A trace with a hole in it is not called complete.
             const QByteArray info = cliOutput(QStringLiteral("info"), recording);
             QVERIFY2(info.contains("but with holes") && !info.contains("complete"), info.constData());
@@ -801,10 +809,11 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
-    // An incompatible or garbage agent: `record` stops at once with status 1 and an error naming the endpoint and
-    // the reason. What it received before (here: the state) is kept in the file; a state it cannot read leaves
-    // nothing to keep, and no file. (A frame the decoder can only call truncated or unsupported is skipped with a
-    // warning: tst_recordcommand's fake agent and tst_wire cover the decoder's other errors.)
+    // Bad frames from the job: an event batch of another protocol version or of garbage costs that frame only; it
+    // is skipped with one warning naming the endpoint and the reason, and the recording goes on (here until the fake
+    // job goes away) and is written, status 0. A state reply of another version means an incompatible job: status
+    // 1, the reason, nothing to keep and no file. (tst_recordcommand's fake agent and tst_wire cover the decoder's
+    // other errors.)
     void badPublisher_data()
     {
         QTest::addColumn<Bad>("bad");
@@ -831,13 +840,16 @@ private Q_SLOTS:
         record.start(recordArgs(e, out) << QStringLiteral("--timeout") << QStringLiteral("3"));
         QVERIFY(record.finish(10000));
         const QString recordErr = record.err(), recordOut = record.out();
-        QCOMPARE(record.status(), 1);
-        QVERIFY2(recordErr.contains(QLatin1String("memscope-cli: ") + e + where + QLatin1String(": ")),
+        QCOMPARE(record.status(), kept ? 0 : 1);
+        QVERIFY2(recordErr.contains(QLatin1String("memscope-cli: ") + QLatin1String(kept ? "warning: " : "") + e + where
+                                    + QLatin1String(": ")),
                  qPrintable(recordErr));
         QVERIFY2(recordErr.contains(reason), qPrintable(recordErr));
         QCOMPARE(QFile::exists(out), kept);
         if (kept) {
-            QVERIFY2(recordOut.contains(QStringLiteral("(stopped by an incompatible message)")), qPrintable(recordOut));
+            QVERIFY2(recordErr.contains(QStringLiteral("(skipped)")), qPrintable(recordErr));
+            QVERIFY2(recordOut.contains(QStringLiteral("(the job's connection closed without a goodbye)")),
+                     qPrintable(recordOut));
             const auto snapshot = load(out);
             QVERIFY(snapshot); // the fake job's (empty) state, readable
             QVERIFY(snapshot->segments.empty());

@@ -42,6 +42,11 @@ QProcessEnvironment preloadEnvironment(const QString& endpoint)
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("LD_PRELOAD"), QStringLiteral(MEMSCOPE_PRELOAD_LIB));
     env.insert(QStringLiteral("MEMSCOPE_ENDPOINT"), endpoint);
+    // In a sanitizer build (make asan) the preloaded shim comes before AddressSanitizer's runtime, which refuses to
+    // start that way unless told the order is intended; other builds ignore the variable.
+    const QString asan = env.value(QStringLiteral("ASAN_OPTIONS"));
+    env.insert(QStringLiteral("ASAN_OPTIONS"),
+               (asan.isEmpty() ? QString() : asan + QLatin1Char(':')) + QStringLiteral("verify_asan_link_order=0"));
     return env;
 }
 

@@ -599,7 +599,8 @@ private Q_SLOTS:
         QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
     }
 
-    // Broken frames: one clear line each, naming the endpoint and the reason; incompatible ones stop the client.
+    // Broken frames: one clear line each, naming the endpoint and the reason; a state reply the client cannot read
+    // stops it (an incompatible job), a bad event batch of any kind costs only that frame.
     void badFrames_data()
     {
         QTest::addColumn<QString>("kind");
@@ -607,9 +608,11 @@ private Q_SLOTS:
         QTest::addColumn<QString>("where"); // appended to the endpoint
         QTest::addColumn<QString>("reason");
         QTest::newRow("batch of protocol version 2")
-            << QStringLiteral("version") << true << QString() << QStringLiteral("protocol version 2 is newer than 1");
-        QTest::newRow("batch with a wrong magic") << QStringLiteral("magic") << true << QString()
-                                                  << QStringLiteral("not a memscope event batch: magic 0xabababab");
+            << QStringLiteral("version") << false << QString()
+            << QStringLiteral("protocol version 2 is newer than 1");
+        QTest::newRow("batch with a wrong magic")
+            << QStringLiteral("magic") << false << QString()
+            << QStringLiteral("not a memscope event batch: magic 0xabababab");
         QTest::newRow("state of protocol version 2") << QStringLiteral("state") << true << QStringLiteral("-state")
                                                      << QStringLiteral("protocol version 2 is newer than 1");
         QTest::newRow("truncated batch, three times")
@@ -665,6 +668,7 @@ private Q_SLOTS:
                  qPrintable(message));
         QVERIFY2(message.contains(reason), qPrintable(message));
         QVERIFY2(!message.contains(u'\n'), qPrintable(message));
+        QCOMPARE(message.endsWith(QLatin1String("(skipped)")), !fatal);
         if (!fatal) { // the recording goes on
             agent.heartbeat();
             QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.recorder().lastSequence() == agent.sequence(); }));
