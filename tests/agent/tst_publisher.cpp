@@ -1109,7 +1109,12 @@ private Q_SLOTS:
         QVERIFY2(publisher.statesTaken() <= 20, qPrintable(QString::number(publisher.statesTaken())));
         QVERIFY(publisher.statesTaken() + publisher.stateRequestsDropped() >= 4);
         const long grown = residentKiB() - rssBefore;
+        qInfo("200 peers x 5 state requests never read: %llu states taken, %llu requests dropped, the job grew %ld KiB",
+              static_cast<unsigned long long>(publisher.statesTaken()),
+              static_cast<unsigned long long>(publisher.stateRequestsDropped()), grown);
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
         QVERIFY2(grown < 48 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(grown)));
+#endif
         publisher.stop();
         allocator.setTraceObserver(nullptr);
         for (DevicePtr p : kept)
