@@ -58,6 +58,8 @@ LiveWindow::LiveWindow(const QString& endpoint, AfterExit afterExit, QWidget* pa
     m_status = new QLabel(this);
     m_status->setObjectName(QStringLiteral("liveStatus"));
     m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_status->setWordWrap(true); // a long message (an endpoint and its error) wraps instead of widening the tab
+    m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     m_save = new QPushButton(tr("Save…"), this);
     m_save->setObjectName(QStringLiteral("liveSave"));
     m_save->setToolTip(tr("Write what has been recorded so far as a snapshot file"));

@@ -707,6 +707,7 @@ void TestLive::waitsForTheJobAndRetries()
 {
     QTemporaryDir dir;
     const QString endpoint = QStringLiteral("ipc://") + dir.path() + QStringLiteral("/later");
+    LiveWindow tab(endpoint, LiveWindow::AfterExit::Reconnect); // as File > Attach opens it
     LiveReceiver waiting(endpoint);
     waiting.setWaitForJob(true);
     waiting.setAnswerTimeout(0.3);
@@ -715,6 +716,12 @@ void TestLive::waitsForTheJobAndRetries()
     QCOMPARE(waiting.latest().state, LiveState::Connecting);
     QVERIFY2(waiting.latest().message.startsWith(endpoint + QStringLiteral(": no memscope agent answered")),
              qPrintable(waiting.latest().message));
+
+    // The tab says what it waits for, in its status line and where the views will be (after its 5 s answer time).
+    QTRY_VERIFY_WITH_TIMEOUT(tab.statusText().contains(QStringLiteral("waiting for it")), 15000);
+    QVERIFY(test::saveScreenshot(tab, QStringLiteral("live-waiting"), QSize(1000, 300)));
+    auto* retry = tab.findChild<QPushButton*>(QStringLiteral("liveRetry"));
+    QVERIFY(retry && retry->isHidden()); // waiting is not failing
 
     LiveReceiver gaveUp(endpoint);
     gaveUp.setAnswerTimeout(0.3);
@@ -731,6 +738,8 @@ void TestLive::waitsForTheJobAndRetries()
              endpoint);
     QTRY_VERIFY_WITH_TIMEOUT(waiting.latest().state == LiveState::Live && waiting.latest().stats.applied > 0, 15000);
     QVERIFY2(waiting.latest().message.isEmpty(), qPrintable(waiting.latest().message));
+    QTRY_VERIFY_WITH_TIMEOUT(tab.documentWindow() != nullptr, 15000); // the tab attached by itself
+    QVERIFY2(!tab.statusText().contains(QStringLiteral("no memscope agent")), qPrintable(tab.statusText()));
     QVERIFY(gaveUp.restart());
     QTRY_VERIFY_WITH_TIMEOUT(gaveUp.latest().state == LiveState::Live && gaveUp.latest().stats.applied > 0, 15000);
     QVERIFY2(gaveUp.latest().message.isEmpty(), qPrintable(gaveUp.latest().message));
@@ -791,6 +800,7 @@ void TestLive::malformedPublisher()
     // Nothing was recorded: the tab offers to attach again.
     auto* retry = live.findChild<QPushButton*>(QStringLiteral("liveRetry"));
     QVERIFY(retry && !retry->isHidden());
+    QVERIFY(test::saveScreenshot(live, QStringLiteral("live-failed"), QSize(1000, 300)));
 }
 
 // A bound on the history in memory: the tab writes the document to disk as a snapshot file each time it passes the
