@@ -51,8 +51,6 @@ std::unique_ptr<DocumentWindow> window(const QString& name, QSize size = QSize(1
     return w;
 }
 
-QDockWidget* dockOf(QWidget* view) { return qobject_cast<QDockWidget*>(view->parentWidget()); }
-
 // A small JSON snapshot whose annotations mix the user's with torch.compile's own.
 std::shared_ptr<const Document> annotated()
 {
