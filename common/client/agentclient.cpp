@@ -326,8 +326,6 @@ void AgentClient::notListened(Clock::time_point before, Clock::time_point after,
         return;
     m_lastHeard += away;
     m_start += away;
-    if (m_disconnectedAt != Clock::time_point {})
-        m_disconnectedAt += away;
 }
 
 void AgentClient::readMonitor()
@@ -346,9 +344,10 @@ void AgentClient::readMonitor()
         std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
         if (id == ZMQ_EVENT_CONNECTED) {
             s.connected = s.up = true;
+            m_closedWithoutGoodbye = false; // (a job at the endpoint again)
         } else if (id == ZMQ_EVENT_DISCONNECTED && s.up) {
             s.up = false;
-            m_disconnectedAt = Clock::now();
+            m_closedWithoutGoodbye = !m_goodbye;
         }
         else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
             s.handshook = true;
@@ -754,8 +753,9 @@ void AgentClient::timers(Clock::time_point now)
     // A job that exits without its goodbye reaching us (killed, or its goodbye dropped for a viewer that fell
     // behind) closes its end of the connection: once nothing more has come for a moment after that, it is silence
     // without waiting for silenceLimit. A hung or stopped job keeps the connection and waits the whole limit.
-    const bool closed = !m_sockets->up && m_disconnectedAt > m_lastHeard && now - m_disconnectedAt >= DisconnectGrace
-        && now - m_lastHeard >= DisconnectGrace;
+    // (What was queued for us before the connection closed is still read first: the grace runs from the last
+    // message, however long the backlog took.)
+    const bool closed = m_closedWithoutGoodbye && !m_sockets->up && now - m_lastHeard >= DisconnectGrace;
     if (m_hasState && !m_goodbye && !m_silenceReported && (closed || now - m_lastHeard >= m_options.silenceLimit)) {
         m_silenceReported = true;
         m_silenceClosed = closed;

@@ -226,7 +226,7 @@ private:
     bool m_noAnswerReported = false;
     bool m_silenceReported = false;
     bool m_silenceClosed = false;
-    std::chrono::steady_clock::time_point m_disconnectedAt {}; // when the SUB's connection last went down
+    bool m_closedWithoutGoodbye = false; // the SUB's connection went down with no goodbye heard (until it is up again)
     std::chrono::steady_clock::time_point m_lastPollEnd {};
     void notListened(std::chrono::steady_clock::time_point before, std::chrono::steady_clock::time_point after,
                      std::chrono::milliseconds timeout);

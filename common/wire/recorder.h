@@ -80,6 +80,12 @@ struct RecordingInfo {
     int64_t savedAtUs = 0; // CLOCK_REALTIME
     // No record between the first and the last received is missing, and the agent dropped none.
     bool complete() const { return lost == 0 && missing == 0 && gaps == 0; }
+    // False when the recording ended because the job went quiet or away without a goodbye (which carries its last
+    // sequence): then records after the last one received may be missing too. `record` writes these endings.
+    bool endedWithTheJob() const
+    {
+        return ended != "the agent went silent" && ended != "the job's connection closed without a goodbye";
+    }
 };
 // The key and its value, to append to a snapshot's topLevelExtras.
 model::Extras recordingExtras(const RecordingInfo& info);

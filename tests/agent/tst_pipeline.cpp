@@ -967,11 +967,18 @@ private Q_SLOTS:
 #else
         const bool mustKeepUp = rate != QLatin1String("0");
 #endif
-        if (d.lost == 0 && (mustKeepUp || r.gaps == 0)) {
+        if (d.lost == 0 && (mustKeepUp || r.complete(d.events))) {
             QCOMPARE(r.gaps, 0ULL);
             QVERIFY2(r.complete(d.events), qPrintable(recordOut)); // a busy machine may join after record 1
         } else if (d.lost == 0) {
-            QVERIFY2(r.missing > 0 && parseResyncs(recordOut) > 0 && !r.complete(d.events), qPrintable(recordOut));
+            // Missed in the middle: counted and resynchronised; at the very end (the job's goodbye dropped with the
+            // last batches): the recording says the job ended without it, and `info` that records may be missing.
+            const bool counted = r.missing > 0 && parseResyncs(recordOut) > 0;
+            const bool unsaid = recordOut.contains(QStringLiteral("(the job's connection closed without a goodbye)"))
+                || recordOut.contains(QStringLiteral("(the agent went silent)"));
+            QVERIFY2(counted || unsaid, qPrintable(recordOut));
+            if (unsaid)
+                QVERIFY(cliOutput(QStringLiteral("info"), out).contains("records after the last one received may be"));
         }
     }
 };

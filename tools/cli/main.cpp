@@ -369,6 +369,9 @@ std::string info(const std::string& path, const model::Snapshot& s, std::vector<
                 v += "; starts with no memory in use, but with holes: " + std::to_string(recording->missing)
                     + " records not received, " + std::to_string(recording->lost)
                     + " dropped by the agent (the \"memscope: resync\" annotations mark where)";
+            else if (recording && !recording->endedWithTheJob())
+                v += "; complete from its first record to its last (starts with no memory in use), but the job "
+                     "ended without its goodbye: records after the last one received may be missing";
             else
                 v += "; complete (starts with no memory in use)";
         }
