@@ -6,7 +6,7 @@
 
 #include "models/displaytext.h"
 #include "models/session.h"
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QEvent>
 #include <QHelpEvent>

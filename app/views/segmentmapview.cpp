@@ -1,7 +1,7 @@
 // SegmentMapView: painting and interaction of the segment map. See segmentmapview.h. GUI thread only.
 #include "views/segmentmapview.h"
 
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QApplication>
 #include <QHelpEvent>

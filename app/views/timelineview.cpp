@@ -1,7 +1,7 @@
 // The memory timeline view. See timelineview.h for what it shows and how the mouse drives it.
 #include "views/timelineview.h"
 
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QElapsedTimer>
 #include <QFuture>
@@ -103,7 +103,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
 // ---- data ---------------------------------------------------------------------------------------------------------
 
 // What follows the item lists: colours for the items without one (one colour per allocation everywhere, by
-// address: colors.h, as MemoryViz.js hashes block addresses), the segment each allocation starts in (lazily),
+// address: style/colors.h, as MemoryViz.js hashes block addresses), the segment each allocation starts in (lazily),
 // annotations and OOM marks.
 void TimelineView::itemsChanged(int64_t fromEntry)
 {
