@@ -12,6 +12,14 @@
 
 namespace memscope::app::colors {
 
+// `a` moved the fraction `t` of the way to `b` (0: a, 1: b), channel by channel; opaque. The one blend every view
+// uses for muted, faded and in-between tones.
+inline QColor mix(const QColor& a, const QColor& b, double t)
+{
+    return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
+                            float(a.blueF() * (1 - t) + b.blueF() * t));
+}
+
 // Ten categorical colours (the Tableau 10 scheme, which PyTorch's MemoryViz.js also uses for blocks).
 inline QColor categorical(uint64_t key)
 {

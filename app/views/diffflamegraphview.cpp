@@ -2,6 +2,7 @@
 #include "views/diffflamegraphview.h"
 
 #include "models/calltreemodel.h"
+#include "style/colors.h"
 
 #include <QHelpEvent>
 #include <QKeyEvent>
@@ -22,12 +23,6 @@ namespace {
     constexpr double MinNodeWidth = 1.0;
     constexpr double MinLabelWidth = 28.0;
     constexpr double RowHeight = 20.0;
-
-    QColor mix(QColor a, QColor b, double t)
-    {
-        return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
-                                float(a.blueF() * (1 - t) + b.blueF() * t));
-    }
 
     QColor textOn(QColor fill)
     {
@@ -79,7 +74,7 @@ QColor DiffFlameGraphView::deltaColor(int64_t growth, int64_t shrink, bool dark)
     const QColor red = dark ? QColor(0xd0, 0x40, 0x30) : QColor(0xe0, 0x4a, 0x3a);
     const QColor green = dark ? QColor(0x3a, 0xa0, 0x4a) : QColor(0x4c, 0xb0, 0x5a);
     // Mixed nodes fade towards grey, one-sided ones are fully saturated.
-    return mix(grey, share >= 0 ? red : green, 0.25 + 0.75 * std::abs(share));
+    return colors::mix(grey, share >= 0 ? red : green, 0.25 + 0.75 * std::abs(share));
 }
 
 QSize DiffFlameGraphView::sizeHint() const { return { 900, int(m_layout.contentHeight()) + 4 }; }
@@ -97,7 +92,7 @@ void DiffFlameGraphView::drawNode(QPainter& p, CallNodeId id, const QRectF& r, b
     QColor c = id == model::CallTreeRoot ? (dark ? QColor(0x50, 0x50, 0x58) : QColor(0xc8, 0xc8, 0xd0))
                                          : deltaColor(m_tree->growth[k], m_tree->shrink[k], dark);
     if (breadcrumb && id != m_layout.zoom())
-        c = mix(c, palette().color(QPalette::Base), 0.35);
+        c = colors::mix(c, palette().color(QPalette::Base), 0.35);
     const QRectF bar(r.x(), r.y(), std::max(r.width() - (r.width() > 3 ? 1.0 : 0.0), 1.0), r.height() - 1);
     p.fillRect(bar, c);
     if (r.width() < MinLabelWidth)

@@ -140,12 +140,6 @@ namespace {
         return l > 0.5 ? QColor(0x10, 0x10, 0x10) : QColor(0xf4, 0xf4, 0xf4);
     }
 
-    QColor mix(QColor a, QColor b, double t)
-    {
-        return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
-                                float(a.blueF() * (1 - t) + b.blueF() * t));
-    }
-
     const QLocale& numberLocale()
     {
         static const QLocale locale(QLocale::English, QLocale::UnitedStates);
@@ -318,9 +312,9 @@ void FlameGraphView::drawNode(QPainter& p, CallNodeId id, const QRectF& r, bool 
     const QPalette& pal = palette();
     QColor c = QColor::fromRgb(fill(n.frame));
     if (!m_matches.empty() && !m_matches[model::raw(id)])
-        c = mix(c, pal.color(QPalette::Base), 0.75);
+        c = colors::mix(c, pal.color(QPalette::Base), 0.75);
     else if (breadcrumb && id != m_layout.zoom())
-        c = mix(c, pal.color(QPalette::Base), 0.35);
+        c = colors::mix(c, pal.color(QPalette::Base), 0.35);
     // A one-pixel gap between neighbours and rows keeps the bars apart without outlines.
     const QRectF bar(r.x(), r.y(), std::max(r.width() - (r.width() > 3 ? 1.0 : 0.0), 1.0), r.height() - 1);
     p.fillRect(bar, c);
@@ -361,7 +355,7 @@ void FlameGraphView::paintEvent(QPaintEvent* event)
     // The zoomed subtree, depth first.
     const double k = m_layout.scale();
     const int64_t origin = m_layout.start(m_layout.zoom());
-    const QColor restColor = mix(pal.color(QPalette::Text), pal.color(QPalette::Base), 0.72);
+    const QColor restColor = colors::mix(pal.color(QPalette::Text), pal.color(QPalette::Base), 0.72);
     m_stack.clear();
     m_stack.push_back(m_layout.zoom());
     while (!m_stack.empty()) {
