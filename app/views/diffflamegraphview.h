@@ -2,12 +2,14 @@
 // under each frame (Σ|Δ bytes| of its stacks: growth and shrink both take room, so a frame whose callees grew by as
 // much as others shrank is still visible) and whose colour is the sign of the net change: red for growth, green for
 // shrink, the more saturated the more one-sided (Brendan Gregg's differential flame graphs colour by sign the same
-// way). Geometry is IcicleLayout (flamegraphview.h) over the Gross DiffTree. A click zooms into a frame, a double
-// click or Esc zooms out. Follows its DiffSession; GUI thread only.
+// way). Geometry is IcicleLayout (iciclelayout.h) over the Gross DiffTree, painting IciclePainter (iciclepainter.h),
+// as the call tree's flame graph. A click zooms into a frame, a double click or Esc zooms out. Follows its
+// DiffSession; GUI thread only.
 #pragma once
 
 #include "models/diffmodel.h"
-#include "views/flamegraphview.h"
+#include "views/iciclelayout.h"
+#include "views/iciclepainter.h"
 
 #include <QPointer>
 #include <QWidget>
@@ -47,14 +49,13 @@ protected:
 
 private:
     void rebuild();
-    void drawNode(QPainter& p, model::CallNodeId id, const QRectF& r, bool breadcrumb);
     QString toolTipFor(model::CallNodeId id) const;
 
     QPointer<DiffSession> m_session;
     std::shared_ptr<const DiffTree> m_tree;
     IcicleLayout m_layout;
     model::CallNodeId m_hovered = model::NoCallNode;
-    std::vector<model::CallNodeId> m_stack; // reused by paintEvent
+    IciclePainter m_painter;
 };
 
 } // namespace memscope::app
