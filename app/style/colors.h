@@ -50,4 +50,10 @@ inline QColor freeSpace(const QPalette& p)
 }
 inline QColor oom() { return QColor(0xd6, 0x27, 0x28); }
 
+// Growth is red, shrink green, in every diff view (the diff flame graph's deltaColor uses the same hues); segments
+// on both sides whose blocks changed are orange.
+inline QColor growth() { return QColor(0xd6, 0x27, 0x28); }
+inline QColor shrink() { return QColor(0x2c, 0xa0, 0x2c); }
+inline QColor changed() { return QColor(0xff, 0x8c, 0x00); }
+
 } // namespace memscope::app::colors
