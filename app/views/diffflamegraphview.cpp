@@ -4,13 +4,9 @@
 #include "models/calltreemodel.h"
 #include "style/colors.h"
 
-#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QLocale>
 #include <QMouseEvent>
-#include <QPainter>
-#include <QPaintEvent>
-#include <QToolTip>
 
 #include <cmath>
 
@@ -24,12 +20,10 @@ namespace {
 } // namespace
 
 DiffFlameGraphView::DiffFlameGraphView(DiffSession* session, QWidget* parent)
-    : QWidget(parent)
+    : IcicleView(parent)
     , m_session(session)
 {
     setObjectName(QStringLiteral("diffFlameGraph"));
-    setMouseTracking(true);
-    setFocusPolicy(Qt::StrongFocus);
     m_layout.setRowHeight(RowHeight);
     connect(session, &DiffSession::diffChanged, this, &DiffFlameGraphView::rebuild);
     connect(session, &DiffSession::normalisationChanged, this, &DiffFlameGraphView::rebuild);
@@ -45,7 +39,7 @@ void DiffFlameGraphView::rebuild()
                       m_session->divisorA(), m_session->divisorB()));
     m_layout.setTree(m_tree->tree);
     m_layout.setWidth(width());
-    m_hovered = model::NoCallNode;
+    setHovered(model::NoCallNode);
     updateGeometry();
     update();
 }
@@ -70,11 +64,6 @@ QColor DiffFlameGraphView::deltaColor(int64_t growth, int64_t shrink, bool dark)
 }
 
 QSize DiffFlameGraphView::sizeHint() const { return { 900, int(m_layout.contentHeight()) + 4 }; }
-
-void DiffFlameGraphView::resizeEvent(QResizeEvent*)
-{
-    m_layout.setWidth(width());
-}
 
 void DiffFlameGraphView::paintEvent(QPaintEvent* event)
 {
@@ -114,8 +103,7 @@ void DiffFlameGraphView::paintEvent(QPaintEvent* event)
         const DiffTree& m_tree;
         const bool m_dark;
     };
-    QPainter p(this);
-    m_painter.paint(p, event->rect(), rect(), palette(), m_layout, Style(*this), m_hovered);
+    paintIcicle(event, Style(*this));
 }
 
 QString DiffFlameGraphView::toolTipFor(CallNodeId id) const
@@ -132,20 +120,6 @@ QString DiffFlameGraphView::toolTipFor(CallNodeId id) const
     return tip;
 }
 
-bool DiffFlameGraphView::event(QEvent* event)
-{
-    if (event->type() == QEvent::ToolTip) {
-        auto* help = static_cast<QHelpEvent*>(event);
-        const CallNodeId id = m_layout.nodeAt(help->pos());
-        if (id != model::NoCallNode)
-            QToolTip::showText(help->globalPos(), toolTipFor(id), this);
-        else
-            QToolTip::hideText();
-        return true;
-    }
-    return QWidget::event(event);
-}
-
 void DiffFlameGraphView::mousePressEvent(QMouseEvent* event)
 {
     if (event->button() != Qt::LeftButton)
@@ -156,21 +130,6 @@ void DiffFlameGraphView::mousePressEvent(QMouseEvent* event)
 }
 
 void DiffFlameGraphView::mouseDoubleClickEvent(QMouseEvent*) { setZoom(model::CallTreeRoot); }
-
-void DiffFlameGraphView::mouseMoveEvent(QMouseEvent* event)
-{
-    const CallNodeId id = m_layout.nodeAt(event->position());
-    if (id != m_hovered) {
-        m_hovered = id;
-        update();
-    }
-}
-
-void DiffFlameGraphView::leaveEvent(QEvent*)
-{
-    m_hovered = model::NoCallNode;
-    update();
-}
 
 void DiffFlameGraphView::keyPressEvent(QKeyEvent* event)
 {

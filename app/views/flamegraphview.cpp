@@ -1,6 +1,5 @@
-// FlameGraphView (zoom, hover, tooltips, and what its bars say: colours, labels); the geometry is IcicleLayout's
-// (iciclelayout.h), the painting IciclePainter's (iciclepainter.h), with narrow children summed into one muted
-// "rest" bar. GUI thread only.
+// FlameGraphView: zoom, clicks and keys, tooltips, and what its bars say (colours, labels; narrow children summed
+// into one muted "rest" bar); layout, painting and hover are IcicleView's (icicleview.h). GUI thread only.
 #include "views/flamegraphview.h"
 
 #include "models/displaytext.h"
@@ -8,14 +7,10 @@
 #include "style/colors.h"
 
 #include <QEvent>
-#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QLocale>
 #include <QMouseEvent>
-#include <QPaintEvent>
-#include <QPainter>
 #include <QStringBuilder>
-#include <QToolTip>
 
 #include <algorithm>
 #include <cmath>
@@ -40,11 +35,9 @@ namespace {
 } // namespace
 
 FlameGraphView::FlameGraphView(QWidget* parent)
-    : QWidget(parent)
+    : IcicleView(parent)
 {
     setObjectName(QStringLiteral("flameGraph"));
-    setMouseTracking(true);
-    setFocusPolicy(Qt::StrongFocus);
     setAttribute(Qt::WA_OpaquePaintEvent);
     m_layout.setRowHeight(fontMetrics().height() + 5);
     m_layout.setTree(std::make_shared<model::CallTree>());
@@ -76,7 +69,7 @@ void FlameGraphView::setTree(std::shared_ptr<const model::Snapshot> snapshot,
     const CallNodeId zoom = m_layout.tree()->findPath(zoomPath);
     m_layout.setZoom(zoom == NoCallNode ? CallTreeRoot : zoom);
     m_highlighted = hadHighlight && sameFrames ? m_layout.tree()->findPath(highlightPath) : NoCallNode;
-    m_hovered = NoCallNode;
+    setHovered(NoCallNode);
     updateMatches();
     updateGeometry();
     setMinimumHeight(int(std::ceil(m_layout.contentHeight())) + 2);
@@ -227,8 +220,7 @@ void FlameGraphView::paintEvent(QPaintEvent* event)
         const CallNode& node(CallNodeId id) const { return m_view.m_layout.tree()->node(id); }
         const FlameGraphView& m_view;
     };
-    QPainter p(this);
-    m_painter.paint(p, event->rect(), rect(), palette(), m_layout, Style(*this), m_hovered, m_highlighted);
+    paintIcicle(event, Style(*this), m_highlighted);
 }
 
 QString FlameGraphView::toolTipFor(CallNodeId id) const
@@ -260,26 +252,6 @@ QString FlameGraphView::toolTipFor(CallNodeId id) const
     return text;
 }
 
-bool FlameGraphView::event(QEvent* event)
-{
-    if (event->type() == QEvent::ToolTip) {
-        auto* help = static_cast<QHelpEvent*>(event);
-        const CallNodeId id = m_layout.nodeAt(help->pos());
-        if (id == NoCallNode)
-            QToolTip::hideText();
-        else
-            QToolTip::showText(help->globalPos(), toolTipFor(id), this);
-        return true;
-    }
-    return QWidget::event(event);
-}
-
-void FlameGraphView::resizeEvent(QResizeEvent* event)
-{
-    m_layout.setWidth(width());
-    QWidget::resizeEvent(event);
-}
-
 void FlameGraphView::mousePressEvent(QMouseEvent* event)
 {
     if (event->button() == Qt::BackButton) {
@@ -299,26 +271,6 @@ void FlameGraphView::mouseDoubleClickEvent(QMouseEvent* event)
 {
     if (event->button() == Qt::LeftButton)
         resetZoom();
-}
-
-void FlameGraphView::mouseMoveEvent(QMouseEvent* event)
-{
-    setHovered(m_layout.nodeAt(event->position()));
-    QWidget::mouseMoveEvent(event);
-}
-
-void FlameGraphView::leaveEvent(QEvent* event)
-{
-    setHovered(NoCallNode);
-    QWidget::leaveEvent(event);
-}
-
-void FlameGraphView::setHovered(CallNodeId node)
-{
-    if (node == m_hovered)
-        return;
-    m_hovered = node;
-    update();
 }
 
 void FlameGraphView::keyPressEvent(QKeyEvent* event)

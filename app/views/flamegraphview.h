@@ -1,24 +1,21 @@
 // The flame graph of a call tree, drawn as an icicle (root row at the top, callees below): width ∝ bytes, one row
 // per depth, a click zooms into a node (its ancestors stay above it as full-width rows: the breadcrumb), a
-// double-click, Esc or a click on an ancestor row zooms out. Its geometry is IcicleLayout (iciclelayout.h), its
-// painting IciclePainter (iciclepainter.h), both shared with the diff's flame graph. GUI thread only; the trees it
+// double-click, Esc or a click on an ancestor row zooms out. An IcicleView (icicleview.h: layout, painting, hover,
+// tooltips), as the diff's flame graph. GUI thread only; the trees it
 // shows are immutable and shared.
 #pragma once
 
 #include "model/calltree.h"
 #include "model/snapshot.h"
 #include "models/calltreemodel.h"
-#include "views/iciclelayout.h"
-#include "views/iciclepainter.h"
-
-#include <QWidget>
+#include "views/icicleview.h"
 
 #include <memory>
 #include <vector>
 
 namespace memscope::app {
 
-class FlameGraphView : public QWidget {
+class FlameGraphView : public IcicleView {
     Q_OBJECT
 public:
     explicit FlameGraphView(QWidget* parent = nullptr);
@@ -26,9 +23,7 @@ public:
     // Shows `tree` (frames named by `snapshot`). Zoom and highlight follow the same call paths in the new tree when
     // they still exist (a cursor move rebuilds the tree), else reset to the root / nothing.
     void setTree(std::shared_ptr<const model::Snapshot> snapshot, std::shared_ptr<const model::CallTree> tree);
-    const IcicleLayout& layout() const { return m_layout; }
 
-    model::CallNodeId zoom() const { return m_layout.zoom(); }
     void setZoom(model::CallNodeId node);
     void zoomOut(); // one level
     void resetZoom();
@@ -52,13 +47,9 @@ Q_SIGNALS:
     void nodeClicked(memscope::model::CallNodeId node);
 
 protected:
-    bool event(QEvent* event) override;
     void paintEvent(QPaintEvent* event) override;
-    void resizeEvent(QResizeEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
-    void mouseMoveEvent(QMouseEvent* event) override;
-    void leaveEvent(QEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
     void changeEvent(QEvent* event) override;
 
@@ -66,19 +57,15 @@ private:
     const QString& label(model::FrameId frame) const;
     QRgb fill(model::FrameId frame) const;
     void updateMatches();
-    void setHovered(model::CallNodeId node);
-    QString toolTipFor(model::CallNodeId node) const;
+    QString toolTipFor(model::CallNodeId node) const override;
 
     std::shared_ptr<const model::Snapshot> m_snapshot;
-    IcicleLayout m_layout;
     model::CallNodeId m_highlighted = model::NoCallNode;
-    model::CallNodeId m_hovered = model::NoCallNode;
     FrameColoring m_coloring = FrameColoring::ByFunction;
     QString m_search;
     std::vector<uint8_t> m_matches; // per node, when searching: 1 the frame text contains the search text
     mutable std::vector<QString> m_labels; // per frame, filled on first use
     mutable std::vector<QRgb> m_fills; // per frame; 0 = not computed yet
-    IciclePainter m_painter;
 };
 
 } // namespace memscope::app
