@@ -5,7 +5,6 @@
 #include "style/colors.h"
 #include "views/segmentmapview.h"
 
-#include <QEvent>
 #include <QPainter>
 
 #include <algorithm>
@@ -13,23 +12,12 @@
 namespace memscope::app {
 
 SegmentDiffOverlay::SegmentDiffOverlay(SegmentMapView* map, Session* session, DiffSession* diff, bool sideB)
-    : QWidget(map)
+    : WidgetOverlay(map)
     , m_map(map)
     , m_session(session)
     , m_diff(diff)
     , m_sideB(sideB)
 {
-    setAttribute(Qt::WA_TransparentForMouseEvents);
-    setAttribute(Qt::WA_NoSystemBackground);
-    map->installEventFilter(this);
-    setGeometry(map->rect());
-}
-
-bool SegmentDiffOverlay::eventFilter(QObject* watched, QEvent* event)
-{
-    if (watched == m_map && event->type() == QEvent::Resize)
-        setGeometry(m_map->rect());
-    return false;
 }
 
 void SegmentDiffOverlay::paintEvent(QPaintEvent*)

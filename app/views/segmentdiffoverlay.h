@@ -1,11 +1,11 @@
 // SegmentDiffOverlay outlines, on one side's segment map of a diff, what changed: segments only on this side (added
 // on B, removed on A), segments on both sides whose blocks changed, and, for same-trace diffs, the blocks allocated
-// after A (on B) or freed before B (on A). A transparent child of the map that follows its size: it repaints
-// whenever the map does and takes no mouse events. GUI thread only.
+// after A (on B) or freed before B (on A). A WidgetOverlay of the map. GUI thread only.
 #pragma once
 
+#include "views/widgetoverlay.h"
+
 #include <QPointer>
-#include <QWidget>
 
 namespace memscope::app {
 
@@ -13,14 +13,13 @@ class DiffSession;
 class SegmentMapView;
 class Session;
 
-class SegmentDiffOverlay : public QWidget {
+class SegmentDiffOverlay : public WidgetOverlay {
     Q_OBJECT
 public:
     // A child of `map`, which shows `session` (one side of `diff`: B when `sideB`, else A).
     SegmentDiffOverlay(SegmentMapView* map, Session* session, DiffSession* diff, bool sideB);
 
 protected:
-    bool eventFilter(QObject* watched, QEvent* event) override;
     void paintEvent(QPaintEvent* event) override;
 
 private:

@@ -4,7 +4,6 @@
 #include "models/session.h"
 #include "views/timelineview.h"
 
-#include <QEvent>
 #include <QPainter>
 
 #include <algorithm>
@@ -14,17 +13,13 @@
 namespace memscope::app {
 
 TimelineRangeOverlay::TimelineRangeOverlay(TimelineView* timeline, Session* session, int64_t a, int64_t b)
-    : QWidget(timeline)
+    : WidgetOverlay(timeline)
     , m_timeline(timeline)
     , m_session(session)
     , m_a(a)
     , m_b(b)
 {
     setObjectName(QStringLiteral("diffRangeOverlay"));
-    setAttribute(Qt::WA_TransparentForMouseEvents);
-    setAttribute(Qt::WA_NoSystemBackground);
-    timeline->installEventFilter(this);
-    setGeometry(timeline->rect());
     connect(session, &Session::timeAxisChanged, this, [this] { m_axisValid = false; });
 }
 
@@ -43,13 +38,6 @@ double TimelineRangeOverlay::xOf(int64_t state)
         m_axisValid = true;
     }
     return m_timeline->geometry().xAt(m_axis.stateMarker(state));
-}
-
-bool TimelineRangeOverlay::eventFilter(QObject* watched, QEvent* event)
-{
-    if (watched == m_timeline && event->type() == QEvent::Resize)
-        setGeometry(m_timeline->rect());
-    return false;
 }
 
 void TimelineRangeOverlay::paintEvent(QPaintEvent*)

@@ -1,12 +1,12 @@
 // TimelineRangeOverlay shades, on a timeline of the one trace both sides of a diff come from, the range between A's
-// and B's indices and marks both with labelled lines. A transparent child of the timeline that follows its size and
-// takes no mouse events; object name "diffRangeOverlay". GUI thread only.
+// and B's indices and marks both with labelled lines. A WidgetOverlay of the timeline; object name
+// "diffRangeOverlay". GUI thread only.
 #pragma once
 
 #include "views/timelinegeometry.h"
+#include "views/widgetoverlay.h"
 
 #include <QPointer>
-#include <QWidget>
 
 #include <cstdint>
 
@@ -15,7 +15,7 @@ namespace memscope::app {
 class Session;
 class TimelineView;
 
-class TimelineRangeOverlay : public QWidget {
+class TimelineRangeOverlay : public WidgetOverlay {
     Q_OBJECT
 public:
     // A child of `timeline`, which shows `session`; `a` and `b`: the two sides' state indices.
@@ -25,7 +25,6 @@ public:
     double xOf(int64_t state);
 
 protected:
-    bool eventFilter(QObject* watched, QEvent* event) override;
     void paintEvent(QPaintEvent* event) override;
 
 private:
