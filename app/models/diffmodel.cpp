@@ -2,6 +2,7 @@
 #include "models/diffmodel.h"
 
 #include "models/calltreemodel.h"
+#include "style/colors.h"
 
 #include <QFileInfo>
 #include <QGuiApplication>
@@ -257,14 +258,6 @@ namespace {
             text.prepend(count > 0 ? QStringLiteral("+") : QString(QChar(0x2212)));
         return text;
     }
-
-    QColor signColor(double delta)
-    {
-        const bool dark = QGuiApplication::palette().color(QPalette::Base).lightness() < 128;
-        if (delta > 0)
-            return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
-        return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
-    }
 } // namespace
 
 QVariant DiffModel::data(const QModelIndex& index, int role) const
@@ -329,7 +322,7 @@ QVariant DiffModel::data(const QModelIndex& index, int role) const
         if (index.column() == DeltaBytesColumn || index.column() == DeltaCountColumn) {
             const double d = index.column() == DeltaBytesColumn ? deltaBytes(id) : deltaCount(id);
             if (std::llround(d * 10) != 0)
-                return signColor(d);
+                return colors::deltaText(d, QGuiApplication::palette());
         }
         return {};
     case Qt::TextAlignmentRole:

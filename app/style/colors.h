@@ -55,5 +55,16 @@ inline QColor oom() { return QColor(0xd6, 0x27, 0x28); }
 inline QColor growth() { return QColor(0xd6, 0x27, 0x28); }
 inline QColor shrink() { return QColor(0x2c, 0xa0, 0x2c); }
 inline QColor changed() { return QColor(0xff, 0x8c, 0x00); }
+// The text of a signed change: red growth, green shrink (readable on `palette`'s base, light or dark), no change in
+// the placeholder colour.
+inline QColor deltaText(double delta, const QPalette& palette)
+{
+    const bool dark = palette.color(QPalette::Base).lightness() < 128;
+    if (delta > 0)
+        return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
+    if (delta < 0)
+        return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
+    return palette.color(QPalette::PlaceholderText);
+}
 
 } // namespace memscope::app::colors

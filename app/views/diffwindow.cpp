@@ -37,16 +37,6 @@ using model::CallNodeId;
 
 namespace {
 
-    QColor deltaTextColor(double delta, const QPalette& pal)
-    {
-        const bool dark = pal.color(QPalette::Base).lightness() < 128;
-        if (delta > 0)
-            return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
-        if (delta < 0)
-            return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
-        return pal.color(QPalette::PlaceholderText);
-    }
-
     QString swatch(const QColor& c)
     {
         return QStringLiteral("<span style=\"color:%1\">■</span>").arg(c.name());
@@ -359,7 +349,7 @@ void DiffWindow::fillSummary()
         auto* item = new QTreeWidgetItem(parent, { label, a, b, deltaText });
         for (int c = 1; c < 4; ++c)
             item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
-        item->setForeground(3, deltaTextColor(delta, pal));
+        item->setForeground(3, colors::deltaText(delta, pal));
         return item;
     };
     auto bytesRow = [&](QTreeWidgetItem* parent, const QString& label, int64_t a, int64_t b) {
@@ -408,10 +398,10 @@ void DiffWindow::fillSummary()
         const auto& seg = r.segments;
         auto* onlyA = row(s, tr("only in A (released)"), Session::formatBytes(seg.onlyA.bytes), QString(),
                           -double(seg.onlyA.bytes), tr("%1 segments").arg(seg.onlyA.count));
-        onlyA->setForeground(3, deltaTextColor(seg.onlyA.count ? -1 : 0, pal));
+        onlyA->setForeground(3, colors::deltaText(seg.onlyA.count ? -1 : 0, pal));
         auto* onlyB = row(s, tr("only in B (added)"), QString(), Session::formatBytes(seg.onlyB.bytes),
                           double(seg.onlyB.bytes), tr("%1 segments").arg(seg.onlyB.count));
-        onlyB->setForeground(3, deltaTextColor(seg.onlyB.count ? 1 : 0, pal));
+        onlyB->setForeground(3, colors::deltaText(seg.onlyB.count ? 1 : 0, pal));
         row(s, tr("in both"), Session::formatBytes(seg.both.bytes), Session::formatBytes(seg.both.bytes), 0,
             tr("%1 of %2 changed").arg(seg.bothChanged).arg(seg.both.count));
         expand.push_back(s);
@@ -422,7 +412,7 @@ void DiffWindow::fillSummary()
         auto life = [&](const QString& label, const model::DiffCountBytes& cb, double sign) {
             auto* item = row(s, label, QString(), Session::formatBytes(cb.bytes), sign * double(cb.bytes),
                              tr("%1 allocations").arg(QLocale().toString(qlonglong(cb.count))));
-            item->setForeground(3, deltaTextColor(sign * double(cb.count), pal));
+            item->setForeground(3, colors::deltaText(sign * double(cb.count), pal));
         };
         life(tr("new (live in B only)"), l.newAllocations, 1);
         life(tr("freed (live in A only)"), l.freed, -1);
