@@ -27,8 +27,8 @@ namespace {
 
 } // namespace
 
-void IciclePainter::drawNode(QPainter& p, const QPalette& palette, const IcicleLayout& layout,
-                             const IcicleStyle& style, CallNodeId id, const QRectF& r, bool breadcrumb)
+void IciclePainter::drawNode(QPainter& p, const QPalette& palette, const IcicleLayout& layout, const IcicleStyle& style,
+                             CallNodeId id, const QRectF& r, bool breadcrumb)
 {
     QColor c = style.fill(id);
     if (style.faded(id))

@@ -63,8 +63,8 @@ void SegmentDiffOverlay::paintEvent(QPaintEvent*)
     for (const model::DiffSegment& s : result.segmentList) {
         if (s.device != device)
             continue;
-        const bool mine = m_sideB ? s.status == model::DiffSegmentStatus::OnlyB
-                                  : s.status == model::DiffSegmentStatus::OnlyA;
+        const bool mine
+            = m_sideB ? s.status == model::DiffSegmentStatus::OnlyB : s.status == model::DiffSegmentStatus::OnlyA;
         const bool changed = s.status == model::DiffSegmentStatus::Both
             && (s.activeA != s.activeB || s.allocatedA != s.allocatedB || s.allocationsA != s.allocationsB);
         if (!mine && !changed)
