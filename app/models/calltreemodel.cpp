@@ -1,5 +1,5 @@
-// CallTreeModel: rows map 1:1 to CallTree nodes (internalId = node index), so index() and parent() are O(1).
-// Frame texts are formatted once per frame and cached. See calltreemodel.h. GUI thread only.
+// CallTreeModel: rows map 1:1 to CallTree nodes (CallTreeItemModel's navigation). Frame texts are formatted once per
+// frame and cached. See calltreemodel.h. GUI thread only.
 #include "models/calltreemodel.h"
 
 #include "models/displaytext.h"
@@ -154,8 +154,7 @@ QColor frameColor(const model::Snapshot& snapshot, FrameId frame, FrameColoring 
 }
 
 CallTreeModel::CallTreeModel(QObject* parent)
-    : QAbstractItemModel(parent)
-    , m_tree(std::make_shared<model::CallTree>())
+    : CallTreeItemModel(ColumnCount, parent)
 {
 }
 
@@ -168,7 +167,7 @@ void CallTreeModel::setTree(std::shared_ptr<const model::Snapshot> snapshot,
         m_fullTexts.clear();
     }
     m_snapshot = std::move(snapshot);
-    m_tree = tree ? std::move(tree) : std::make_shared<model::CallTree>();
+    setCallTree(std::move(tree));
     if (m_snapshot) {
         m_labels.resize(m_snapshot->frames.size());
         m_fullTexts.resize(m_snapshot->frames.size());
@@ -199,56 +198,13 @@ const QString& CallTreeModel::fullText(FrameId frame) const
     return t;
 }
 
-QModelIndex CallTreeModel::indexOf(CallNodeId node, int column) const
-{
-    if (node == model::NoCallNode || node == model::CallTreeRoot || model::raw(node) >= m_tree->size())
-        return {};
-    return createIndex(int(m_tree->row(node)), column, quintptr(model::raw(node)));
-}
-
-CallNodeId CallTreeModel::nodeOf(const QModelIndex& index) const
-{
-    return index.isValid() ? CallNodeId { uint32_t(index.internalId()) } : model::CallTreeRoot;
-}
-
-QModelIndex CallTreeModel::index(int row, int column, const QModelIndex& parent) const
-{
-    if (row < 0 || column < 0 || column >= ColumnCount || (parent.isValid() && parent.column() != 0))
-        return {};
-    const CallNode& p = m_tree->node(nodeOf(parent));
-    if (uint32_t(row) >= p.childCount)
-        return {};
-    return createIndex(row, column, quintptr(p.firstChild + uint32_t(row)));
-}
-
-QModelIndex CallTreeModel::parent(const QModelIndex& child) const
-{
-    if (!child.isValid())
-        return {};
-    const CallNodeId parent = m_tree->node(nodeOf(child)).parent;
-    if (parent == model::CallTreeRoot || parent == model::NoCallNode)
-        return {};
-    return createIndex(int(m_tree->row(parent)), 0, quintptr(model::raw(parent)));
-}
-
-int CallTreeModel::rowCount(const QModelIndex& parent) const
-{
-    if (parent.isValid() && parent.column() != 0)
-        return 0;
-    return int(m_tree->node(nodeOf(parent)).childCount);
-}
-
-int CallTreeModel::columnCount(const QModelIndex&) const { return ColumnCount; }
-
-bool CallTreeModel::hasChildren(const QModelIndex& parent) const { return rowCount(parent) > 0; }
-
 QVariant CallTreeModel::data(const QModelIndex& index, int role) const
 {
     if (!index.isValid() || index.model() != this)
         return {};
     const CallNodeId id = nodeOf(index);
-    const CallNode& n = m_tree->node(id);
-    const int64_t total = m_tree->root().bytes;
+    const CallNode& n = tree().node(id);
+    const int64_t total = tree().root().bytes;
     const double percent = total != 0 ? 100.0 * double(n.bytes) / double(std::abs(total)) : 0.0;
     switch (role) {
     case Qt::DisplayRole:

@@ -1,13 +1,14 @@
 // The generic tree model over a model::CallTree (hotspot's pattern: one tree model, sorting and searching only in a
-// QSortFilterProxyModel on top, see makeCallTreeProxy). Rows are the root's children and their descendants; the
-// root itself is not a row (its totals are what "% of live" divides by). Also the frame labels and colours that the
+// QSortFilterProxyModel on top, see makeCallTreeProxy). Rows are the root's children and their descendants
+// (CallTreeItemModel's navigation, which DiffModel shares); the root itself is not a row (its totals are what "% of
+// live" divides by). Also the frame labels and colours that the
 // tree and the flame graph share. GUI thread only; the CallTree and Snapshot it holds are immutable and shared.
 #pragma once
 
 #include "model/calltree.h"
 #include "model/snapshot.h"
+#include "models/calltreeitemmodel.h"
 
-#include <QAbstractItemModel>
 #include <QColor>
 
 #include <memory>
@@ -36,7 +37,7 @@ enum class FrameColoring : uint8_t { ByFunction, ByFile };
 // "aqua" palettes), pseudo frames grey. `dark`: for a dark palette (lower lightness).
 QColor frameColor(const model::Snapshot& snapshot, model::FrameId frame, FrameColoring coloring, bool dark);
 
-class CallTreeModel : public QAbstractItemModel {
+class CallTreeModel : public CallTreeItemModel {
     Q_OBJECT
 public:
     enum Columns { FunctionColumn, BytesColumn, CountColumn, PercentColumn, SelfBytesColumn, ColumnCount };
@@ -57,19 +58,8 @@ public:
 
     // Replaces the tree (beginResetModel / endResetModel). `snapshot` names the tree's frames.
     void setTree(std::shared_ptr<const model::Snapshot> snapshot, std::shared_ptr<const model::CallTree> tree);
-    const model::CallTree& tree() const { return *m_tree; }
-    std::shared_ptr<const model::CallTree> treePtr() const { return m_tree; }
     const model::Snapshot* snapshot() const { return m_snapshot.get(); }
 
-    // The index of a node (invalid for the root and NoCallNode), and back (CallTreeRoot for an invalid index).
-    QModelIndex indexOf(model::CallNodeId node, int column = FunctionColumn) const;
-    model::CallNodeId nodeOf(const QModelIndex& index) const;
-
-    QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
-    QModelIndex parent(const QModelIndex& child) const override;
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    bool hasChildren(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
@@ -78,7 +68,6 @@ private:
     const QString& fullText(model::FrameId frame) const;
 
     std::shared_ptr<const model::Snapshot> m_snapshot;
-    std::shared_ptr<const model::CallTree> m_tree;
     mutable std::vector<QString> m_labels; // frameDisplayLabel per frame, filled on first use
     mutable std::vector<QString> m_fullTexts; // frameFullText likewise (searching reads every node's)
 };

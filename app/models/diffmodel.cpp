@@ -2,6 +2,7 @@
 #include "models/diffmodel.h"
 
 #include "models/calltreemodel.h"
+#include "style/colors.h"
 
 #include <QFileInfo>
 #include <QGuiApplication>
@@ -190,15 +191,17 @@ void DiffSession::setFilter(DiffFilter filter)
 // ---- DiffModel ----
 
 DiffModel::DiffModel(QObject* parent)
-    : QAbstractItemModel(parent)
+    : CallTreeItemModel(ColumnCount, parent)
     , m_tree(std::make_shared<DiffTree>(buildDiffTree(nullptr, model::CallTreeDirection::BottomUp)))
 {
+    setCallTree(m_tree->tree);
 }
 
 void DiffModel::setTree(std::shared_ptr<const DiffTree> tree)
 {
     beginResetModel();
     m_tree = tree ? std::move(tree) : std::make_shared<DiffTree>(buildDiffTree(nullptr, model::CallTreeDirection::BottomUp));
+    setCallTree(m_tree->tree);
     m_labels.clear();
     m_fullTexts.clear();
     endResetModel();
@@ -237,49 +240,6 @@ double DiffModel::deltaCount(CallNodeId node) const
     return double(m_tree->countB[k]) / m_divB - double(m_tree->countA[k]) / m_divA;
 }
 
-QModelIndex DiffModel::indexOf(CallNodeId node, int column) const
-{
-    if (node == model::NoCallNode || node == model::CallTreeRoot || model::raw(node) >= tree().size())
-        return {};
-    return createIndex(int(tree().row(node)), column, quintptr(model::raw(node)));
-}
-
-CallNodeId DiffModel::nodeOf(const QModelIndex& index) const
-{
-    return index.isValid() ? CallNodeId { uint32_t(index.internalId()) } : model::CallTreeRoot;
-}
-
-QModelIndex DiffModel::index(int row, int column, const QModelIndex& parent) const
-{
-    if (row < 0 || column < 0 || column >= ColumnCount || (parent.isValid() && parent.column() != 0))
-        return {};
-    const CallNode& p = tree().node(nodeOf(parent));
-    if (uint32_t(row) >= p.childCount)
-        return {};
-    return createIndex(row, column, quintptr(p.firstChild + uint32_t(row)));
-}
-
-QModelIndex DiffModel::parent(const QModelIndex& child) const
-{
-    if (!child.isValid())
-        return {};
-    const CallNodeId parent = tree().node(nodeOf(child)).parent;
-    if (parent == model::CallTreeRoot || parent == model::NoCallNode)
-        return {};
-    return createIndex(int(tree().row(parent)), 0, quintptr(model::raw(parent)));
-}
-
-int DiffModel::rowCount(const QModelIndex& parent) const
-{
-    if (parent.isValid() && parent.column() != 0)
-        return 0;
-    return int(tree().node(nodeOf(parent)).childCount);
-}
-
-int DiffModel::columnCount(const QModelIndex&) const { return ColumnCount; }
-
-bool DiffModel::hasChildren(const QModelIndex& parent) const { return rowCount(parent) > 0; }
-
 QString DiffModel::formatSignedBytes(double bytes)
 {
     const int64_t b = int64_t(std::llround(bytes));
@@ -297,14 +257,6 @@ namespace {
         if (sign && std::llround(count * 10) != 0)
             text.prepend(count > 0 ? QStringLiteral("+") : QString(QChar(0x2212)));
         return text;
-    }
-
-    QColor signColor(double delta)
-    {
-        const bool dark = QGuiApplication::palette().color(QPalette::Base).lightness() < 128;
-        if (delta > 0)
-            return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
-        return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
     }
 } // namespace
 
@@ -370,7 +322,7 @@ QVariant DiffModel::data(const QModelIndex& index, int role) const
         if (index.column() == DeltaBytesColumn || index.column() == DeltaCountColumn) {
             const double d = index.column() == DeltaBytesColumn ? deltaBytes(id) : deltaCount(id);
             if (std::llround(d * 10) != 0)
-                return signColor(d);
+                return colors::deltaText(d, QGuiApplication::palette());
         }
         return {};
     case Qt::TextAlignmentRole:

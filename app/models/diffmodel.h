@@ -1,16 +1,16 @@
 // The app side of snapshot diffs: DiffSession, the small shared state every view of one diff tab observes (the two
 // sides, the computed model::DiffResult, swap, per-step normalisation, growth/shrink filter), DiffTree (the signed
 // call tree of a DiffResult with A and B bytes per node, a plain value built on any thread) and DiffModel, the tree
-// model over it with columns Function, A bytes, B bytes, Δ bytes, Δ count; sorting by |Δ| and the growth/shrink
-// filter live in the proxy (makeDiffProxy). The diff itself is computed in the data layer (model/diff.h) and fed
-// here with signed costs (heaptrack's pattern). GUI thread only for the QObjects; DiffTree is immutable and shared.
+// model over it (CallTreeItemModel's navigation, as CallTreeModel's) with columns Function, A bytes, B bytes, Δ bytes,
+// Δ count; sorting by |Δ| and the growth/shrink filter live in the proxy (makeDiffProxy). The diff itself is computed
+// in the data layer (model/diff.h) and fed here with signed costs (heaptrack's pattern). GUI thread only for the QObjects; DiffTree is immutable and shared.
 #pragma once
 
 #include "model/calltree.h"
 #include "model/diff.h"
+#include "models/calltreeitemmodel.h"
 #include "models/session.h"
 
-#include <QAbstractItemModel>
 #include <QObject>
 #include <QSortFilterProxyModel>
 
@@ -109,7 +109,7 @@ private:
     DiffFilter m_filter = DiffFilter::All;
 };
 
-class DiffModel : public QAbstractItemModel {
+class DiffModel : public CallTreeItemModel {
     Q_OBJECT
 public:
     enum Columns { FunctionColumn, BytesAColumn, BytesBColumn, DeltaBytesColumn, DeltaCountColumn, ColumnCount };
@@ -131,19 +131,12 @@ public:
     // Divides A's and B's values (and so Δ = B/divB - A/divA) for per-step normalisation.
     void setDivisors(double divA, double divB);
 
-    QModelIndex indexOf(model::CallNodeId node, int column = FunctionColumn) const;
-    model::CallNodeId nodeOf(const QModelIndex& index) const;
     // The shown (normalised) values of a node.
     double bytesA(model::CallNodeId node) const;
     double bytesB(model::CallNodeId node) const;
     double deltaBytes(model::CallNodeId node) const;
     double deltaCount(model::CallNodeId node) const;
 
-    QModelIndex index(int row, int column, const QModelIndex& parent = {}) const override;
-    QModelIndex parent(const QModelIndex& child) const override;
-    int rowCount(const QModelIndex& parent = {}) const override;
-    int columnCount(const QModelIndex& parent = {}) const override;
-    bool hasChildren(const QModelIndex& parent = {}) const override;
     QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
     QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
@@ -151,8 +144,7 @@ public:
     static QString formatSignedBytes(double bytes);
 
 private:
-    const model::CallTree& tree() const { return *m_tree->tree; }
-    std::shared_ptr<const DiffTree> m_tree;
+    std::shared_ptr<const DiffTree> m_tree; // its tree is CallTreeItemModel's tree()
     double m_divA = 1, m_divB = 1;
     mutable std::vector<QString> m_labels, m_fullTexts;
 };

@@ -6,7 +6,7 @@
 #include "model/framefilter.h"
 #include "models/displaytext.h"
 #include "report/memoryviz.h"
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QBrush>
 #include <QFont>

@@ -52,8 +52,8 @@ struct AnnotationSpan {
 
 enum class TimeAxis : uint8_t { Index, Time };
 
-// How the views colour allocations (colors.h): one colour per allocation (by address, as MemoryViz.js), per call
-// stack, or per stream. The timeline and the segment map follow the Session's, so both say the same.
+// How the views colour allocations (style/colors.h): one colour per allocation (by address, as MemoryViz.js), per
+// call stack, or per stream. The timeline and the segment map follow the Session's, so both say the same.
 enum class ColorMode : uint8_t { Allocation, Stack, Stream };
 
 class Session : public QObject {

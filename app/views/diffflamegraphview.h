@@ -2,12 +2,13 @@
 // under each frame (Σ|Δ bytes| of its stacks: growth and shrink both take room, so a frame whose callees grew by as
 // much as others shrank is still visible) and whose colour is the sign of the net change: red for growth, green for
 // shrink, the more saturated the more one-sided (Brendan Gregg's differential flame graphs colour by sign the same
-// way). Geometry is IcicleLayout (flamegraphview.h) over the Gross DiffTree. A click zooms into a frame, a double
-// click or Esc zooms out. Follows its DiffSession; GUI thread only.
+// way). An IcicleView (icicleview.h: layout, painting, hover, tooltips) over the Gross DiffTree, as the call tree's
+// flame graph. A click zooms into a frame, a double click or Esc zooms out. Follows its
+// DiffSession; GUI thread only.
 #pragma once
 
 #include "models/diffmodel.h"
-#include "views/flamegraphview.h"
+#include "views/icicleview.h"
 
 #include <QPointer>
 #include <QWidget>
@@ -17,16 +18,14 @@
 
 namespace memscope::app {
 
-class DiffFlameGraphView : public QWidget {
+class DiffFlameGraphView : public IcicleView {
     Q_OBJECT
 public:
     // `session` must outlive the view.
     explicit DiffFlameGraphView(DiffSession* session, QWidget* parent = nullptr);
 
     const DiffTree& diffTree() const { return *m_tree; }
-    const IcicleLayout& layout() const { return m_layout; }
     void setZoom(model::CallNodeId node);
-    model::CallNodeId zoom() const { return m_layout.zoom(); }
     model::CallNodeId nodeAt(QPointF pos) const { return m_layout.nodeAt(pos); }
 
     // The fill of a node: red ∝ growth share, green ∝ shrink share, grey when unchanged. Pure.
@@ -36,25 +35,17 @@ public:
     QSize minimumSizeHint() const override { return { 300, 120 }; }
 
 protected:
-    bool event(QEvent* event) override;
     void paintEvent(QPaintEvent* event) override;
-    void resizeEvent(QResizeEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseDoubleClickEvent(QMouseEvent* event) override;
-    void mouseMoveEvent(QMouseEvent* event) override;
-    void leaveEvent(QEvent* event) override;
     void keyPressEvent(QKeyEvent* event) override;
 
 private:
     void rebuild();
-    void drawNode(QPainter& p, model::CallNodeId id, const QRectF& r, bool breadcrumb);
-    QString toolTipFor(model::CallNodeId id) const;
+    QString toolTipFor(model::CallNodeId id) const override;
 
     QPointer<DiffSession> m_session;
     std::shared_ptr<const DiffTree> m_tree;
-    IcicleLayout m_layout;
-    model::CallNodeId m_hovered = model::NoCallNode;
-    std::vector<model::CallNodeId> m_stack; // reused by paintEvent
 };
 
 } // namespace memscope::app

@@ -1,12 +1,14 @@
-// DiffWindow and its private views (segment-map overlay, timeline range overlay): see diffwindow.h.
+// DiffWindow: see diffwindow.h. Its overlays are in segmentdiffoverlay.h and timelinerangeoverlay.h.
 #include "views/diffwindow.h"
 
 #include "views/insightsview.h"
 
 #include "models/calltreemodel.h"
+#include "style/colors.h"
 #include "views/diffflamegraphview.h"
+#include "views/segmentdiffoverlay.h"
 #include "views/segmentmapview.h"
-#include "views/timelinegeometry.h"
+#include "views/timelinerangeoverlay.h"
 #include "views/timelineview.h"
 
 #include <QAction>
@@ -18,8 +20,6 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
-#include <QPainter>
-#include <QPaintEvent>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QTabWidget>
@@ -37,209 +37,10 @@ using model::CallNodeId;
 
 namespace {
 
-    // Growth is red, shrink green, in every diff view (the flame graph's deltaColor uses the same hues).
-    QColor growthColor() { return QColor(0xd6, 0x27, 0x28); }
-    QColor shrinkColor() { return QColor(0x2c, 0xa0, 0x2c); }
-    QColor changedColor() { return QColor(0xff, 0x8c, 0x00); }
-
-    QColor deltaTextColor(double delta, const QPalette& pal)
-    {
-        const bool dark = pal.color(QPalette::Base).lightness() < 128;
-        if (delta > 0)
-            return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
-        if (delta < 0)
-            return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
-        return pal.color(QPalette::PlaceholderText);
-    }
-
     QString swatch(const QColor& c)
     {
         return QStringLiteral("<span style=\"color:%1\">■</span>").arg(c.name());
     }
-
-    // Outlines, on one side's segment map, what changed: segments only on this side (added on B, removed on A),
-    // segments on both sides whose blocks changed, and, for same-trace diffs, the blocks allocated after A (on B)
-    // or freed before B (on A). A transparent child of the map: it repaints whenever the map does.
-    class SegmentDiffOverlay : public QWidget {
-    public:
-        SegmentDiffOverlay(SegmentMapView* map, Session* session, DiffSession* diff, bool sideB)
-            : QWidget(map)
-            , m_map(map)
-            , m_session(session)
-            , m_diff(diff)
-            , m_sideB(sideB)
-        {
-            setAttribute(Qt::WA_TransparentForMouseEvents);
-            setAttribute(Qt::WA_NoSystemBackground);
-            map->installEventFilter(this);
-            setGeometry(map->rect());
-        }
-
-    protected:
-        bool eventFilter(QObject* watched, QEvent* event) override
-        {
-            if (watched == m_map && event->type() == QEvent::Resize)
-                setGeometry(m_map->rect());
-            return false;
-        }
-
-        void paintEvent(QPaintEvent*) override
-        {
-            if (!m_session || !m_diff)
-                return;
-            const SegmentMapGeometry& g = m_map->geometry();
-            const model::ReplayState* state = g.state();
-            if (!state)
-                return;
-            QPainter p(this);
-            p.setRenderHint(QPainter::Antialiasing, false);
-            const double h = height();
-            const int device = m_session->device();
-            auto segmentAt = [&](model::DeviceAddr address) -> int32_t {
-                const auto& segs = state->segments;
-                auto it = std::upper_bound(segs.begin(), segs.end(), address,
-                                           [](model::DeviceAddr a, const model::ReplaySegment& s) { return a < s.address; });
-                if (it == segs.begin())
-                    return -1;
-                --it;
-                if (address >= it->address + model::DeviceAddr(it->totalSize))
-                    return -1;
-                return int32_t(it - segs.begin());
-            };
-            auto outline = [&](int32_t segment, double begin, double end, const QColor& color, bool fill, int width) {
-                if (segment < 0)
-                    return;
-                const int32_t placement = g.placementOf(uint32_t(segment));
-                if (placement < 0)
-                    return;
-                QColor translucent = color;
-                translucent.setAlpha(70);
-                g.forEachBarRect(uint32_t(placement), begin, end, h, [&](const QRectF& r) {
-                    if (fill)
-                        p.fillRect(r, translucent);
-                    p.setPen(QPen(color, width));
-                    p.setBrush(Qt::NoBrush);
-                    p.drawRect(r.adjusted(-1, -1, 0, 0));
-                });
-            };
-            const model::DiffResult& result = m_diff->result();
-            for (const model::DiffSegment& s : result.segmentList) {
-                if (s.device != device)
-                    continue;
-                const bool mine = m_sideB ? s.status == model::DiffSegmentStatus::OnlyB
-                                          : s.status == model::DiffSegmentStatus::OnlyA;
-                const bool changed = s.status == model::DiffSegmentStatus::Both
-                    && (s.activeA != s.activeB || s.allocatedA != s.allocatedB || s.allocationsA != s.allocationsB);
-                if (!mine && !changed)
-                    continue;
-                const int32_t seg = segmentAt(s.address);
-                if (seg < 0 || state->segments[size_t(seg)].address != s.address)
-                    continue;
-                if (mine)
-                    outline(seg, 0, double(s.size), m_sideB ? growthColor() : shrinkColor(), true, 2);
-                else
-                    outline(seg, 0, double(s.size), changedColor(), false, 2);
-            }
-            if (result.sameTrace) {
-                // Blocks: allocated after A (shown on B) and freed before B (shown on A).
-                const auto& list = m_sideB ? result.lifetimes.newList : result.lifetimes.freedList;
-                const QColor c = m_sideB ? growthColor() : shrinkColor();
-                for (const model::DiffAllocation& a : list) {
-                    if (a.device != device)
-                        continue;
-                    const int32_t seg = segmentAt(a.address);
-                    if (seg < 0)
-                        continue;
-                    const double off = double(a.address - state->segments[size_t(seg)].address);
-                    outline(seg, off, off + double(a.size), c, true, 1);
-                }
-            }
-        }
-
-    private:
-        SegmentMapView* m_map;
-        QPointer<Session> m_session;
-        QPointer<DiffSession> m_diff;
-        bool m_sideB;
-    };
-
-    // Shades, on a timeline of the trace both sides come from, the range between A's and B's indices and marks
-    // both with labelled lines. A transparent child of the timeline.
-    class TimelineRangeOverlay : public QWidget {
-    public:
-        TimelineRangeOverlay(TimelineView* timeline, Session* session, int64_t a, int64_t b)
-            : QWidget(timeline)
-            , m_timeline(timeline)
-            , m_session(session)
-            , m_a(a)
-            , m_b(b)
-        {
-            setObjectName(QStringLiteral("diffRangeOverlay"));
-            setAttribute(Qt::WA_TransparentForMouseEvents);
-            setAttribute(Qt::WA_NoSystemBackground);
-            timeline->installEventFilter(this);
-            setGeometry(timeline->rect());
-            connect(session, &Session::timeAxisChanged, this, [this] { m_axisValid = false; });
-        }
-
-        // Widget x of a state's marker on the timeline.
-        double xOf(int64_t state)
-        {
-            if (!m_axisValid) {
-                const int64_t n = m_session->entryCount();
-                if (m_session->timeAxis() == TimeAxis::Time) {
-                    std::vector<int64_t> times(size_t(n + 1));
-                    for (int64_t i = 0; i <= n; ++i)
-                        times[size_t(i)] = m_session->timeUsAt(i);
-                    m_axis = StateAxis::time(std::move(times));
-                } else {
-                    m_axis = StateAxis::index(n);
-                }
-                m_axisValid = true;
-            }
-            return m_timeline->geometry().xAt(m_axis.stateMarker(state));
-        }
-
-    protected:
-        bool eventFilter(QObject* watched, QEvent* event) override
-        {
-            if (watched == m_timeline && event->type() == QEvent::Resize)
-                setGeometry(m_timeline->rect());
-            return false;
-        }
-
-        void paintEvent(QPaintEvent*) override
-        {
-            if (!m_session)
-                return;
-            QPainter p(this);
-            const QRect plot = m_timeline->plotRect();
-            p.setClipRect(plot.adjusted(0, -16, 0, 0));
-            const double xa = xOf(m_a), xb = xOf(m_b);
-            QColor shade = palette().color(QPalette::Highlight);
-            shade.setAlpha(55);
-            p.fillRect(QRectF(std::min(xa, xb), plot.top(), std::abs(xb - xa), plot.height()), shade);
-            const QFont f = font();
-            p.setFont(f);
-            auto mark = [&](double x, const QString& text, const QColor& c) {
-                p.setPen(QPen(c, 2, Qt::DashLine));
-                p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
-                const QRectF box(x - 9, plot.top(), 18, 16);
-                p.fillRect(box, c);
-                p.setPen(Qt::white);
-                p.drawText(box, Qt::AlignCenter, text);
-            };
-            mark(xa, QStringLiteral("A"), QColor(0x1f, 0x5f, 0xbf));
-            mark(xb, QStringLiteral("B"), QColor(0x8e, 0x24, 0xaa));
-        }
-
-    private:
-        TimelineView* m_timeline;
-        QPointer<Session> m_session;
-        int64_t m_a, m_b;
-        StateAxis m_axis;
-        bool m_axisValid = false;
-    };
 
     QString scopeTitle(const model::DiffTotals& t)
     {
@@ -421,7 +222,7 @@ DiffWindow::DiffWindow(DiffInput a, DiffInput b, QWidget* parent)
     flameLayout->setContentsMargins(0, 4, 0, 0);
     auto* legend = new QLabel(tr("Width: bytes that changed below a frame (growth + shrink). %1 grew  %2 shrank  "
                                  "(paler: both). Click to zoom, double-click to zoom out.")
-                                  .arg(swatch(growthColor()), swatch(shrinkColor())),
+                                  .arg(swatch(colors::growth()), swatch(colors::shrink())),
                               m_flamePage);
     legend->setTextFormat(Qt::RichText);
     flameLayout->addWidget(legend);
@@ -548,7 +349,7 @@ void DiffWindow::fillSummary()
         auto* item = new QTreeWidgetItem(parent, { label, a, b, deltaText });
         for (int c = 1; c < 4; ++c)
             item->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
-        item->setForeground(3, deltaTextColor(delta, pal));
+        item->setForeground(3, colors::deltaText(delta, pal));
         return item;
     };
     auto bytesRow = [&](QTreeWidgetItem* parent, const QString& label, int64_t a, int64_t b) {
@@ -597,10 +398,10 @@ void DiffWindow::fillSummary()
         const auto& seg = r.segments;
         auto* onlyA = row(s, tr("only in A (released)"), Session::formatBytes(seg.onlyA.bytes), QString(),
                           -double(seg.onlyA.bytes), tr("%1 segments").arg(seg.onlyA.count));
-        onlyA->setForeground(3, deltaTextColor(seg.onlyA.count ? -1 : 0, pal));
+        onlyA->setForeground(3, colors::deltaText(seg.onlyA.count ? -1 : 0, pal));
         auto* onlyB = row(s, tr("only in B (added)"), QString(), Session::formatBytes(seg.onlyB.bytes),
                           double(seg.onlyB.bytes), tr("%1 segments").arg(seg.onlyB.count));
-        onlyB->setForeground(3, deltaTextColor(seg.onlyB.count ? 1 : 0, pal));
+        onlyB->setForeground(3, colors::deltaText(seg.onlyB.count ? 1 : 0, pal));
         row(s, tr("in both"), Session::formatBytes(seg.both.bytes), Session::formatBytes(seg.both.bytes), 0,
             tr("%1 of %2 changed").arg(seg.bothChanged).arg(seg.both.count));
         expand.push_back(s);
@@ -611,7 +412,7 @@ void DiffWindow::fillSummary()
         auto life = [&](const QString& label, const model::DiffCountBytes& cb, double sign) {
             auto* item = row(s, label, QString(), Session::formatBytes(cb.bytes), sign * double(cb.bytes),
                              tr("%1 allocations").arg(QLocale().toString(qlonglong(cb.count))));
-            item->setForeground(3, deltaTextColor(sign * double(cb.count), pal));
+            item->setForeground(3, colors::deltaText(sign * double(cb.count), pal));
         };
         life(tr("new (live in B only)"), l.newAllocations, 1);
         life(tr("freed (live in A only)"), l.freed, -1);
@@ -695,13 +496,13 @@ void DiffWindow::rebuildSides()
         title->setWordWrap(true);
         const model::DiffSegmentSummary& seg = r.segments;
         const QString what = sideB
-            ? swatch(growthColor()) + tr("%1 segments only in B (added)").arg(seg.onlyB.count)
+            ? swatch(colors::growth()) + tr("%1 segments only in B (added)").arg(seg.onlyB.count)
                 + (r.sameTrace ? tr(", %1 new blocks").arg(r.lifetimes.newAllocations.count) : QString())
-            : swatch(shrinkColor()) + tr("%1 segments only in A (released)").arg(seg.onlyA.count)
+            : swatch(colors::shrink()) + tr("%1 segments only in A (released)").arg(seg.onlyA.count)
                 + (r.sameTrace ? tr(", %1 freed blocks").arg(r.lifetimes.freed.count) : QString());
         title->setText(QStringLiteral("<b>%1</b>: %2<br>%3; %4 %5 changed segments")
                            .arg(sideB ? QStringLiteral("B") : QStringLiteral("A"), diffInputLabel(in).toHtmlEscaped(),
-                                what, swatch(changedColor()), QString::number(seg.bothChanged)));
+                                what, swatch(colors::changed()), QString::number(seg.bothChanged)));
         v->addWidget(title);
         auto* map = new SegmentMapView(s, column);
         map->setObjectName(sideB ? QStringLiteral("segmentsB") : QStringLiteral("segmentsA"));

@@ -2,7 +2,7 @@
 // cursor (guarded by m_syncing so that neither direction echoes back). GUI thread only.
 #include "views/eventlistview.h"
 
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QAction>
 #include <QComboBox>

@@ -2,7 +2,7 @@
 // scene, the cursor line, scrubbing and zooming. GUI thread only; downsampleMinMax is pure.
 #include "views/overviewview.h"
 
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QChart>
 #include <QChartView>

@@ -1,7 +1,7 @@
 // SegmentMapView: painting and interaction of the segment map. See segmentmapview.h. GUI thread only.
 #include "views/segmentmapview.h"
 
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QApplication>
 #include <QHelpEvent>
@@ -65,12 +65,6 @@ namespace {
         char buf[24];
         std::snprintf(buf, sizeof buf, hex ? "%" PRIx64 : "%" PRIu64, value);
         out.append(QLatin1String(buf));
-    }
-
-    QColor mix(const QColor& a, const QColor& b, double t)
-    {
-        return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
-                                float(a.blueF() * (1 - t) + b.blueF() * t));
     }
 
     // The colours of up to four things covering one pixel column, by coverage; the column is painted in the
@@ -579,7 +573,7 @@ void SegmentMapView::renderMap(QPainter& painter) const
     painter.setFont(headerFont);
     const QFontMetricsF hfm(headerFont);
     const QColor textColor = pal.color(QPalette::Text);
-    const QColor rule = mix(pal.color(QPalette::Base), textColor, 0.25);
+    const QColor rule = colors::mix(pal.color(QPalette::Base), textColor, 0.25);
     for (size_t g = 0; g < m_geometry.groups().size(); ++g) {
         const SegmentMapGeometry::Group& group = m_geometry.groups()[g];
         const double top = group.top - m_geometry.pan();
@@ -767,7 +761,7 @@ void SegmentMapView::paintRow(QPainter& painter, uint32_t group, int64_t row, do
     // Segment outlines (dashed for expandable segments) and captions.
     QColor outline = pal.color(QPalette::Text);
     outline.setAlpha(110);
-    const QColor captionColor = mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.7);
+    const QColor captionColor = colors::mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.7);
     const QFontMetricsF fm(painter.font());
     const double captionY = barTop + barHeight;
     // Text vertically centred in the caption strip and in the bar.

@@ -1,7 +1,7 @@
 // The memory timeline view. See timelineview.h for what it shows and how the mouse drives it.
 #include "views/timelineview.h"
 
-#include "views/colors.h"
+#include "style/colors.h"
 
 #include <QElapsedTimer>
 #include <QFuture>
@@ -39,12 +39,6 @@ namespace {
     constexpr int MaxRenderThreads = 4;
     // Headroom above the largest visible total.
     constexpr double Headroom = 1.06;
-
-    QColor mix(const QColor& a, const QColor& b, double t)
-    {
-        return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
-                                float(a.blueF() * (1 - t) + b.blueF() * t));
-    }
 
     QString helpText()
     {
@@ -103,7 +97,7 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
 // ---- data ---------------------------------------------------------------------------------------------------------
 
 // What follows the item lists: colours for the items without one (one colour per allocation everywhere, by
-// address: colors.h, as MemoryViz.js hashes block addresses), the segment each allocation starts in (lazily),
+// address: style/colors.h, as MemoryViz.js hashes block addresses), the segment each allocation starts in (lazily),
 // annotations and OOM marks.
 void TimelineView::itemsChanged(int64_t fromEntry)
 {
@@ -512,7 +506,7 @@ void TimelineView::ensurePlot()
     raster.height = pixels.height();
     raster.bytesPerPixel = m_geometry.bytesTop / pixels.height();
     raster.background = base.rgb();
-    raster.neutral = mix(base, text, 0.45).rgb();
+    raster.neutral = colors::mix(base, text, 0.45).rgb();
     raster.pending = colors::pendingFree().rgb();
     // The columns past the data: background.
     const int width = pixels.width();
@@ -1137,7 +1131,7 @@ void TimelineView::paintOverview(QPainter& p)
             shape << QPointF(ov.left() + double(x), y) << QPointF(ov.left() + double(x + 1), y);
         }
         shape << QPointF(ov.left() + double(m_overview.size()), bottom);
-        QColor fill = mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.4);
+        QColor fill = colors::mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.4);
         p.setPen(Qt::NoPen);
         p.setBrush(fill);
         p.drawPolygon(shape);

@@ -3,7 +3,7 @@
 // are exactly Replay::stateAt's at any cursor; hover, click, filters, zoom; screenshots of every file in every colour
 // mode). Runs offscreen on the GUI thread.
 #include "apptestutil.h"
-#include "views/colors.h"
+#include "style/colors.h"
 #include "views/segmentmapgeometry.h"
 #include "views/segmentmapview.h"
 

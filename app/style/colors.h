@@ -1,5 +1,6 @@
 // The colours every view uses for the same thing, so that an allocation has one colour in the timeline, the segment
-// map and the flame graph. Pure functions; any thread.
+// map and the flame graph, and the event list's rows match them. In style/, beside models/ and views/, because both
+// use it (QtGui only, no widgets: models never include views). Pure functions; any thread.
 #pragma once
 
 #include "model/snapshot.h"
@@ -10,6 +11,14 @@
 #include <cstdint>
 
 namespace memscope::app::colors {
+
+// `a` moved the fraction `t` of the way to `b` (0: a, 1: b), channel by channel; opaque. The one blend every view
+// uses for muted, faded and in-between tones.
+inline QColor mix(const QColor& a, const QColor& b, double t)
+{
+    return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t), float(a.greenF() * (1 - t) + b.greenF() * t),
+                            float(a.blueF() * (1 - t) + b.blueF() * t));
+}
 
 // Ten categorical colours (the Tableau 10 scheme, which PyTorch's MemoryViz.js also uses for blocks).
 inline QColor categorical(uint64_t key)
@@ -40,5 +49,22 @@ inline QColor freeSpace(const QPalette& p)
     return QColor((b.red() * 7 + t.red()) / 8, (b.green() * 7 + t.green()) / 8, (b.blue() * 7 + t.blue()) / 8);
 }
 inline QColor oom() { return QColor(0xd6, 0x27, 0x28); }
+
+// Growth is red, shrink green, in every diff view (the diff flame graph's deltaColor uses the same hues); segments
+// on both sides whose blocks changed are orange.
+inline QColor growth() { return QColor(0xd6, 0x27, 0x28); }
+inline QColor shrink() { return QColor(0x2c, 0xa0, 0x2c); }
+inline QColor changed() { return QColor(0xff, 0x8c, 0x00); }
+// The text of a signed change: red growth, green shrink (readable on `palette`'s base, light or dark), no change in
+// the placeholder colour.
+inline QColor deltaText(double delta, const QPalette& palette)
+{
+    const bool dark = palette.color(QPalette::Base).lightness() < 128;
+    if (delta > 0)
+        return dark ? QColor(0xff, 0x80, 0x70) : QColor(0xb0, 0x20, 0x10);
+    if (delta < 0)
+        return dark ? QColor(0x80, 0xe0, 0x80) : QColor(0x1a, 0x7a, 0x1a);
+    return palette.color(QPalette::PlaceholderText);
+}
 
 } // namespace memscope::app::colors
