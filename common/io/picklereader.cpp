@@ -129,10 +129,11 @@ const char* unsafeOpcodeName(uint8_t code)
 }
 
 // Memo slots in the direct path hold a NodeId below 2^30, or a tagged value that has no node: a StringId of the sink
-// (a string value of a trace entry), an item of the entry being decoded (its value is not interned yet), or an
+// (a string value of a trace entry), a StackId (a frames list), an item of the entry being decoded (its value is not interned yet), or an
 // entry (nothing may refer to one: a reference declines). Without a sink every slot is a NodeId.
 constexpr uint32_t TagMask = 0xC0000000u;
 constexpr uint32_t TagString = 0x40000000u;
+constexpr uint32_t TagStack = 0x80000000u; // | a StackId of the sink: a frames list first met in an entry
 constexpr uint32_t TagPending = 0xC0000000u; // | the item's index
 constexpr uint32_t OpaqueSlot = 0xFFFFFFFEu;
 constexpr uint32_t MaxItems = 64; // keys of one entry the direct path takes (PyTorch writes 9)
@@ -177,7 +178,7 @@ private:
     [[gnu::always_inline]] bool place(NodeId target, std::span<const NodeId> children)
     {
         if (m_sink) [[unlikely]] {
-            if (target == m_placeholder && target != NoNode)
+            if ((target == m_placeholder && target != NoNode) || (target < m_frozen.size() && m_frozen[target]))
                 return decline();
             const size_t list = traceListIndex(target);
             if (list < m_traceLists.size()) {
@@ -199,7 +200,7 @@ private:
     // trace lists, whose entries the tree does not have.
     bool directPathHolds(NodeId root)
     {
-        if (root == m_placeholder || m_sunk != m_placed)
+        if (root == m_placeholder || m_sunk != m_placed || isTraceList(root))
             return false;
         std::vector<uint32_t> listRefs(m_traceLists.size()), outerRefs(m_outerLists.size());
         uint32_t rootRefs = 0;
@@ -217,7 +218,7 @@ private:
     }
     // The opcode at m_pos, past any FRAME (protocol 4: between any two opcodes); false at the end of the data or at
     // a frame the general path would refuse.
-    bool peekOp(uint8_t& code)
+    [[gnu::always_inline]] bool peekOp(uint8_t& code)
     {
         while (true) {
             if (m_pos >= m_data.size())
@@ -239,7 +240,12 @@ private:
     {
         if (index >= m_limits.maxMemo || index > m_data.size())
             return decline();
-        if (index >= m_memo.size())
+        if (index == m_memo.size()) [[likely]] { // MEMOIZE: the next slot
+            m_memo.push_back(value);
+            ++m_memoFilled;
+            return true;
+        }
+        if (index > m_memo.size())
             m_memo.resize(index + 1, NoNode);
         if (m_memo[index] == NoNode)
             ++m_memoFilled;
@@ -262,6 +268,9 @@ private:
     // The dict that starts at m_pos (just past its EMPTY_DICT, to its SETITEMS), an entry of trace list `list`.
     // False declines.
     bool fastEntry(NodeId list);
+    // The frames list that starts at m_pos (an EMPTY_LIST in an entry): its frame dicts into m_frameBuffer (`item`
+    // says where), for the sink to resolve; no node for the list itself. False declines.
+    bool fastFrames(FastItem& item, uint32_t index);
 
 private:
     Error fail(ErrorCode code, std::string message, uint64_t offset) const
@@ -329,6 +338,16 @@ private:
     bool m_declined = false;
     std::vector<FastItem> m_items;
     std::vector<std::pair<uint64_t, uint32_t>> m_pendingSlots; // (memo slot, item) of the entry being decoded
+    std::vector<NodeId> m_frameBuffer; // the frame dicts of the entry's new frames lists
+    // Containers the sink has read (frames lists, frame dicts): the tree path reads them after the whole parse, so
+    // one that gains children later declines (place()).
+    std::vector<bool> m_frozen;
+    void freeze(NodeId n)
+    {
+        if (n >= m_frozen.size())
+            m_frozen.resize(std::max<size_t>(size_t(n) + 1, m_frozen.size() * 2));
+        m_frozen[n] = true;
+    }
 };
 
 // Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L'). Returns
@@ -487,7 +506,7 @@ NodeId Machine::textInteger(uint8_t code, std::string_view line, uint64_t at)
                                  : m_tree.addBigInt(at);
 }
 
-bool Machine::fastMemoAfter(uint32_t value, uint32_t pendingItem)
+[[gnu::always_inline]] inline bool Machine::fastMemoAfter(uint32_t value, uint32_t pendingItem)
 {
     uint8_t code;
     while (peekOp(code)) {
@@ -518,7 +537,7 @@ bool Machine::fastMemoAfter(uint32_t value, uint32_t pendingItem)
     return decline(); // the data ends
 }
 
-bool Machine::fastGet(uint8_t code, uint32_t& slot)
+[[gnu::always_inline]] inline bool Machine::fastGet(uint8_t code, uint32_t& slot)
 {
     uint64_t index;
     if (code == op::BinGet) {
@@ -540,7 +559,7 @@ bool Machine::fastGet(uint8_t code, uint32_t& slot)
     return true;
 }
 
-bool Machine::fastInt(uint8_t code, int64_t& value, bool& isInt)
+[[gnu::always_inline]] inline bool Machine::fastInt(uint8_t code, int64_t& value, bool& isInt)
 {
     isInt = true;
     switch (code) {
@@ -586,7 +605,7 @@ bool Machine::fastInt(uint8_t code, int64_t& value, bool& isInt)
     }
 }
 
-bool Machine::fastText(uint8_t code, uint64_t& offset, uint32_t& length, bool& isText)
+[[gnu::always_inline]] inline bool Machine::fastText(uint8_t code, uint64_t& offset, uint32_t& length, bool& isText)
 {
     isText = true;
     uint64_t n = 0, header = 0;
@@ -735,6 +754,59 @@ NodeId Machine::fastNode(int depth)
     }
 }
 
+bool Machine::fastFrames(FastItem& item, uint32_t index)
+{
+    ++m_pos; // EMPTY_LIST
+    if (!fastMemoAfter(0, index)) // its slots get its stack once the sink has it
+        return false;
+    const size_t begin = m_frameBuffer.size();
+    uint8_t code;
+    while (true) {
+        if (!peekOp(code))
+            return decline();
+        if (code == op::Mark) {
+            ++m_pos;
+            while (true) {
+                if (!peekOp(code))
+                    return decline();
+                if (code == op::Appends) {
+                    ++m_pos;
+                    break;
+                }
+                const NodeId frame = fastNode(1);
+                if (frame == NoNode)
+                    return false;
+                m_frameBuffer.push_back(frame);
+            }
+            continue;
+        }
+        // One frame and APPEND (a one-frame stack): a frame dict, new or from the memo; a key of the entry (a str)
+        // or its SETITEMS ends the list.
+        bool frameNext = code == op::EmptyDict;
+        if (code == op::BinGet || code == op::LongBinGet) {
+            const uint64_t at = m_pos;
+            uint32_t slot;
+            if (!fastGet(code, slot))
+                return false;
+            m_pos = at;
+            frameNext = slot < TagString && m_tree.type(slot) == NodeType::Dict;
+        }
+        if (!frameNext)
+            break;
+        const NodeId frame = fastNode(1);
+        if (frame == NoNode)
+            return false;
+        if (!peekOp(code) || code != op::Append)
+            return decline();
+        ++m_pos;
+        m_frameBuffer.push_back(frame);
+    }
+    item.kind = FastItem::Kind::Frames;
+    item.integer = int64_t(begin);
+    item.id = uint32_t(m_frameBuffer.size() - begin);
+    return true;
+}
+
 bool Machine::fastEntry(NodeId list)
 {
     if (!fastMemoAfter(OpaqueSlot))
@@ -745,6 +817,7 @@ bool Machine::fastEntry(NodeId list)
     ++m_pos;
     m_items.clear();
     m_pendingSlots.clear();
+    m_frameBuffer.clear();
     while (true) {
         if (!peekOp(code))
             return decline();
@@ -808,6 +881,8 @@ bool Machine::fastEntry(NodeId list)
             if (!fastGet(code, slot))
                 return false;
             if (slot < TagString) {
+                if (isTraceList(slot))
+                    return decline(); // its entries are the sink's: the tree does not have them
                 switch (m_tree.type(slot)) {
                 case NodeType::String:
                     item.kind = FastItem::Kind::Text;
@@ -825,7 +900,11 @@ bool Machine::fastEntry(NodeId list)
             } else if ((slot & TagMask) == TagString) {
                 item.kind = FastItem::Kind::String;
                 item.id = slot & ~TagMask;
-            } else if (slot != OpaqueSlot && slot != NoNode && (slot & ~TagMask) < index) {
+            } else if ((slot & TagMask) == TagStack) {
+                item.kind = FastItem::Kind::Stack;
+                item.id = slot & ~TagMask;
+            } else if ((slot & TagMask) == TagPending && slot != OpaqueSlot && slot != NoNode
+                       && (slot & ~TagMask) < index) {
                 const FastItem& earlier = m_items[slot & ~TagMask]; // a value of this entry, not interned yet
                 item.kind = earlier.kind;
                 item.integer = earlier.integer;
@@ -834,7 +913,10 @@ bool Machine::fastEntry(NodeId list)
             } else {
                 return decline();
             }
-        } else if (code == op::EmptyList || code == op::NewTrue || code == op::NewFalse) {
+        } else if (code == op::EmptyList) {
+            if (!fastFrames(item, index))
+                return false;
+        } else if (code == op::NewTrue || code == op::NewFalse) {
             const NodeId node = fastNode(0);
             if (node == NoNode)
                 return false;
@@ -844,8 +926,20 @@ bool Machine::fastEntry(NodeId list)
             return decline();
         }
     }
+    for (FastItem& item : m_items)
+        if (item.kind == FastItem::Kind::Frames) // (the buffer has stopped moving)
+            item.frames = std::span<const NodeId>(m_frameBuffer.data() + item.integer, item.id);
     if (!m_sink->entry(list, m_items))
         return decline();
+    for (const FastItem& item : m_items) {
+        if (item.kind == FastItem::Kind::Node && m_tree.isContainer(item.id)
+            && (item.id >= m_frozen.size() || !m_frozen[item.id])) {
+            freeze(item.id);
+            m_tree.forEachChild(item.id, [&](NodeId c) { freeze(c); });
+        }
+        for (NodeId frame : item.frames)
+            freeze(frame);
+    }
     // The memo slots that named this entry's values, now that they have ids (or, rarely, nodes).
     for (const auto& [slot, index] : m_pendingSlots) {
         const FastItem& item = m_items[index];
@@ -855,9 +949,11 @@ bool Machine::fastEntry(NodeId list)
         case FastItem::Kind::Int: value = m_tree.addInt(item.integer); break;
         case FastItem::Kind::None: value = m_tree.addNone(); break;
         case FastItem::Kind::Node: value = item.id; break;
-        case FastItem::Kind::Text: break;
+        case FastItem::Kind::Stack: value = item.id < TagString ? TagStack | item.id : NoNode; break;
+        case FastItem::Kind::Text:
+        case FastItem::Kind::Frames: break;
         }
-        if (value >= TagString && (value & TagMask) != TagString)
+        if (value == NoNode || (value >= TagString && (value & TagMask) != TagString && (value & TagMask) != TagStack))
             return decline();
         m_memo[slot] = value;
     }
@@ -946,6 +1042,8 @@ Error Machine::run(NodeId& root)
             if (index >= m_memo.size() || m_memo[index] == NoNode)
                 return setError(fail(ErrorCode::Corrupt,
                             "memo reference " + std::to_string(index) + " was never stored: the file is corrupt", at));
+            if (m_sink && isTraceList(m_memo[index])) [[unlikely]]
+                return decline(); // its entries are the sink's: the tree does not have them
             if (m_sink && m_memo[index] >= TagString) [[unlikely]] {
                 // A string the direct path interned, wanted outside it: made a node now (anything else declines).
                 if ((m_memo[index] & TagMask) != TagString)

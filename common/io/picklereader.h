@@ -43,6 +43,8 @@ struct FastItem {
         String, // `id`: a StringId of the sink's table
         None,
         Node, // `id`: a tree node (a memo reference, a frames list, a bool)
+        Frames, // `frames`: the frame dicts of a list first met here (the sink resolves it and makes it Stack)
+        Stack, // `id`: a StackId of the sink's tables
     };
     uint32_t key = 0; // a String node, or (keyIsNode false) a StringId of the sink's table
     bool keyIsNode = true;
@@ -50,6 +52,7 @@ struct FastItem {
     int64_t integer = 0;
     std::string_view text;
     uint32_t id = 0;
+    std::span<const NodeId> frames;
 };
 
 // Where the direct path puts trace entries (io/snapshotbuilder.cpp implements it). Called on the parsing thread.

@@ -274,6 +274,9 @@ private:
     // `where` is called only to describe an error (building the text per entry would dominate loading time).
     template <typename Where>
     Error stack(NodeId framesNode, StackId& out, const Where& where);
+    // The stack of the frame dicts in m_frameNodes.
+    template <typename Where>
+    Error stackOfFrameNodes(StackId& out, const Where& where);
     Error stack(NodeId framesNode, StackId& out, const std::string& where)
     {
         return stack(framesNode, out, [&] { return where; });
@@ -332,6 +335,13 @@ private:
     std::vector<uint16_t> m_layoutMap;
     std::vector<bool> m_remapDevice;
     std::vector<uint8_t> m_actionById; // directEntry: Action by StringId, Action::Count when not known yet
+    struct DirectKey {
+        uint32_t key;
+        bool keyIsNode;
+        KeyInfo info;
+    };
+    std::vector<DirectKey> m_lastDirectKeys; // directEntry: the last entry's keys, and their layout
+    LayoutId m_lastDirectLayout {};
     struct ListStack {
         NodeId list = NoNode;
         uint32_t count = 0;
@@ -403,9 +413,15 @@ Error Builder::stack(NodeId framesNode, StackId& out, const Where& whereFn)
     }
     if (t != NodeType::List && t != NodeType::Tuple)
         return wrongType(whereFn(), "frames", framesNode, "a list");
-    // Consecutive entries usually hold the same (memo-shared) frame dicts: then the stack is the last one.
     m_frameNodes.clear();
     m_tree.forEachChild(framesNode, [&](NodeId f) { m_frameNodes.push_back(f); });
+    return stackOfFrameNodes(out, whereFn);
+}
+
+template <typename Where>
+Error Builder::stackOfFrameNodes(StackId& out, const Where& whereFn)
+{
+    // Consecutive entries usually hold the same (memo-shared) frame dicts: then the stack is the last one.
     if (m_frameNodes == m_lastFrameNodes) {
         out = m_lastStack;
         return {};
@@ -719,16 +735,29 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
 
 bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
 {
-    m_keys.clear();
-    for (FastItem& item : items) {
-        KeyInfo ki;
-        if (item.keyIsNode) {
-            if (!keyInfo(item.key, ki))
-                return false;
-        } else {
-            ki = KeyInfo { keyFor(m_s.str(StringId { item.key })), StringId { item.key } };
+    // Entries mostly repeat the last one's keys (the same memo references): then its keys and layout hold.
+    bool sameKeys = items.size() == m_lastDirectKeys.size();
+    for (size_t i = 0; sameKeys && i < items.size(); ++i)
+        sameKeys = items[i].key == m_lastDirectKeys[i].key && items[i].keyIsNode == m_lastDirectKeys[i].keyIsNode;
+    if (!sameKeys) {
+        m_lastDirectKeys.clear();
+        m_keys.clear();
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+        FastItem& item = items[i];
+        if (!sameKeys) {
+            // Key then value, as traceEntry() interns them.
+            KeyInfo ki;
+            if (item.keyIsNode) {
+                if (!keyInfo(item.key, ki))
+                    return false;
+            } else {
+                ki = KeyInfo { keyFor(m_s.str(StringId { item.key })), StringId { item.key } };
+            }
+            m_keys.push_back(ki.name);
+            m_lastDirectKeys.push_back(DirectKey { item.key, item.keyIsNode, ki });
         }
-        m_keys.push_back(ki.name);
+        const KeyInfo ki = m_lastDirectKeys[i].info;
         // Text is interned here, in item order, as traceEntry() interns it: the same ids in the same order.
         if (item.kind == FastItem::Kind::Text) {
             item.id = raw(internText(item.text));
@@ -776,7 +805,7 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
             else if (item.kind == FastItem::Kind::Node && m_tree.type(item.id) != NodeType::None
                      && !asString(item.id, field))
                 return false;
-            else if (item.kind == FastItem::Kind::Int)
+            else if (item.kind != FastItem::Kind::None && item.kind != FastItem::Kind::Node)
                 return false;
             break;
         }
@@ -795,6 +824,15 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
                         return false;
                     slot = ListStack { item.id, count, e.stack };
                 }
+            } else if (item.kind == FastItem::Kind::Frames) {
+                // A list first met here: its frame dicts, resolved now, in item order, as stack() would.
+                m_frameNodes.assign(item.frames.begin(), item.frames.end());
+                if (stackOfFrameNodes(e.stack, [] { return std::string(); }))
+                    return false;
+                item.kind = FastItem::Kind::Stack;
+                item.id = raw(e.stack);
+            } else if (item.kind == FastItem::Kind::Stack) {
+                e.stack = StackId { item.id };
             } else {
                 return false;
             }
@@ -802,8 +840,10 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
         default: return false; // an extra: the general path keeps it
         }
     }
-    e.layout = layout(m_keys);
-    return true;
+    if (!sameKeys)
+        m_lastDirectLayout = layout(m_keys);
+    e.layout = m_lastDirectLayout;
+    return m_warnings.empty(); // a warning (a frame's line beyond 64 bits) is the tree path's to give
 }
 
 void Builder::adoptTables(const Snapshot& direct)
