@@ -178,7 +178,7 @@ private:
     [[gnu::always_inline]] bool place(NodeId target, std::span<const NodeId> children)
     {
         if (m_sink) [[unlikely]] {
-            if ((target == m_placeholder && target != NoNode) || (target < m_frozen.size() && m_frozen[target]))
+            if ((target == m_placeholder && target != NoNode) || frozen(target))
                 return decline();
             const size_t list = traceListIndex(target);
             if (list < m_traceLists.size()) {
@@ -341,12 +341,13 @@ private:
     std::vector<NodeId> m_frameBuffer; // the frame dicts of the entry's new frames lists
     // Containers the sink has read (frames lists, frame dicts): the tree path reads them after the whole parse, so
     // one that gains children later declines (place()).
-    std::vector<bool> m_frozen;
+    std::vector<uint8_t> m_frozen;
+    bool frozen(NodeId n) const { return n < m_frozen.size() && m_frozen[n]; }
     void freeze(NodeId n)
     {
         if (n >= m_frozen.size())
             m_frozen.resize(std::max<size_t>(size_t(n) + 1, m_frozen.size() * 2));
-        m_frozen[n] = true;
+        m_frozen[n] = 1;
     }
 };
 
@@ -594,8 +595,12 @@ NodeId Machine::textInteger(uint8_t code, std::string_view line, uint64_t at)
         if (n > 8 || !have(2 + n))
             return decline(); // wider: the general path says what it is
         uint64_t raw = 0;
-        for (uint64_t i = 0; i < n; ++i)
-            raw |= uint64_t(m_data[m_pos + 2 + i]) << (8 * i);
+        if (m_data.size() - m_pos >= 10) {
+            std::memcpy(&raw, m_data.data() + m_pos + 2, 8); // the bytes past the n-th are shifted out below
+        } else {
+            for (uint64_t i = 0; i < n; ++i)
+                raw |= uint64_t(m_data[m_pos + 2 + i]) << (8 * i);
+        }
         const unsigned shift = unsigned(64 - 8 * n);
         value = n == 0 ? 0 : static_cast<int64_t>(raw << shift) >> shift; // as longBytes
         m_pos += 2 + n;
@@ -932,13 +937,13 @@ bool Machine::fastEntry(NodeId list)
     if (!m_sink->entry(list, m_items))
         return decline();
     for (const FastItem& item : m_items) {
-        if (item.kind == FastItem::Kind::Node && m_tree.isContainer(item.id)
-            && (item.id >= m_frozen.size() || !m_frozen[item.id])) {
+        if (item.kind == FastItem::Kind::Node && !frozen(item.id) && m_tree.isContainer(item.id)) {
             freeze(item.id);
             m_tree.forEachChild(item.id, [&](NodeId c) { freeze(c); });
         }
         for (NodeId frame : item.frames)
-            freeze(frame);
+            if (!frozen(frame))
+                freeze(frame);
     }
     // The memo slots that named this entry's values, now that they have ids (or, rarely, nodes).
     for (const auto& [slot, index] : m_pendingSlots) {

@@ -843,7 +843,8 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
     if (!sameKeys)
         m_lastDirectLayout = layout(m_keys);
     e.layout = m_lastDirectLayout;
-    return m_warnings.empty(); // a warning (a frame's line beyond 64 bits) is the tree path's to give
+    // A warning (a frame's line beyond 64 bits, the only one stack() gives) is the tree path's to give.
+    return m_warnings.count(LoadWarning::Kind::LostInteger) == 0;
 }
 
 void Builder::adoptTables(const Snapshot& direct)
@@ -1060,9 +1061,17 @@ Error Builder::build(NodeId root)
     };
     m_s.streams.push_back(0);
     m_streamSeen.emplace(0, true);
+    // Once per entry: most entries are on the stream of the entry before, and emplace() makes (and frees) a node
+    // even for a key it has (callgrind on big_trace: a tenth of a load).
+    int64_t lastStream = 0;
     auto seeStream = [&](int64_t stream) {
-        if (m_streamSeen.emplace(stream, true).second)
+        if (stream == lastStream)
+            return;
+        lastStream = stream;
+        if (m_streamSeen.find(stream) == m_streamSeen.end()) {
+            m_streamSeen.emplace(stream, true);
             m_s.streams.push_back(stream);
+        }
     };
     for (size_t device = 0; device < m_s.deviceTraces.size(); ++device) {
         auto& trace = m_s.deviceTraces[device];
