@@ -675,7 +675,7 @@ NodeId Machine::fastNode(int depth)
         case op::EmptyDict: node = m_tree.addContainer(code == op::EmptyDict ? NodeType::Dict : NodeType::List); ++m_pos; break;
         case op::BinGet:
         case op::LongBinGet: {
-            uint32_t slot;
+            uint32_t slot = NoNode;
             if (!fastGet(code, slot))
                 return NoNode;
             if (slot >= TagString) {
@@ -741,7 +741,7 @@ NodeId Machine::fastNode(int depth)
         bool item = !isDict && code == op::EmptyDict;
         if (!isDict && (code == op::BinGet || code == op::LongBinGet)) {
             const uint64_t at = m_pos;
-            uint32_t slot;
+            uint32_t slot = NoNode;
             if (!fastGet(code, slot))
                 return NoNode;
             m_pos = at;
@@ -790,7 +790,7 @@ bool Machine::fastFrames(FastItem& item, uint32_t index)
         bool frameNext = code == op::EmptyDict;
         if (code == op::BinGet || code == op::LongBinGet) {
             const uint64_t at = m_pos;
-            uint32_t slot;
+            uint32_t slot = NoNode;
             if (!fastGet(code, slot))
                 return false;
             m_pos = at;
@@ -839,7 +839,7 @@ bool Machine::fastEntry(NodeId list)
         uint32_t length = 0;
         bool matched = false;
         if (code == op::BinGet || code == op::LongBinGet) {
-            uint32_t slot;
+            uint32_t slot = NoNode;
             if (!fastGet(code, slot))
                 return false;
             if (slot < TagString) {
@@ -882,7 +882,7 @@ bool Machine::fastEntry(NodeId list)
             if (!fastMemoAfter(0, index))
                 return false;
         } else if (code == op::BinGet || code == op::LongBinGet) {
-            uint32_t slot;
+            uint32_t slot = NoNode;
             if (!fastGet(code, slot))
                 return false;
             if (slot < TagString) {
@@ -973,7 +973,7 @@ Error Machine::run(NodeId& root)
     uint64_t nextProgress = 1u << 20;
     // How often the consumer hears what input is behind: often enough that a mapped file's pages go as the entries
     // grow, seldom enough that the madvise calls cost nothing.
-    constexpr uint64_t ConsumedStep = uint64_t(32) << 20;
+    constexpr uint64_t ConsumedStep = uint64_t(8) << 20;
     uint64_t nextConsumed = m_consumed && *m_consumed ? ConsumedStep : UINT64_MAX;
     std::string scratch;
 

@@ -7,8 +7,10 @@
 #include "testutil.h"
 
 #include <QDir>
+#include <QTemporaryDir>
 #include <QTest>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -199,6 +201,7 @@ private Q_SLOTS:
     void sameSnapshot();
     void sameSnapshotFromOurWriter_data() { sameSnapshot_data(); }
     void sameSnapshotFromOurWriter();
+    void sameSnapshotFromLargeFile();
     void sameErrorOnEveryCut();
     void sameResultWhenCorrupted_data();
     void sameResultWhenCorrupted();
@@ -243,6 +246,28 @@ void TestDirectPath::sameSnapshotFromOurWriter()
     const std::string pickle = io::encodePickle(*loaded.snapshot);
     const std::string diff
         = compareLoads({ reinterpret_cast<const uint8_t*>(pickle.data()), pickle.size() }, path.toStdString());
+    QVERIFY2(diff.empty(), diff.c_str());
+}
+
+// A file large enough that the load drops the mapped pages it has consumed (every 8 MB): what the tree nodes still
+// point into is read back from the file.
+void TestDirectPath::sameSnapshotFromLargeFile()
+{
+    const std::vector<uint8_t> bytes = fileBytes(test::snapshotPath("big_trace.pickle.xz"));
+    QVERIFY(bytes.size() > (uint64_t(16) << 20));
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = dir.filePath(QStringLiteral("big_trace.pickle")).toStdString();
+    FILE* f = std::fopen(path.c_str(), "wb");
+    QVERIFY(f);
+    QCOMPARE(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+    QCOMPARE(std::fclose(f), 0);
+    io::LoadOptions tree;
+    tree.directTraces = false;
+    const io::LoadResult expected = io::loadSnapshotFromMemory(bytes, path, tree);
+    const io::LoadResult actual = io::loadSnapshot(path);
+    QVERIFY(expected.ok() && actual.ok());
+    const std::string diff = difference(*expected.snapshot, *actual.snapshot);
     QVERIFY2(diff.empty(), diff.c_str());
 }
 
