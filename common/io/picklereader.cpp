@@ -3,6 +3,11 @@
 // Opcode numbers and argument encodings: CPython Lib/pickletools.py. Behaviour copied from CPython's unpickler
 // (Modules/_pickle.c) where it matters: MEMOIZE stores at the count of filled memo slots, INT "00"/"01" are
 // False/True (protocol 0), LONG1/LONG4 are little-endian two's complement, a dict's last duplicate key wins.
+//
+// The direct path for trace entries (picklereader.h) reads the opcodes CPython's pickler writes for a dict of plain
+// values (Lib/pickle.py, save_dict and _batch_setitems: EMPTY_DICT, the memo, MARK, key and value pairs, SETITEMS;
+// ints as BININT1/BININT2/BININT/LONG1, str as SHORT_BINUNICODE/BINUNICODE, objects seen before as memo GETs) and
+// declines anything else.
 #include "io/picklereader.h"
 
 #include "io/textcodec.h"
@@ -123,17 +128,149 @@ const char* unsafeOpcodeName(uint8_t code)
     }
 }
 
+// Memo slots in the direct path hold a NodeId below 2^30, or a tagged value that has no node: a StringId of the sink
+// (a string value of a trace entry), a StackId (a frames list), an item of the entry being decoded (its value is not interned yet), or an
+// entry (nothing may refer to one: a reference declines). Without a sink every slot is a NodeId.
+constexpr uint32_t TagMask = 0xC0000000u;
+constexpr uint32_t TagString = 0x40000000u;
+constexpr uint32_t TagStack = 0x80000000u; // | a StackId of the sink: a frames list first met in an entry
+constexpr uint32_t TagPending = 0xC0000000u; // | the item's index
+constexpr uint32_t OpaqueSlot = 0xFFFFFFFEu;
+constexpr uint32_t MaxItems = 64; // keys of one entry the direct path takes (PyTorch writes 9)
+static_assert(NoNode == 0xFFFFFFFFu && (OpaqueSlot & TagMask) == TagPending && MaxItems < OpaqueSlot - TagPending);
+
 class Machine {
 public:
-    Machine(std::span<const uint8_t> data, ValueTree& tree, const PickleLimits& limits, const ProgressFn& progress)
+    Machine(std::span<const uint8_t> data, ValueTree& tree, const PickleLimits& limits, const ProgressFn& progress,
+            TraceSink* sink = nullptr, const ConsumedFn* consumed = nullptr)
         : m_data(data)
         , m_tree(tree)
         , m_limits(limits)
         , m_progress(progress)
+        , m_sink(sink)
+        , m_consumed(consumed)
     {
     }
 
     Error run(NodeId& root);
+    bool declined() const { return m_declined; }
+
+private:
+    // --- The direct path (sink only) ---------------------------------------------------------------------------
+    bool decline()
+    {
+        m_declined = true;
+        m_error = fail(ErrorCode::Cancelled, "the direct path declined", m_pos);
+        return false;
+    }
+    bool isTraceList(NodeId n) const
+    {
+        return std::find(m_traceLists.begin(), m_traceLists.end(), n) != m_traceLists.end();
+    }
+    size_t traceListIndex(NodeId n) const
+    {
+        return size_t(std::find(m_traceLists.begin(), m_traceLists.end(), n) - m_traceLists.begin());
+    }
+    // Every append of the general path. With a sink, an entry the sink took is a placeholder on the stack, where
+    // the tree path has its dict, so that whatever the opcodes do with it they do on both paths; it may only go into
+    // its trace list, once (no DUP, no memo: so the placeholders of a list are its entries, in order), and the
+    // trace list gets nothing else. Anything else declines; STOP checks the counts.
+    [[gnu::always_inline]] bool place(NodeId target, std::span<const NodeId> children)
+    {
+        if (m_sink) [[unlikely]] {
+            if ((target == m_placeholder && target != NoNode) || frozen(target))
+                return decline();
+            const size_t list = traceListIndex(target);
+            if (list < m_traceLists.size()) {
+                for (NodeId c : children)
+                    if (c != m_placeholder)
+                        return decline();
+                m_placed[list] += children.size();
+                return true;
+            }
+            if (m_placeholder != NoNode && std::find(children.begin(), children.end(), m_placeholder) != children.end())
+                return decline();
+        }
+        m_tree.append(target, children);
+        return true;
+    }
+    // At STOP: every entry the sink took is in its list (placeholders and entries counted alike, place()), and the
+    // tree reaches the trace lists only through the root: each trace list is held once (by the outer list), each
+    // outer list once (by the root), the root by nothing. Then no value but the root's device_traces could show the
+    // trace lists, whose entries the tree does not have.
+    bool directPathHolds(NodeId root)
+    {
+        if (root == m_placeholder || m_sunk != m_placed || isTraceList(root))
+            return false;
+        std::vector<uint32_t> listRefs(m_traceLists.size()), outerRefs(m_outerLists.size());
+        uint32_t rootRefs = 0;
+        m_tree.forEachReference([&](NodeId c) {
+            const size_t l = traceListIndex(c);
+            if (l < m_traceLists.size())
+                ++listRefs[l];
+            const size_t o = size_t(std::find(m_outerLists.begin(), m_outerLists.end(), c) - m_outerLists.begin());
+            if (o < m_outerLists.size())
+                ++outerRefs[o];
+            rootRefs += c == root;
+        });
+        return rootRefs == 0 && std::all_of(listRefs.begin(), listRefs.end(), [](uint32_t n) { return n == 1; })
+            && std::all_of(outerRefs.begin(), outerRefs.end(), [](uint32_t n) { return n == 1; });
+    }
+    // The opcode at m_pos, past any FRAME (protocol 4: between any two opcodes); false at the end of the data or at
+    // a frame the general path would refuse.
+    [[gnu::always_inline]] bool peekOp(uint8_t& code)
+    {
+        while (true) {
+            if (m_pos >= m_data.size())
+                return false;
+            code = m_data[m_pos];
+            if (code != 0x95) // FRAME
+                return true;
+            if (!have(9))
+                return false;
+            uint64_t frameSize;
+            std::memcpy(&frameSize, m_data.data() + m_pos + 1, 8);
+            m_pos += 9;
+            if (!have(frameSize))
+                return false;
+        }
+    }
+    // Stores `value` at memo slot `index` as memoStore does; false (declining) past the limits.
+    bool fastMemoPut(uint64_t index, uint32_t value)
+    {
+        if (index >= m_limits.maxMemo || index > m_data.size())
+            return decline();
+        if (index == m_memo.size()) [[likely]] { // MEMOIZE: the next slot
+            m_memo.push_back(value);
+            ++m_memoFilled;
+            return true;
+        }
+        if (index > m_memo.size())
+            m_memo.resize(index + 1, NoNode);
+        if (m_memo[index] == NoNode)
+            ++m_memoFilled;
+        m_memo[index] = value;
+        return true;
+    }
+    // The memo opcodes right after a value, storing `value` (or, with `slots`, noting the slots to fill later);
+    // false declines.
+    bool fastMemoAfter(uint32_t value, uint32_t pendingItem = UINT32_MAX);
+    // An integer opcode (BININT1, BININT2, BININT, LONG1 of at most 8 bytes) at m_pos; false when it is none of them
+    // (nothing consumed) or is cut (declined).
+    bool fastInt(uint8_t code, int64_t& value, bool& isInt);
+    // A str opcode (SHORT_BINUNICODE, BINUNICODE, BINUNICODE8) at m_pos: its offset and length in the input.
+    bool fastText(uint8_t code, uint64_t& offset, uint32_t& length, bool& isText);
+    // A memo GET's slot; false declines.
+    bool fastGet(uint8_t code, uint32_t& slot);
+    // One value as a tree node (frames lists and their frame dicts, the first time they appear), `depth` levels
+    // down; NoNode declines.
+    NodeId fastNode(int depth);
+    // The dict that starts at m_pos (just past its EMPTY_DICT, to its SETITEMS), an entry of trace list `list`.
+    // False declines.
+    bool fastEntry(NodeId list);
+    // The frames list that starts at m_pos (an EMPTY_LIST in an entry): its frame dicts into m_frameBuffer (`item`
+    // says where), for the sink to resolve; no node for the list itself. False declines.
+    bool fastFrames(FastItem& item, uint32_t index);
 
 private:
     Error fail(ErrorCode code, std::string message, uint64_t offset) const
@@ -192,6 +329,26 @@ private:
     std::vector<NodeId> m_memo;
     uint64_t m_memoFilled = 0;
     Error m_error;
+    TraceSink* m_sink = nullptr;
+    const ConsumedFn* m_consumed = nullptr;
+    std::vector<NodeId> m_traceLists; // the lists of device_traces, whose entries go to the sink
+    std::vector<uint64_t> m_sunk, m_placed; // per trace list: entries the sink took, placeholders appended to it
+    NodeId m_placeholder = NoNode; // an empty dict standing for an entry the sink took
+    std::vector<NodeId> m_outerLists; // the lists that hold the trace lists (device_traces)
+    bool m_declined = false;
+    std::vector<FastItem> m_items;
+    std::vector<std::pair<uint64_t, uint32_t>> m_pendingSlots; // (memo slot, item) of the entry being decoded
+    std::vector<NodeId> m_frameBuffer; // the frame dicts of the entry's new frames lists
+    // Containers the sink has read (frames lists, frame dicts): the tree path reads them after the whole parse, so
+    // one that gains children later declines (place()).
+    std::vector<uint8_t> m_frozen;
+    bool frozen(NodeId n) const { return n < m_frozen.size() && m_frozen[n]; }
+    void freeze(NodeId n)
+    {
+        if (n >= m_frozen.size())
+            m_frozen.resize(std::max<size_t>(size_t(n) + 1, m_frozen.size() * 2));
+        m_frozen[n] = 1;
+    }
 };
 
 // Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L'). Returns
@@ -350,12 +507,474 @@ NodeId Machine::textInteger(uint8_t code, std::string_view line, uint64_t at)
                                  : m_tree.addBigInt(at);
 }
 
+[[gnu::always_inline]] inline bool Machine::fastMemoAfter(uint32_t value, uint32_t pendingItem)
+{
+    uint8_t code;
+    while (peekOp(code)) {
+        uint64_t index;
+        if (code == op::Memoize) {
+            index = m_memoFilled;
+            m_pos += 1;
+        } else if (code == op::BinPut) {
+            if (!have(2))
+                return decline();
+            index = m_data[m_pos + 1];
+            m_pos += 2;
+        } else if (code == op::LongBinPut) {
+            if (!have(5))
+                return decline();
+            uint32_t v;
+            std::memcpy(&v, m_data.data() + m_pos + 1, 4);
+            index = v;
+            m_pos += 5;
+        } else {
+            return true;
+        }
+        if (!fastMemoPut(index, pendingItem == UINT32_MAX ? value : TagPending | pendingItem))
+            return false;
+        if (pendingItem != UINT32_MAX)
+            m_pendingSlots.emplace_back(index, pendingItem);
+    }
+    return decline(); // the data ends
+}
+
+[[gnu::always_inline]] inline bool Machine::fastGet(uint8_t code, uint32_t& slot)
+{
+    uint64_t index;
+    if (code == op::BinGet) {
+        if (!have(2))
+            return decline();
+        index = m_data[m_pos + 1];
+        m_pos += 2;
+    } else {
+        if (!have(5))
+            return decline();
+        uint32_t v;
+        std::memcpy(&v, m_data.data() + m_pos + 1, 4);
+        index = v;
+        m_pos += 5;
+    }
+    if (index >= m_memo.size() || m_memo[index] == NoNode)
+        return decline();
+    slot = m_memo[index];
+    return true;
+}
+
+[[gnu::always_inline]] inline bool Machine::fastInt(uint8_t code, int64_t& value, bool& isInt)
+{
+    isInt = true;
+    switch (code) {
+    case op::BinInt1:
+        if (!have(2))
+            return decline();
+        value = m_data[m_pos + 1];
+        m_pos += 2;
+        return true;
+    case op::BinInt2: {
+        if (!have(3))
+            return decline();
+        uint16_t v;
+        std::memcpy(&v, m_data.data() + m_pos + 1, 2);
+        value = v;
+        m_pos += 3;
+        return true;
+    }
+    case op::BinInt: {
+        if (!have(5))
+            return decline();
+        int32_t v;
+        std::memcpy(&v, m_data.data() + m_pos + 1, 4);
+        value = v;
+        m_pos += 5;
+        return true;
+    }
+    case op::Long1: {
+        if (!have(2))
+            return decline();
+        const uint64_t n = m_data[m_pos + 1];
+        if (n > 8 || !have(2 + n))
+            return decline(); // wider: the general path says what it is
+        uint64_t raw = 0;
+        if (m_data.size() - m_pos >= 10) {
+            std::memcpy(&raw, m_data.data() + m_pos + 2, 8); // the bytes past the n-th are shifted out below
+        } else {
+            for (uint64_t i = 0; i < n; ++i)
+                raw |= uint64_t(m_data[m_pos + 2 + i]) << (8 * i);
+        }
+        const unsigned shift = unsigned(64 - 8 * n);
+        value = n == 0 ? 0 : static_cast<int64_t>(raw << shift) >> shift; // as longBytes
+        m_pos += 2 + n;
+        return true;
+    }
+    default: isInt = false; return false;
+    }
+}
+
+[[gnu::always_inline]] inline bool Machine::fastText(uint8_t code, uint64_t& offset, uint32_t& length, bool& isText)
+{
+    isText = true;
+    uint64_t n = 0, header = 0;
+    switch (code) {
+    case op::ShortBinUnicode:
+        if (!have(2))
+            return decline();
+        n = m_data[m_pos + 1];
+        header = 2;
+        break;
+    case op::BinUnicode: {
+        if (!have(5))
+            return decline();
+        uint32_t v;
+        std::memcpy(&v, m_data.data() + m_pos + 1, 4);
+        n = v;
+        header = 5;
+        break;
+    }
+    case op::BinUnicode8:
+        if (!have(9))
+            return decline();
+        std::memcpy(&n, m_data.data() + m_pos + 1, 8);
+        header = 9;
+        break;
+    default: isText = false; return false;
+    }
+    if (n > UINT32_MAX || !have(header + n))
+        return decline();
+    offset = m_pos + header;
+    length = static_cast<uint32_t>(n);
+    m_pos += header + n;
+    return true;
+}
+
+NodeId Machine::fastNode(int depth)
+{
+    uint8_t code;
+    if (depth > 8 || !peekOp(code)) {
+        decline();
+        return NoNode;
+    }
+    NodeId node = NoNode;
+    int64_t integer = 0;
+    uint64_t offset = 0;
+    uint32_t length = 0;
+    bool matched = false;
+    if (fastInt(code, integer, matched)) {
+        node = m_tree.addInt(integer);
+    } else if (matched) {
+        return NoNode;
+    } else if (fastText(code, offset, length, matched)) {
+        node = m_tree.addInputString(NodeType::String, offset, length);
+    } else if (matched) {
+        return NoNode;
+    } else {
+        switch (code) {
+        case op::None: node = m_tree.addNone(); ++m_pos; break;
+        case op::NewTrue:
+        case op::NewFalse: node = m_tree.addBool(code == op::NewTrue); ++m_pos; break;
+        case op::EmptyList:
+        case op::EmptyDict: node = m_tree.addContainer(code == op::EmptyDict ? NodeType::Dict : NodeType::List); ++m_pos; break;
+        case op::BinGet:
+        case op::LongBinGet: {
+            uint32_t slot = NoNode;
+            if (!fastGet(code, slot))
+                return NoNode;
+            if (slot >= TagString) {
+                if ((slot & TagMask) != TagString) {
+                    decline();
+                    return NoNode;
+                }
+                slot = m_tree.addOwnedString(NodeType::String, m_sink->text(model::StringId { slot & ~TagMask }));
+            }
+            node = slot;
+            break;
+        }
+        default: decline(); return NoNode;
+        }
+    }
+    if (node >= TagString || !fastMemoAfter(node)) {
+        decline();
+        return NoNode;
+    }
+    const NodeType type = m_tree.type(node);
+    if (type != NodeType::List && type != NodeType::Dict)
+        return node;
+    if (code != op::EmptyList && code != op::EmptyDict)
+        return node; // a container seen before: complete
+    // Its items: MARK ... APPENDS/SETITEMS batches (save_list, save_dict), or one list item and APPEND. Another
+    // opcode ends it: the value after it is not ours.
+    const bool isDict = type == NodeType::Dict;
+    while (true) {
+        if (!peekOp(code)) {
+            decline();
+            return NoNode;
+        }
+        if (code == op::Mark) {
+            ++m_pos;
+            const size_t base = m_stack.size();
+            while (true) {
+                if (!peekOp(code)) {
+                    decline();
+                    return NoNode;
+                }
+                if (code == (isDict ? op::SetItems : op::Appends)) {
+                    ++m_pos;
+                    break;
+                }
+                const NodeId child = fastNode(depth + 1);
+                if (child == NoNode || m_stack.size() >= m_limits.maxStack) {
+                    decline();
+                    return NoNode;
+                }
+                m_stack.push_back(child);
+            }
+            const size_t count = m_stack.size() - base;
+            if (isDict && count % 2 != 0) {
+                decline();
+                return NoNode;
+            }
+            m_tree.append(node, std::span<const NodeId>(m_stack.data() + base, count));
+            m_stack.resize(base);
+            continue;
+        }
+        // One item and APPEND (a one-frame stack): the item is a frame dict, new or from the memo; a key of the
+        // entry (a str) is not one.
+        bool item = !isDict && code == op::EmptyDict;
+        if (!isDict && (code == op::BinGet || code == op::LongBinGet)) {
+            const uint64_t at = m_pos;
+            uint32_t slot = NoNode;
+            if (!fastGet(code, slot))
+                return NoNode;
+            m_pos = at;
+            item = slot < TagString && m_tree.type(slot) == NodeType::Dict;
+        }
+        if (!item)
+            return node;
+        const NodeId child = fastNode(depth + 1);
+        if (child == NoNode || !peekOp(code) || code != op::Append) {
+            decline();
+            return NoNode;
+        }
+        ++m_pos;
+        m_tree.append(node, std::span<const NodeId>(&child, 1));
+    }
+}
+
+bool Machine::fastFrames(FastItem& item, uint32_t index)
+{
+    ++m_pos; // EMPTY_LIST
+    if (!fastMemoAfter(0, index)) // its slots get its stack once the sink has it
+        return false;
+    const size_t begin = m_frameBuffer.size();
+    uint8_t code;
+    while (true) {
+        if (!peekOp(code))
+            return decline();
+        if (code == op::Mark) {
+            ++m_pos;
+            while (true) {
+                if (!peekOp(code))
+                    return decline();
+                if (code == op::Appends) {
+                    ++m_pos;
+                    break;
+                }
+                const NodeId frame = fastNode(1);
+                if (frame == NoNode)
+                    return false;
+                m_frameBuffer.push_back(frame);
+            }
+            continue;
+        }
+        // One frame and APPEND (a one-frame stack): a frame dict, new or from the memo; a key of the entry (a str)
+        // or its SETITEMS ends the list.
+        bool frameNext = code == op::EmptyDict;
+        if (code == op::BinGet || code == op::LongBinGet) {
+            const uint64_t at = m_pos;
+            uint32_t slot = NoNode;
+            if (!fastGet(code, slot))
+                return false;
+            m_pos = at;
+            frameNext = slot < TagString && m_tree.type(slot) == NodeType::Dict;
+        }
+        if (!frameNext)
+            break;
+        const NodeId frame = fastNode(1);
+        if (frame == NoNode)
+            return false;
+        if (!peekOp(code) || code != op::Append)
+            return decline();
+        ++m_pos;
+        m_frameBuffer.push_back(frame);
+    }
+    item.kind = FastItem::Kind::Frames;
+    item.integer = int64_t(begin);
+    item.id = uint32_t(m_frameBuffer.size() - begin);
+    return true;
+}
+
+bool Machine::fastEntry(NodeId list)
+{
+    if (!fastMemoAfter(OpaqueSlot))
+        return false;
+    uint8_t code;
+    if (!peekOp(code) || code != op::Mark)
+        return decline();
+    ++m_pos;
+    m_items.clear();
+    m_pendingSlots.clear();
+    m_frameBuffer.clear();
+    while (true) {
+        if (!peekOp(code))
+            return decline();
+        if (code == op::SetItems) {
+            ++m_pos;
+            break;
+        }
+        if (m_items.size() >= MaxItems)
+            return decline();
+        const uint32_t index = static_cast<uint32_t>(m_items.size());
+        FastItem& item = m_items.emplace_back();
+        // The key: a str seen before (a memo reference), or new (then a node, for the entries after it).
+        uint64_t offset = 0;
+        uint32_t length = 0;
+        bool matched = false;
+        if (code == op::BinGet || code == op::LongBinGet) {
+            uint32_t slot = NoNode;
+            if (!fastGet(code, slot))
+                return false;
+            if (slot < TagString) {
+                if (m_tree.type(slot) != NodeType::String)
+                    return decline();
+                item.key = slot;
+            } else if ((slot & TagMask) == TagString) {
+                item.key = slot & ~TagMask;
+                item.keyIsNode = false;
+            } else {
+                return decline();
+            }
+        } else if (fastText(code, offset, length, matched)) {
+            const NodeId node = m_tree.addInputString(NodeType::String, offset, length);
+            if (node >= TagString || !fastMemoAfter(node))
+                return decline();
+            item.key = node;
+        } else {
+            return decline();
+        }
+        // The value.
+        if (!peekOp(code))
+            return decline();
+        if (fastInt(code, item.integer, matched)) {
+            item.kind = FastItem::Kind::Int;
+            if (!fastMemoAfter(0, index))
+                return false;
+        } else if (matched) {
+            return false;
+        } else if (fastText(code, offset, length, matched)) {
+            item.kind = FastItem::Kind::Text;
+            item.text = std::string_view(reinterpret_cast<const char*>(m_data.data()) + offset, length);
+            if (!fastMemoAfter(0, index))
+                return false;
+        } else if (matched) {
+            return false;
+        } else if (code == op::None) {
+            ++m_pos;
+            item.kind = FastItem::Kind::None;
+            if (!fastMemoAfter(0, index))
+                return false;
+        } else if (code == op::BinGet || code == op::LongBinGet) {
+            uint32_t slot = NoNode;
+            if (!fastGet(code, slot))
+                return false;
+            if (slot < TagString) {
+                if (isTraceList(slot))
+                    return decline(); // its entries are the sink's: the tree does not have them
+                switch (m_tree.type(slot)) {
+                case NodeType::String:
+                    item.kind = FastItem::Kind::Text;
+                    item.text = m_tree.string(slot);
+                    break;
+                case NodeType::None: item.kind = FastItem::Kind::None; break;
+                case NodeType::Int:
+                    item.kind = FastItem::Kind::Int;
+                    item.integer = m_tree.integer(slot);
+                    break;
+                default:
+                    item.kind = FastItem::Kind::Node;
+                    item.id = slot;
+                }
+            } else if ((slot & TagMask) == TagString) {
+                item.kind = FastItem::Kind::String;
+                item.id = slot & ~TagMask;
+            } else if ((slot & TagMask) == TagStack) {
+                item.kind = FastItem::Kind::Stack;
+                item.id = slot & ~TagMask;
+            } else if ((slot & TagMask) == TagPending && slot != OpaqueSlot && slot != NoNode
+                       && (slot & ~TagMask) < index) {
+                const FastItem& earlier = m_items[slot & ~TagMask]; // a value of this entry, not interned yet
+                item.kind = earlier.kind;
+                item.integer = earlier.integer;
+                item.text = earlier.text;
+                item.id = earlier.id;
+            } else {
+                return decline();
+            }
+        } else if (code == op::EmptyList) {
+            if (!fastFrames(item, index))
+                return false;
+        } else if (code == op::NewTrue || code == op::NewFalse) {
+            const NodeId node = fastNode(0);
+            if (node == NoNode)
+                return false;
+            item.kind = FastItem::Kind::Node;
+            item.id = node;
+        } else {
+            return decline();
+        }
+    }
+    for (FastItem& item : m_items)
+        if (item.kind == FastItem::Kind::Frames) // (the buffer has stopped moving)
+            item.frames = std::span<const NodeId>(m_frameBuffer.data() + item.integer, item.id);
+    if (!m_sink->entry(list, m_items))
+        return decline();
+    for (const FastItem& item : m_items) {
+        if (item.kind == FastItem::Kind::Node && !frozen(item.id) && m_tree.isContainer(item.id)) {
+            freeze(item.id);
+            m_tree.forEachChild(item.id, [&](NodeId c) { freeze(c); });
+        }
+        for (NodeId frame : item.frames)
+            if (!frozen(frame))
+                freeze(frame);
+    }
+    // The memo slots that named this entry's values, now that they have ids (or, rarely, nodes).
+    for (const auto& [slot, index] : m_pendingSlots) {
+        const FastItem& item = m_items[index];
+        uint32_t value = NoNode;
+        switch (item.kind) {
+        case FastItem::Kind::String: value = item.id < TagString ? TagString | item.id : NoNode; break;
+        case FastItem::Kind::Int: value = m_tree.addInt(item.integer); break;
+        case FastItem::Kind::None: value = m_tree.addNone(); break;
+        case FastItem::Kind::Node: value = item.id; break;
+        case FastItem::Kind::Stack: value = item.id < TagString ? TagStack | item.id : NoNode; break;
+        case FastItem::Kind::Text:
+        case FastItem::Kind::Frames: break;
+        }
+        if (value == NoNode || (value >= TagString && (value & TagMask) != TagString && (value & TagMask) != TagStack))
+            return decline();
+        m_memo[slot] = value;
+    }
+    return true;
+}
+
 Error Machine::run(NodeId& root)
 {
     const uint64_t size = m_data.size();
     m_memo.reserve(size / 40 + 16);
     m_stack.reserve(4096);
     uint64_t nextProgress = 1u << 20;
+    // How often the consumer hears what input is behind: often enough that a mapped file's pages go as the entries
+    // grow, seldom enough that the madvise calls cost nothing.
+    constexpr uint64_t ConsumedStep = uint64_t(8) << 20;
+    uint64_t nextConsumed = m_consumed && *m_consumed ? ConsumedStep : UINT64_MAX;
     std::string scratch;
 
     while (m_pos < size) {
@@ -363,6 +982,10 @@ Error Machine::run(NodeId& root)
             nextProgress = m_pos + (1u << 20);
             if (!m_progress(m_pos, size))
                 return fail(ErrorCode::Cancelled, "loading was cancelled", m_pos);
+        }
+        if (m_pos >= nextConsumed) [[unlikely]] {
+            nextConsumed = m_pos + ConsumedStep;
+            (*m_consumed)(m_pos);
         }
         const uint64_t at = m_pos;
         const uint8_t code = m_data[m_pos++];
@@ -413,6 +1036,8 @@ Error Machine::run(NodeId& root)
                             at));
             if (index >= m_memo.size())
                 m_memo.resize(index + 1, NoNode);
+            if (m_sink && (m_stack.back() >= TagString || m_stack.back() == m_placeholder))
+                return decline(); // a node id the tags would shadow, or an entry the sink took
             if (m_memo[index] == NoNode)
                 ++m_memoFilled;
             m_memo[index] = m_stack.back();
@@ -422,6 +1047,17 @@ Error Machine::run(NodeId& root)
             if (index >= m_memo.size() || m_memo[index] == NoNode)
                 return setError(fail(ErrorCode::Corrupt,
                             "memo reference " + std::to_string(index) + " was never stored: the file is corrupt", at));
+            if (m_sink && isTraceList(m_memo[index])) [[unlikely]]
+                return decline(); // its entries are the sink's: the tree does not have them
+            if (m_sink && m_memo[index] >= TagString) [[unlikely]] {
+                // A string the direct path interned, wanted outside it: made a node now (anything else declines).
+                if ((m_memo[index] & TagMask) != TagString)
+                    return decline();
+                const std::string_view text = m_sink->text(model::StringId { m_memo[index] & ~TagMask });
+                m_memo[index] = m_tree.addOwnedString(NodeType::String, text);
+                if (m_memo[index] >= TagString)
+                    return decline();
+            }
             if (!pushNode(m_memo[index]))
                 return setError(tooManyValues());
             return true;
@@ -457,7 +1093,8 @@ Error Machine::run(NodeId& root)
         };
         auto tupleFrom = [&](size_t first) -> bool {
             const NodeId t = m_tree.addContainer(NodeType::Tuple);
-            m_tree.append(t, std::span<const NodeId>(m_stack.data() + first, m_stack.size() - first));
+            if (!place(t, std::span<const NodeId>(m_stack.data() + first, m_stack.size() - first)))
+                return false;
             m_stack.resize(first);
             m_stack.push_back(t);
             return true;
@@ -498,6 +1135,8 @@ Error Machine::run(NodeId& root)
             if (!m_marks.empty())
                 return fail(ErrorCode::Corrupt, "the pickle stops with an unclosed MARK: the file is corrupt", at);
             root = m_stack.back();
+            if (m_sink && !m_traceLists.empty() && !directPathHolds(root))
+                return decline(), std::move(m_error);
             return {};
         }
         case op::Mark:
@@ -525,6 +1164,8 @@ Error Machine::run(NodeId& root)
         case op::Dup:
             if (m_stack.empty())
                 return underflow();
+            if (m_sink && m_stack.back() == m_placeholder)
+                return decline(), std::move(m_error);
             if (!pushNode(m_stack.back()))
                 return tooManyValues();
             break;
@@ -644,10 +1285,52 @@ Error Machine::run(NodeId& root)
                 return tooManyValues();
             break;
         }
-        case op::EmptyList:
         case op::EmptyDict:
+            if (m_sink && !m_stack.empty()) {
+                // An entry of a trace list: the first of an APPENDS batch or one for APPEND (the list on top), or one
+                // after another (the list under the batch's MARK). A wrong guess declines (place()).
+                const NodeId top = m_stack.back();
+                size_t list = traceListIndex(top);
+                if (list == m_traceLists.size() && top == m_placeholder && !m_marks.empty() && m_marks.back() > 0
+                    && m_marks.back() <= m_stack.size())
+                    list = traceListIndex(m_stack[m_marks.back() - 1]);
+                if (list < m_traceLists.size()) {
+                    ok = fastEntry(m_traceLists[list]);
+                    if (ok) {
+                        ++m_sunk[list];
+                        if (m_placeholder == NoNode)
+                            m_placeholder = m_tree.addContainer(NodeType::Dict);
+                        if (!pushNode(m_placeholder))
+                            return tooManyValues();
+                    }
+                    break;
+                }
+            }
+            [[fallthrough]];
+        case op::EmptyList:
         case op::EmptyTuple:
         case op::EmptySet: {
+            if (m_sink && code == op::EmptyList) {
+                // A list of device_traces: what lies below it (past the lists of devices before it) is the outer
+                // list and the key 'device_traces' (torch/csrc/cuda/memory_snapshot.cpp writes it so; the builder
+                // checks that it was the top-level dict's).
+                size_t i = m_stack.size();
+                while (i > 0 && isTraceList(m_stack[i - 1]))
+                    --i;
+                if (i >= 2 && m_tree.type(m_stack[i - 1]) == NodeType::List
+                    && m_tree.type(m_stack[i - 2]) == NodeType::String
+                    && m_tree.string(m_stack[i - 2]) == "device_traces") {
+                    const NodeId list = m_tree.addContainer(NodeType::List);
+                    m_traceLists.push_back(list);
+                    m_sunk.push_back(0);
+                    m_placed.push_back(0);
+                    if (std::find(m_outerLists.begin(), m_outerLists.end(), m_stack[i - 1]) == m_outerLists.end())
+                        m_outerLists.push_back(m_stack[i - 1]);
+                    if (!pushNode(list))
+                        return tooManyValues();
+                    break;
+                }
+            }
             const NodeType t = code == op::EmptyDict ? NodeType::Dict
                 : code == op::EmptyTuple             ? NodeType::Tuple
                                                      : NodeType::List;
@@ -661,7 +1344,8 @@ Error Machine::run(NodeId& root)
             const NodeId list = m_stack[m_stack.size() - 2];
             if (m_tree.type(list) != NodeType::List)
                 return fail(ErrorCode::Corrupt, "APPEND to something that is not a list: the file is corrupt", at);
-            m_tree.append(list, std::span<const NodeId>(&m_stack.back(), 1));
+            if (!place(list, std::span<const NodeId>(&m_stack.back(), 1)))
+                return std::move(m_error);
             m_stack.pop_back();
             break;
         }
@@ -682,7 +1366,8 @@ Error Machine::run(NodeId& root)
             const size_t count = m_stack.size() - mark;
             if (code == op::SetItems && count % 2 != 0)
                 return fail(ErrorCode::Corrupt, "SETITEMS with an odd number of values: the file is corrupt", at);
-            m_tree.append(target, std::span<const NodeId>(m_stack.data() + mark, count));
+            if (!place(target, std::span<const NodeId>(m_stack.data() + mark, count)))
+                return std::move(m_error);
             m_stack.resize(mark);
             break;
         }
@@ -692,7 +1377,8 @@ Error Machine::run(NodeId& root)
             const NodeId dict = m_stack[m_stack.size() - 3];
             if (m_tree.type(dict) != NodeType::Dict)
                 return fail(ErrorCode::Corrupt, "SETITEM on something that is not a dict: the file is corrupt", at);
-            m_tree.append(dict, std::span<const NodeId>(m_stack.data() + m_stack.size() - 2, 2));
+            if (!place(dict, std::span<const NodeId>(m_stack.data() + m_stack.size() - 2, 2)))
+                return std::move(m_error);
             m_stack.resize(m_stack.size() - 2);
             break;
         }
@@ -706,7 +1392,8 @@ Error Machine::run(NodeId& root)
             if (code == op::Dict && count % 2 != 0)
                 return fail(ErrorCode::Corrupt, "DICT with an odd number of values: the file is corrupt", at);
             const NodeId c = m_tree.addContainer(code == op::Dict ? NodeType::Dict : NodeType::List);
-            m_tree.append(c, std::span<const NodeId>(m_stack.data() + mark, count));
+            if (!place(c, std::span<const NodeId>(m_stack.data() + mark, count)))
+                return std::move(m_error);
             m_stack.resize(mark);
             m_stack.push_back(c);
             break;
@@ -805,6 +1492,18 @@ Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, 
     tree.reserveFor(data.size());
     Machine machine(data, tree, limits, progress);
     return machine.run(root);
+}
+
+Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, TraceSink& sink, bool& declined,
+                  const PickleLimits& limits, const ProgressFn& progress, const ConsumedFn& consumed)
+{
+    root = NoNode;
+    // The tree holds what is not a trace entry: a small part of a large file.
+    tree.reserveFor(std::min<uint64_t>(data.size(), uint64_t(64) << 20));
+    Machine machine(data, tree, limits, progress, &sink, &consumed);
+    Error e = machine.run(root);
+    declined = machine.declined();
+    return e;
 }
 
 bool looksLikePickle(std::span<const uint8_t> data)

@@ -2,15 +2,25 @@
 // of protocols 0-5 and nothing that executes code. It fills a ValueTree; the SnapshotBuilder turns that into a
 // model::Snapshot. Reentrant; one call per thread.
 //
+// With a TraceSink, the entries of `device_traces` (the bulk of a large snapshot: 13 M entries in a 1 GB file) are
+// decoded straight from the opcodes into the sink, without tree nodes for them: a trace entry then costs the model
+// its TraceEntry and the memo a few slots, instead of about 20 nodes, their children and their memo slots. The
+// direct path takes only what a snapshot written by PyTorch's pickler (or ours) holds; for anything else (an unknown
+// key, an integer beyond int64, a text opcode, a memo reference to an entry, ...) it declines, and the caller parses
+// the same bytes again the general way, so that every error and warning is the general path's.
+//
 // Opcode semantics follow CPython's Lib/pickletools.py (the documented opcode table) and Modules/_pickle.c.
 #pragma once
 
 #include "io/error.h"
 #include "io/valuetree.h"
 
+#include "model/snapshot.h"
+
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 
 namespace memscope::io {
 
@@ -21,11 +31,49 @@ struct PickleLimits {
 };
 
 using ProgressFn = std::function<bool(uint64_t done, uint64_t total)>;
+// Called now and then with the offset below which the direct path no longer needs the input (the caller may drop
+// those pages of a mapped file: tree nodes that point into them fault them back in).
+using ConsumedFn = std::function<void(uint64_t offset)>;
+
+// One key and value of a trace entry's dict, as the direct path decoded it.
+struct FastItem {
+    enum class Kind : uint8_t {
+        Int, // `integer`: an int the opcode itself held (BININT*, LONG1 of at most 8 bytes)
+        Text, // `text`: a string in the input, not yet interned (the sink interns it and makes it String)
+        String, // `id`: a StringId of the sink's table
+        None,
+        Node, // `id`: a tree node (a memo reference, a frames list, a bool)
+        Frames, // `frames`: the frame dicts of a list first met here (the sink resolves it and makes it Stack)
+        Stack, // `id`: a StackId of the sink's tables
+    };
+    uint32_t key = 0; // a String node, or (keyIsNode false) a StringId of the sink's table
+    bool keyIsNode = true;
+    Kind kind = Kind::None;
+    int64_t integer = 0;
+    std::string_view text;
+    uint32_t id = 0;
+    std::span<const NodeId> frames;
+};
+
+// Where the direct path puts trace entries (io/snapshotbuilder.cpp implements it). Called on the parsing thread.
+class TraceSink {
+public:
+    virtual ~TraceSink() = default;
+    // One entry of the trace list `list` (a tree node with no children of its own), its items in file order. Text
+    // items come back as String items. False declines the whole direct path.
+    virtual bool entry(NodeId list, std::span<FastItem> items) = 0;
+    // The text of a StringId the sink gave (a memo reference to it from outside the direct path).
+    virtual std::string_view text(model::StringId id) const = 0;
+};
 
 // Parses `data` as one pickle. On success sets `root` and returns an Error with code None; otherwise the Error
 // has code, message and offset (its path is left empty for the caller to fill in).
 Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, const PickleLimits& limits = {},
                   const ProgressFn& progress = {});
+// The same with the direct path for trace entries (see the top of this file). `declined` is set when the direct path
+// gave up: then nothing of the tree or the sink is to be used, and parsePickle() must parse the data again.
+Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, TraceSink& sink, bool& declined,
+                  const PickleLimits& limits = {}, const ProgressFn& progress = {}, const ConsumedFn& consumed = {});
 
 // True when the bytes look like a pickle (PROTO opcode, or a protocol-0/1 opening opcode).
 bool looksLikePickle(std::span<const uint8_t> data);

@@ -105,16 +105,24 @@ private:
     std::string (*m_call)(const void*);
 };
 
+class DirectTraces;
+
 class Builder {
 public:
-    Builder(const ValueTree& tree, Snapshot& snapshot)
+    Builder(const ValueTree& tree, Snapshot& snapshot, DirectTraces* direct = nullptr)
         : m_tree(tree)
         , m_s(snapshot)
         , m_interner(snapshot)
+        , m_direct(direct)
     {
     }
 
     Error build(NodeId root);
+    // The direct path's entry (picklereader.h), into this builder's snapshot's tables: what traceEntry() makes of
+    // the same dict, or false for anything traceEntry() would warn about, refuse or keep as an extra.
+    bool directEntry(std::span<FastItem> items, TraceEntry& e);
+    // True when build() gave up on a direct path's result (then its Error means nothing).
+    bool declined() const { return m_declined; }
 
 private:
     struct KeyInfo {
@@ -194,16 +202,20 @@ private:
         const NodeType t = m_tree.type(n);
         if (t != NodeType::String && t != NodeType::Bytes)
             return false;
+        out = internText(m_tree.string(n));
+        return true;
+    }
+    StringId internText(std::string_view text)
+    {
         // PyTorch writes a fresh string object for most values ('alloc', 'N/A', ''), so they are not shared
         // through the memo: a small cache keyed by a cheap content hash avoids hashing every one in full.
-        const std::string_view text = m_tree.string(n);
         uint64_t head = 0;
-        std::memcpy(&head, text.data(), std::min<size_t>(text.size(), 8));
+        if (!text.empty())
+            std::memcpy(&head, text.data(), std::min<size_t>(text.size(), 8));
         StringSlot& slot = m_stringCache[(((head ^ text.size()) * 0x9E3779B97F4A7C15ull) >> 54) % CacheSlots];
         if (slot.node == NoNode || m_s.str(slot.id) != text)
-            slot = StringSlot { n, m_s.strings.intern(text) };
-        out = slot.id;
-        return true;
+            slot = StringSlot { 0, m_s.strings.intern(text) };
+        return slot.id;
     }
 
     // A generic value (allocator settings, unknown keys) as a model::Value. What holds an integer wider than 64
@@ -262,6 +274,9 @@ private:
     // `where` is called only to describe an error (building the text per entry would dominate loading time).
     template <typename Where>
     Error stack(NodeId framesNode, StackId& out, const Where& where);
+    // The stack of the frame dicts in m_frameNodes.
+    template <typename Where>
+    Error stackOfFrameNodes(StackId& out, const Where& where);
     Error stack(NodeId framesNode, StackId& out, const std::string& where)
     {
         return stack(framesNode, out, [&] { return where; });
@@ -295,6 +310,97 @@ private:
     LayoutId m_lastLayout {};
     std::unordered_map<int64_t, bool> m_streamSeen;
     WarningCollector m_warnings;
+
+    // The direct path: its entries, and (in the builder that adopts them) its tables' ids mapped to this snapshot's.
+    Error decline()
+    {
+        m_declined = true;
+        Error e;
+        e.code = ErrorCode::Cancelled;
+        return e;
+    }
+    void adoptTables(const Snapshot& direct);
+    void remap(TraceEntry& e) const
+    {
+        e.actionName = StringId { m_stringMap[raw(e.actionName)] };
+        e.compileContext = StringId { m_stringMap[raw(e.compileContext)] };
+        e.userMetadata = StringId { m_stringMap[raw(e.userMetadata)] };
+        e.stack = StackId { m_stackMap[raw(e.stack)] };
+        e.layout = LayoutId { m_layoutMap[raw(e.layout)] };
+    }
+    DirectTraces* m_direct = nullptr;
+    bool m_declined = false;
+    bool m_adopted = false;
+    std::vector<uint32_t> m_stringMap, m_stackMap;
+    std::vector<uint16_t> m_layoutMap;
+    std::vector<bool> m_remapDevice;
+    std::vector<uint8_t> m_actionById; // directEntry: Action by StringId, Action::Count when not known yet
+    struct DirectKey {
+        uint32_t key;
+        bool keyIsNode;
+        KeyInfo info;
+    };
+    std::vector<DirectKey> m_lastDirectKeys; // directEntry: the last entry's keys, and their layout
+    LayoutId m_lastDirectLayout {};
+    struct ListStack {
+        NodeId list = NoNode;
+        uint32_t count = 0;
+        StackId stack {};
+    };
+    std::vector<ListStack> m_stackByList = std::vector<ListStack>(CacheSlots);
+};
+
+// The direct path's sink: one trace per list of device_traces, built into tables of its own (a Snapshot that holds
+// only strings, frames, stacks and layouts), because the general path interns the segments' strings and stacks
+// before the trace's: Builder::build() maps the ids to the final snapshot's in the order the general path would have
+// made them, so both paths give the same ids. Lives for one parse and build; one thread.
+class DirectTraces final : public TraceSink {
+public:
+    explicit DirectTraces(const ValueTree& tree)
+        : m_builder(tree, m_tables)
+    {
+    }
+    bool entry(NodeId list, std::span<FastItem> items) override
+    {
+        if (m_last >= m_lists.size() || m_lists[m_last].list != list) {
+            m_last = 0;
+            while (m_last < m_lists.size() && m_lists[m_last].list != list)
+                ++m_last;
+            if (m_last == m_lists.size())
+                m_lists.push_back(List { list, {}, false });
+        }
+        return m_builder.directEntry(items, m_lists[m_last].trace.emplace_back());
+    }
+    std::string_view text(StringId id) const override { return m_tables.str(id); }
+
+    const Snapshot& tables() const { return m_tables; }
+    // The trace of `list`, once; nullptr when `list` is not a list of the direct path. `twice`: it was taken before.
+    Trace* take(NodeId list, bool& twice)
+    {
+        twice = false;
+        for (List& l : m_lists) {
+            if (l.list != list)
+                continue;
+            twice = l.taken;
+            l.taken = true;
+            return &l.trace;
+        }
+        return nullptr;
+    }
+    bool allTaken() const
+    {
+        return std::all_of(m_lists.begin(), m_lists.end(), [](const List& l) { return l.taken; });
+    }
+private:
+    struct List {
+        NodeId list;
+        Trace trace;
+        bool taken;
+    };
+    Snapshot m_tables;
+    Builder m_builder;
+    std::vector<List> m_lists;
+    size_t m_last = 0;
 };
 
 template <typename Where>
@@ -307,9 +413,15 @@ Error Builder::stack(NodeId framesNode, StackId& out, const Where& whereFn)
     }
     if (t != NodeType::List && t != NodeType::Tuple)
         return wrongType(whereFn(), "frames", framesNode, "a list");
-    // Consecutive entries usually hold the same (memo-shared) frame dicts: then the stack is the last one.
     m_frameNodes.clear();
     m_tree.forEachChild(framesNode, [&](NodeId f) { m_frameNodes.push_back(f); });
+    return stackOfFrameNodes(out, whereFn);
+}
+
+template <typename Where>
+Error Builder::stackOfFrameNodes(StackId& out, const Where& whereFn)
+{
+    // Consecutive entries usually hold the same (memo-shared) frame dicts: then the stack is the last one.
     if (m_frameNodes == m_lastFrameNodes) {
         out = m_lastStack;
         return {};
@@ -621,6 +733,148 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
     return {};
 }
 
+bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
+{
+    // Entries mostly repeat the last one's keys (the same memo references): then its keys and layout hold.
+    bool sameKeys = items.size() == m_lastDirectKeys.size();
+    for (size_t i = 0; sameKeys && i < items.size(); ++i)
+        sameKeys = items[i].key == m_lastDirectKeys[i].key && items[i].keyIsNode == m_lastDirectKeys[i].keyIsNode;
+    if (!sameKeys) {
+        m_lastDirectKeys.clear();
+        m_keys.clear();
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+        FastItem& item = items[i];
+        if (!sameKeys) {
+            // Key then value, as traceEntry() interns them.
+            KeyInfo ki;
+            if (item.keyIsNode) {
+                if (!keyInfo(item.key, ki))
+                    return false;
+            } else {
+                ki = KeyInfo { keyFor(m_s.str(StringId { item.key })), StringId { item.key } };
+            }
+            m_keys.push_back(ki.name);
+            m_lastDirectKeys.push_back(DirectKey { item.key, item.keyIsNode, ki });
+        }
+        const KeyInfo ki = m_lastDirectKeys[i].info;
+        // Text is interned here, in item order, as traceEntry() interns it: the same ids in the same order.
+        if (item.kind == FastItem::Kind::Text) {
+            item.id = raw(internText(item.text));
+            item.kind = FastItem::Kind::String;
+        }
+        // What traceEntry() does with each key, for the values it takes without a word; anything else declines.
+        switch (ki.key) {
+        case Key::Action: {
+            if (item.kind == FastItem::Kind::Node) {
+                if (!asString(item.id, e.actionName))
+                    return false;
+            } else if (item.kind == FastItem::Kind::String) {
+                e.actionName = StringId { item.id };
+            } else {
+                return false;
+            }
+            const uint32_t id = raw(e.actionName);
+            if (id >= m_actionById.size())
+                m_actionById.resize(id + 1, uint8_t(Action::Count));
+            if (m_actionById[id] == uint8_t(Action::Count))
+                m_actionById[id] = uint8_t(actionFor(m_s.str(e.actionName)));
+            e.action = Action(m_actionById[id]);
+            break;
+        }
+        case Key::Addr:
+        case Key::DeviceFree:
+        case Key::Size:
+        case Key::Stream:
+        case Key::TimeUs: {
+            int64_t v = 0;
+            bool lost = false;
+            if (item.kind == FastItem::Kind::Int)
+                v = item.integer;
+            else if (item.kind != FastItem::Kind::Node || !intField(item.id, v, lost) || lost)
+                return false;
+            (ki.key == Key::Size ? e.size : ki.key == Key::Stream ? e.stream : ki.key == Key::TimeUs ? e.timeUs : e.addr)
+                = v;
+            break;
+        }
+        case Key::CompileContext:
+        case Key::UserMetadata: {
+            StringId& field = ki.key == Key::CompileContext ? e.compileContext : e.userMetadata;
+            if (item.kind == FastItem::Kind::String)
+                field = StringId { item.id };
+            else if (item.kind == FastItem::Kind::Node && m_tree.type(item.id) != NodeType::None
+                     && !asString(item.id, field))
+                return false;
+            else if (item.kind != FastItem::Kind::None && item.kind != FastItem::Kind::Node)
+                return false;
+            break;
+        }
+        case Key::Frames:
+            e.hasFrames = true;
+            if (item.kind == FastItem::Kind::None) {
+                e.stack = EmptyStack;
+            } else if (item.kind == FastItem::Kind::Node) {
+                // Most entries share their frames list through the memo: one lookup by node.
+                ListStack& slot = m_stackByList[item.id % CacheSlots];
+                const uint32_t count = m_tree.isContainer(item.id) ? m_tree.childCount(item.id) : 0;
+                if (slot.list == item.id && slot.count == count) {
+                    e.stack = slot.stack;
+                } else {
+                    if (stack(item.id, e.stack, std::string()))
+                        return false;
+                    slot = ListStack { item.id, count, e.stack };
+                }
+            } else if (item.kind == FastItem::Kind::Frames) {
+                // A list first met here: its frame dicts, resolved now, in item order, as stack() would.
+                m_frameNodes.assign(item.frames.begin(), item.frames.end());
+                if (stackOfFrameNodes(e.stack, [] { return std::string(); }))
+                    return false;
+                item.kind = FastItem::Kind::Stack;
+                item.id = raw(e.stack);
+            } else if (item.kind == FastItem::Kind::Stack) {
+                e.stack = StackId { item.id };
+            } else {
+                return false;
+            }
+            break;
+        default: return false; // an extra: the general path keeps it
+        }
+    }
+    if (!sameKeys)
+        m_lastDirectLayout = layout(m_keys);
+    e.layout = m_lastDirectLayout;
+    // A warning (a frame's line beyond 64 bits, the only one stack() gives) is the tree path's to give.
+    return m_warnings.count(LoadWarning::Kind::LostInteger) == 0;
+}
+
+void Builder::adoptTables(const Snapshot& direct)
+{
+    m_adopted = true;
+    m_stringMap.resize(direct.strings.size());
+    for (uint32_t k = 0; k < m_stringMap.size(); ++k)
+        m_stringMap[k] = raw(m_s.strings.intern(direct.strings.get(StringId { k })));
+    std::vector<FrameId> frameMap(direct.frames.size());
+    for (size_t k = 0; k < frameMap.size(); ++k) {
+        const Frame& f = direct.frames[k];
+        frameMap[k] = m_interner.frame(StringId { m_stringMap[raw(f.name)] }, StringId { m_stringMap[raw(f.filename)] },
+                                       f.line);
+    }
+    m_stackMap.resize(direct.stackCount());
+    for (uint32_t k = 0; k < m_stackMap.size(); ++k) {
+        m_frameScratch.clear();
+        for (const FrameId* f = direct.stackBegin(StackId { k }); f != direct.stackEnd(StackId { k }); ++f)
+            m_frameScratch.push_back(frameMap[raw(*f)]);
+        m_stackMap[k] = k == raw(EmptyStack) ? raw(EmptyStack) : raw(m_interner.stack(m_frameScratch));
+    }
+    m_layoutMap.resize(direct.layouts.size());
+    for (size_t k = 0; k < m_layoutMap.size(); ++k) {
+        std::vector<StringId> keys = direct.layouts.get(LayoutId { uint16_t(k) });
+        for (StringId& key : keys)
+            key = StringId { m_stringMap[raw(key)] };
+        m_layoutMap[k] = k == 0 ? 0 : raw(m_s.layouts.intern(keys));
+    }
+}
+
 Error Builder::annotations(NodeId node)
 {
     if (m_tree.type(node) != NodeType::List)
@@ -755,6 +1009,24 @@ Error Builder::build(NodeId root)
                 err = notSnapshot("device_traces " + std::to_string(device), "is not a list");
                 return;
             }
+            if (m_direct) {
+                // Every entry of a trace went to the direct path, or it declines.
+                bool twice = false;
+                Trace* direct = m_direct->take(list, twice);
+                if (twice || m_tree.childCount(list) != 0) {
+                    err = decline();
+                    return;
+                }
+                if (direct) {
+                    if (!m_adopted)
+                        adoptTables(m_direct->tables());
+                    m_remapDevice.resize(size_t(device) + 1);
+                    m_remapDevice[size_t(device)] = true;
+                    m_s.deviceTraces.emplace_back(std::move(*direct));
+                    ++device;
+                    return;
+                }
+            }
             auto& trace = m_s.deviceTraces.emplace_back();
             trace.resize(m_tree.childCount(list));
             size_t i = 0;
@@ -768,6 +1040,8 @@ Error Builder::build(NodeId root)
         if (err)
             return err;
     }
+    if (m_direct && !m_direct->allTaken())
+        return decline(); // entries of a list that is not the top level's device_traces
 
     // Address versions and stream numbers exactly as PyTorch's viewer assigns them (torch/utils/viz/MemoryViz.js,
     // annotate_snapshot): one version counter per block address and one per segment address, shared by all devices,
@@ -787,14 +1061,25 @@ Error Builder::build(NodeId root)
     };
     m_s.streams.push_back(0);
     m_streamSeen.emplace(0, true);
+    // Once per entry: most entries are on the stream of the entry before, and emplace() makes (and frees) a node
+    // even for a key it has (callgrind on big_trace: a tenth of a load).
+    int64_t lastStream = 0;
     auto seeStream = [&](int64_t stream) {
-        if (m_streamSeen.emplace(stream, true).second)
+        if (stream == lastStream)
+            return;
+        lastStream = stream;
+        if (m_streamSeen.find(stream) == m_streamSeen.end()) {
+            m_streamSeen.emplace(stream, true);
             m_s.streams.push_back(stream);
+        }
     };
     for (size_t device = 0; device < m_s.deviceTraces.size(); ++device) {
         auto& trace = m_s.deviceTraces[device];
+        const bool remapped = device < m_remapDevice.size() && m_remapDevice[device];
         for (size_t j = 0; j < trace.size(); ++j) {
             TraceEntry& e = trace[j];
+            if (remapped)
+                remap(e); // the direct path's ids, here where every entry is visited anyway
             // The consistency check's rules for an entry, here where every entry is visited anyway (a pass of its
             // own over a large trace was a few percent of the load: its entries had left the cache).
             model::checkTraceEntry(m_s, e, device, j, m_warnings);
@@ -900,6 +1185,34 @@ Error buildSnapshot(const ValueTree& tree, NodeId root, Snapshot& snapshot)
 {
     Builder builder(tree, snapshot);
     return builder.build(root);
+}
+
+Error buildSnapshotFromPickle(std::span<const uint8_t> data, Snapshot& snapshot, bool direct,
+                              const ProgressFn& progress, const ConsumedFn& consumed)
+{
+    if (direct) {
+        {
+            ValueTree tree(data);
+            NodeId root = NoNode;
+            bool declined = false;
+            DirectTraces traces(tree);
+            Error err = parsePickle(data, tree, root, traces, declined, {}, progress, consumed);
+            if (!declined) {
+                if (err)
+                    return err;
+                Builder builder(tree, snapshot, &traces);
+                err = builder.build(root);
+                if (!builder.declined())
+                    return err;
+            }
+        }
+        snapshot = Snapshot(); // declined: the general path, from the start
+    }
+    ValueTree tree(data);
+    NodeId root = NoNode;
+    if (Error err = parsePickle(data, tree, root, {}, progress))
+        return err;
+    return buildSnapshot(tree, root, snapshot);
 }
 
 } // namespace memscope::io

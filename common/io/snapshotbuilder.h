@@ -5,6 +5,7 @@
 #pragma once
 
 #include "io/error.h"
+#include "io/picklereader.h"
 #include "io/valuetree.h"
 #include "model/snapshot.h"
 
@@ -17,6 +18,14 @@ namespace memscope::io {
 // Integers a field cannot hold leave that field out (model/snapshot.h says what each field holds) and are counted
 // in snapshot.warnings (LoadWarning::Kind::LostInteger), naming the field, where it is and its byte offset.
 Error buildSnapshot(const ValueTree& tree, NodeId root, model::Snapshot& snapshot);
+
+// Parses a pickle and builds `snapshot` (which must be empty) from it. With `direct`, the entries of device_traces
+// are built straight from the pickle machine (picklereader.h's direct path: no tree nodes for them); where that
+// declines, and without `direct`, it is parsePickle() then buildSnapshot(). Either way the same snapshot, the same
+// errors and warnings (tst_directpath compares the two on every real snapshot). `consumed` hears which part of the
+// input the direct path is done with.
+Error buildSnapshotFromPickle(std::span<const uint8_t> data, model::Snapshot& snapshot, bool direct,
+                              const ProgressFn& progress = {}, const ConsumedFn& consumed = {});
 
 enum class ValueResult : uint8_t {
     Ok,

@@ -109,6 +109,16 @@ public:
         ::close(fd);
         return {};
     }
+    // Drops the mapped pages wholly below `offset` of `data` (when `data` is this mapping) from memory.
+    void release(std::span<const uint8_t> data, uint64_t offset)
+    {
+        if (!m_map || data.data() != static_cast<const uint8_t*>(m_map) || offset <= m_released)
+            return;
+        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+        const uint64_t end = std::min<uint64_t>(offset, m_size) / page * page;
+        if (end > m_released && madvise(static_cast<uint8_t*>(m_map) + m_released, end - m_released, MADV_DONTNEED) == 0)
+            m_released = end;
+    }
     std::span<const uint8_t> bytes() const
     {
         if (m_map)
@@ -119,6 +129,7 @@ public:
 private:
     void* m_map = nullptr;
     size_t m_size = 0;
+    uint64_t m_released = 0;
     std::vector<uint8_t> m_copy;
 };
 
@@ -226,7 +237,11 @@ bool looksLikeJson(std::span<const uint8_t> data)
 
 } // namespace
 
-LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::string& name, const LoadOptions& options)
+namespace {
+
+// `release(offset)`: the input below `offset` will not be read again, or only a little (it may drop those pages).
+LoadResult loadBytes(std::span<const uint8_t> data, const std::string& name, const LoadOptions& options,
+                     const std::function<void(std::span<const uint8_t> data, uint64_t offset)>& release)
 {
     LoadResult result;
     auto failWith = [&](Error e) {
@@ -262,20 +277,28 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
     }
 
     try {
-        ValueTree tree(data);
-        NodeId root = NoNode;
-        Error err = format == Format::Pickle ? parsePickle(data, tree, root, {}, options.progress)
-                                             : parseJson(data, tree, root, options.progress);
+        auto snapshot = std::make_shared<model::Snapshot>();
+        Error err;
+        if (format == Format::Pickle) {
+            // Only the file's own pages may go (a mapping, refilled from the file if touched again); decompressed
+            // bytes are the only copy.
+            ConsumedFn consumed;
+            if (release && !compressed)
+                consumed = [&](uint64_t offset) { release(data, offset); };
+            err = buildSnapshotFromPickle(data, *snapshot, options.directTraces, options.progress, consumed);
+        } else {
+            ValueTree tree(data);
+            NodeId root = NoNode;
+            err = parseJson(data, tree, root, options.progress);
+            if (!err)
+                err = buildSnapshot(tree, root, *snapshot);
+        }
         if (err) {
             // The readers count bytes of what they parsed: of an .xz, its decompressed data, not the file.
             if (compressed && err.hasOffset)
                 err.message += " (of the decompressed data; the .xz file is " + std::to_string(fileSize) + " bytes)";
             return failWith(std::move(err));
         }
-
-        auto snapshot = std::make_shared<model::Snapshot>();
-        if (Error e = buildSnapshot(tree, root, *snapshot))
-            return failWith(std::move(e));
         // Every load is checked (the builder checked each entry; here one pass over segments and blocks); what is
         // wrong is said, not refused.
         model::WarningCollector warnings;
@@ -289,6 +312,13 @@ LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::stri
         return failWith(makeError(ErrorCode::TooLarge, "not enough memory to load it", name));
     }
     return result;
+}
+
+} // namespace
+
+LoadResult loadSnapshotFromMemory(std::span<const uint8_t> data, const std::string& name, const LoadOptions& options)
+{
+    return loadBytes(data, name, options, {});
 }
 
 Error readFile(const std::string& path, std::vector<uint8_t>& bytes)
@@ -310,7 +340,12 @@ LoadResult loadSnapshot(const std::string& path, const LoadOptions& options)
         r.error = std::move(e);
         return r;
     }
-    return loadSnapshotFromMemory(file.bytes(), path, options);
+    // A mapped file's pages that the parse has left behind are dropped as it goes (MADV_DONTNEED on a private,
+    // read-only file mapping: a page touched again is read back from the file, madvise(2)), so that a 1 GB file and
+    // the model built from it are not both in memory.
+    return loadBytes(file.bytes(), path, options, [&](std::span<const uint8_t> data, uint64_t offset) {
+        file.release(data, offset);
+    });
 }
 
 } // namespace memscope::io

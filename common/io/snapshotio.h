@@ -23,6 +23,9 @@ struct LoadOptions {
     Format format = Format::Auto;
     // Called now and then with (bytes done, bytes total); return false to cancel. May be empty.
     std::function<bool(uint64_t, uint64_t)> progress;
+    // Build a pickle's trace entries straight from the pickle machine (io/snapshotbuilder.h). Off: through the
+    // value tree, the reference the tests compare the direct path with. The same snapshot either way.
+    bool directTraces = true;
 };
 
 struct LoadResult {

@@ -94,6 +94,13 @@ public:
             }
         });
     }
+    // Calls f(NodeId) once for every child of every container (a node held by two containers comes twice).
+    template <typename F>
+    void forEachReference(F&& f) const
+    {
+        for (NodeId c : m_children)
+            f(c);
+    }
     // The value of a string key in a dict, or NoNode.
     NodeId find(NodeId dict, std::string_view key) const;
 
