@@ -348,11 +348,11 @@ void AgentClient::readMonitor()
         } else if (id == ZMQ_EVENT_DISCONNECTED && s.up) {
             s.up = false;
             m_closedWithoutGoodbye = !m_goodbye;
-        }
-        else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+        } else if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             s.handshook = true;
-        else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             s.authStatus = int(value);
+        }
     }
 }
 
@@ -755,7 +755,10 @@ void AgentClient::timers(Clock::time_point now)
     // without waiting for silenceLimit. A hung or stopped job keeps the connection and waits the whole limit.
     // (What was queued for us before the connection closed is still read first: the grace runs from the last
     // message, however long the backlog took.)
-    const bool closed = m_closedWithoutGoodbye && !m_sockets->up && now - m_lastHeard >= DisconnectGrace;
+    // Only on ipc: there a closed connection is the job's own doing; on tcp it may be the network, which ZeroMQ
+    // reconnects by itself, and the silence limit decides.
+    const bool closed = m_closedWithoutGoodbye && !m_sockets->up && m_options.endpoint.rfind("ipc://", 0) == 0
+        && now - m_lastHeard >= DisconnectGrace;
     if (m_hasState && !m_goodbye && !m_silenceReported && (closed || now - m_lastHeard >= m_options.silenceLimit)) {
         m_silenceReported = true;
         m_silenceClosed = closed;

@@ -192,6 +192,9 @@ private:
     void wantState(std::chrono::steady_clock::time_point now);
     void trySendRequest(std::chrono::steady_clock::time_point now);
     void readMonitor();
+    // Moves the silence and answer timers past time this client did not listen (poll's own overrun, the caller away).
+    void notListened(std::chrono::steady_clock::time_point before, std::chrono::steady_clock::time_point after,
+                     std::chrono::milliseconds timeout);
     void onSubMessage(std::string_view topic, bool hasBody, std::span<const uint8_t> body);
     void onBatch(std::span<const wire::EventRecord> events);
     void onStateReply(std::span<const uint8_t> frame);
@@ -228,8 +231,6 @@ private:
     bool m_silenceClosed = false;
     bool m_closedWithoutGoodbye = false; // the SUB's connection went down with no goodbye heard (until it is up again)
     std::chrono::steady_clock::time_point m_lastPollEnd {};
-    void notListened(std::chrono::steady_clock::time_point before, std::chrono::steady_clock::time_point after,
-                     std::chrono::milliseconds timeout);
     static constexpr std::chrono::milliseconds DisconnectGrace { 200 };
     bool m_heardSub = false; // anything on the SUB socket since start()
     uint32_t m_pid = 0;
