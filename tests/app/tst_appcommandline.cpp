@@ -3,6 +3,7 @@
 // that a user can do nothing about (the offscreen platform's propagateSizeHints(), an unset XDG_RUNTIME_DIR) are
 // dropped. Runs the memscope binary beside the test; GUI thread.
 #include "apptestutil.h"
+#include "runprogram.h"
 
 #include <QCoreApplication>
 #include <QImage>
@@ -14,27 +15,11 @@ using namespace memscope;
 
 namespace {
 
-struct Run {
-    int status = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using test::Run;
 
 Run runApp(const QStringList& args, const QProcessEnvironment& env)
 {
-    QProcess p;
-    p.setProcessEnvironment(env);
-    p.start(QCoreApplication::applicationDirPath() + QStringLiteral("/memscope"), args);
-    Run r;
-    if (!p.waitForFinished(120000)) {
-        p.kill();
-        p.waitForFinished();
-        return r;
-    }
-    r.status = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
+    return test::runProgram(QStringLiteral("memscope"), args, env, 120000);
 }
 
 // No display of any kind: what a terminal on a headless machine, or a packaging check, has.

@@ -4,6 +4,7 @@
 // neither stdout nor the status, and the manners: each command's --help, --version, did-you-mean.
 #include "io/snapshotio.h"
 #include "report/memoryviz.h"
+#include "runprogram.h"
 #include "testutil.h"
 
 #include <QCoreApplication>
@@ -19,26 +20,9 @@ using namespace memscope;
 
 namespace {
 
-struct Run {
-    int status = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using test::Run;
 
-Run runCli(const QStringList& args)
-{
-    QProcess p;
-    p.start(QCoreApplication::applicationDirPath() + QLatin1String("/memscope-cli"), args);
-    Run r;
-    if (!p.waitForFinished(120000)) {
-        p.kill();
-        return r;
-    }
-    r.status = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
-}
+Run runCli(const QStringList& args) { return test::runProgram(QStringLiteral("memscope-cli"), args); }
 
 QString snapshot(const char* name)
 {

@@ -7,6 +7,7 @@
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
+#include "runprogram.h"
 #include "testutil.h"
 
 #include <QCoreApplication>
@@ -145,26 +146,9 @@ std::map<int64_t, std::vector<std::string>> joinedStacks(const Db& db, const cha
     return out;
 }
 
-struct Run {
-    int status = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using test::Run;
 
-Run runCli(const QStringList& args)
-{
-    QProcess p;
-    p.start(QCoreApplication::applicationDirPath() + QLatin1String("/memscope-cli"), args);
-    Run r;
-    if (!p.waitForFinished(300000)) {
-        p.kill();
-        return r;
-    }
-    r.status = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -2;
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
-}
+Run runCli(const QStringList& args) { return test::runProgram(QStringLiteral("memscope-cli"), args); }
 
 QByteArray head(const QString& path, int n)
 {
