@@ -102,7 +102,8 @@ void quitOnSignals(QObject* context)
 void printError(const QString& message) { std::fprintf(stderr, "memscope: %s\n", qPrintable(message)); }
 
 int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const QString& out,
-                   std::optional<memscope::app::DocumentWindow::View> view, const QString& at, QSize size)
+                   std::optional<memscope::app::DocumentWindow::View> view, const QString& at, QSize size,
+                   QSize viewSize)
 {
     // Laid out and rendered like a shown window, but never mapped on a real screen.
     window.setAttribute(Qt::WA_DontShowOnScreen);
@@ -143,7 +144,7 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         // A view alone, at a size that shows it well, outside the window's layout.
         target->setParent(nullptr);
         target->setAttribute(Qt::WA_DontShowOnScreen);
-        target->resize(1400, 800);
+        target->resize(viewSize);
         target->show();
     }
     QCoreApplication::sendPostedEvents(); // pending layout requests, so the grab shows the final geometry
@@ -161,7 +162,7 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
 
 // --diff / --ranks with --screenshot: load the group, then render the diff tab's view (or the rank table).
 int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QStringList& files, const QString& out,
-                        const QString& viewName)
+                        const QString& viewName, QSize size, QSize viewSize)
 {
     using memscope::app::DiffWindow;
     std::optional<DiffWindow::View> view;
@@ -175,7 +176,7 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
         }
     }
     window.setAttribute(Qt::WA_DontShowOnScreen);
-    window.resize(1600, 1000);
+    window.resize(size);
     window.show();
     QEventLoop loop;
     bool ok = false;
@@ -210,7 +211,7 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
     if (target) {
         target->setParent(nullptr);
         target->setAttribute(Qt::WA_DontShowOnScreen);
-        target->resize(1400, 800);
+        target->resize(viewSize);
         target->show();
     }
     QCoreApplication::sendPostedEvents();
@@ -228,12 +229,12 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
 // --attach with --screenshot: record until every job says goodbye (or `seconds` pass, then stop), wait until all
 // is shown, render the window (with several endpoints: the Ranks tab).
 int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& endpoints, const QString& out,
-                       double seconds)
+                       double seconds, QSize size)
 {
     using memscope::app::LiveState;
     using memscope::app::LiveWindow;
     window.setAttribute(Qt::WA_DontShowOnScreen);
-    window.resize(1600, 1000);
+    window.resize(size);
     window.show();
     std::vector<LiveWindow*> lives;
     if (endpoints.size() == 1) {
@@ -330,7 +331,7 @@ int main(int argc, char** argv)
                                                      "name (NAME:end: its end)."),
                                       QStringLiteral("moment"));
     const QCommandLineOption sizeOption(QStringLiteral("size"),
-                                        QStringLiteral("With --screenshot: the window's size (default 1600x1000)."),
+                                        QStringLiteral("With --screenshot: the window's size (default 1600x1000), or a view's alone."),
                                         QStringLiteral("WxH"), QStringLiteral("1600x1000"));
     const QCommandLineOption diffOption(QStringLiteral("diff"),
                                         QStringLiteral("Open a diff of the two FILEs (A then B) instead of tabs."));
@@ -379,6 +380,15 @@ int main(int argc, char** argv)
     parser.process(*app);
     if (!gui) // (process() has answered --help or --version and exited)
         return 0;
+    // --size: the window's size for every kind of screenshot; a view rendered alone takes it too when given.
+    const QStringList wh = parser.value(sizeOption).split(QLatin1Char('x'));
+    const QSize size = wh.size() == 2 ? QSize(wh[0].toInt(), wh[1].toInt()) : QSize();
+    if (size.width() < 320 || size.height() < 240 || size.width() > 8192 || size.height() > 8192) {
+        printError(QStringLiteral("--size needs WIDTHxHEIGHT (320x240 to 8192x8192), not '%1'")
+                       .arg(parser.value(sizeOption)));
+        return 2;
+    }
+    const QSize viewSize = parser.isSet(sizeOption) ? size : QSize(1400, 800);
 
     // --demo: start the demo job, then attach to it as --attach does.
     memscope::app::DemoJob demo;
@@ -426,7 +436,7 @@ int main(int argc, char** argv)
                                .arg(parser.value(attachSecondsOption)));
                 return 2;
             }
-            return takeLiveScreenshot(window, endpoints, parser.value(screenshot), seconds);
+            return takeLiveScreenshot(window, endpoints, parser.value(screenshot), seconds, size);
         }
         window.show();
         quitOnSignals(&window);
@@ -458,7 +468,8 @@ int main(int argc, char** argv)
     memscope::app::MainWindow window;
     if (diff || ranks) {
         if (parser.isSet(screenshot))
-            return takeGroupScreenshot(window, ranks, files, parser.value(screenshot), parser.value(viewOption));
+            return takeGroupScreenshot(window, ranks, files, parser.value(screenshot), parser.value(viewOption), size,
+                                       viewSize);
         window.show();
         quitOnSignals(&window);
         if (ranks)
@@ -482,14 +493,8 @@ int main(int argc, char** argv)
                 return 2;
             }
         }
-        const QStringList wh = parser.value(sizeOption).split(QLatin1Char('x'));
-        const QSize size = wh.size() == 2 ? QSize(wh[0].toInt(), wh[1].toInt()) : QSize();
-        if (size.width() < 320 || size.height() < 240 || size.width() > 8192 || size.height() > 8192) {
-            printError(QStringLiteral("--size needs WIDTHxHEIGHT (320x240 to 8192x8192), not '%1'")
-                           .arg(parser.value(sizeOption)));
-            return 2;
-        }
-        return takeScreenshot(window, files.first(), parser.value(screenshot), view, parser.value(atOption), size);
+        return takeScreenshot(window, files.first(), parser.value(screenshot), view, parser.value(atOption), size,
+                              viewSize);
     }
     window.show();
     quitOnSignals(&window);

@@ -80,35 +80,50 @@ void TestAppCommandLine::versionWithoutDisplay()
     QVERIFY2(r.err.isEmpty(), r.err.constData());
 }
 
+// Every kind of screenshot run: quiet, and the image at the size asked for (--size; the window 1600x1000 and a view
+// alone 1400x800 without it).
 void TestAppCommandLine::screenshotIsQuiet_data()
 {
     QTest::addColumn<QStringList>("options");
-    QTest::addColumn<QString>("file");
-    QTest::newRow("the window") << QStringList() << "transformer_train.pickle";
-    QTest::newRow("the window at 1280x720") << QStringList { QStringLiteral("--size"), QStringLiteral("1280x720") }
-                                             << "mlp_train.pickle";
+    QTest::addColumn<QStringList>("files");
+    QTest::addColumn<QSize>("expected");
+    const QStringList size { QStringLiteral("--size"), QStringLiteral("1280x720") };
+    QTest::newRow("the window") << QStringList() << QStringList { QStringLiteral("transformer_train.pickle") } << QSize(1600, 1000);
+    QTest::newRow("the window at 1280x720") << size << QStringList { QStringLiteral("mlp_train.pickle") } << QSize(1280, 720);
     for (const char* view : { "timeline", "segments", "tree", "events", "overview", "insights" })
         QTest::addRow("--view %s", view) << QStringList { QStringLiteral("--view"), QString::fromLatin1(view) }
-                                         << "oom.pickle";
+                                         << QStringList { QStringLiteral("oom.pickle") } << QSize(1400, 800);
+    QTest::newRow("--view tree at 1280x720") << QStringList { QStringLiteral("--view"), QStringLiteral("tree") } + size
+                                             << QStringList { QStringLiteral("oom.pickle") } << QSize(1280, 720);
+    QTest::newRow("--diff, its flame graph at 1280x720")
+        << QStringList { QStringLiteral("--diff"), QStringLiteral("--view"), QStringLiteral("diff-flame") } + size
+        << QStringList { QStringLiteral("diff_before.pickle"), QStringLiteral("diff_after.pickle") } << QSize(1280, 720);
+    QTest::newRow("--ranks at 1280x720") << QStringList { QStringLiteral("--ranks") } + size
+                                         << QStringList { QStringLiteral("diff_before.pickle"), QStringLiteral("diff_after.pickle") }
+                                         << QSize(1280, 720);
 }
 
 void TestAppCommandLine::screenshotIsQuiet()
 {
     QFETCH(QStringList, options);
-    QFETCH(QString, file);
+    QFETCH(QStringList, files);
+    QFETCH(QSize, expected);
     QTemporaryDir dir;
     const QString out = dir.filePath(QStringLiteral("shot.png"));
     // As a batch job runs it: the offscreen platform, no XDG_RUNTIME_DIR.
     QProcessEnvironment env = withoutDisplay();
     env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
     env.remove(QStringLiteral("XDG_RUNTIME_DIR"));
-    const Run r = runApp(QStringList { QStringLiteral("--screenshot"), out } + options
-                             + QStringList { QString::fromStdString(test::snapshotPath(file.toStdString())) },
-                         env);
+    QStringList paths;
+    for (const QString& f : files)
+        paths << QString::fromStdString(test::snapshotPath(f.toStdString()));
+    const Run r = runApp(QStringList { QStringLiteral("--screenshot"), out } + options + paths, env);
     QVERIFY2(r.status == 0, r.err.constData());
     QVERIFY2(r.err.isEmpty(), r.err.constData());
     QVERIFY2(r.out.isEmpty(), r.out.constData());
-    QVERIFY(!QImage(out).isNull());
+    const QImage image(out);
+    QVERIFY(!image.isNull());
+    QCOMPARE(image.size(), expected);
 }
 
 QTEST_MAIN(TestAppCommandLine)
