@@ -95,20 +95,14 @@ void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
         }
         m_stacks[agentId] = m_interner->stack(frames);
     }
-    for (auto& def : from.m_pendingStacks)
-        m_pendingStacks.push_back(std::move(def));
-    for (auto& note : from.m_pendingAnnotations)
-        m_pendingAnnotations.push_back(std::move(note));
-    from.m_pendingStacks.clear();
-    from.m_pendingAnnotations.clear();
-    if (!from.m_queue.empty() && from.m_queueHead > 0) {
-        auto& front = from.m_queue.front();
-        front.erase(front.begin(), front.begin() + ptrdiff_t(from.m_queueHead));
-    }
-    for (auto& batch : from.m_queue)
-        append(std::move(batch));
+    for (auto& delta : from.m_pendingDefinitions)
+        m_pendingDefinitions.push_back(std::move(delta));
+    from.m_pendingDefinitions.clear();
+    from.m_ownDefinitions = nullptr;
+    for (Batch& batch : from.m_queue)
+        m_queue.push_back(std::move(batch));
+    m_queued += from.m_queued;
     from.m_queue.clear();
-    from.m_queueHead = 0;
     from.m_queued = 0;
 }
 
@@ -119,9 +113,9 @@ namespace {
     constexpr uint64_t EarlierStacks = uint64_t(1) << 62;
     constexpr uint64_t CurrentStacks = uint64_t(1) << 61;
 
-    std::vector<LiveFrame> framesOf(const Snapshot& s, StackId id)
+    std::vector<LiveDocument::StackFrame> framesOf(const Snapshot& s, StackId id)
     {
-        std::vector<LiveFrame> out;
+        std::vector<LiveDocument::StackFrame> out;
         for (const FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f) {
             const Frame& fr = s.frame(*f);
             out.push_back({ std::string(s.str(fr.name)), std::string(s.str(fr.filename)), int32_t(fr.line.bits()) });
@@ -129,12 +123,20 @@ namespace {
         return out;
     }
 
+    // The Recorder's entries carry the agent's pool ids, two int32s; a snapshot's are PyTorch's MempoolId_t, two
+    // unsigned counters from 1 (model/snapshot.h) that fit them in any real job.
+    void setPool(LiveDocument::Entry& e, std::pair<int64_t, int64_t> pool)
+    {
+        e.poolFirst = int32_t(pool.first);
+        e.poolSecond = int32_t(pool.second);
+    }
+
     // Synthetic entries that turn `from` into `to` (two states of one device): removals first (blocks, then
     // segments that are not the same in `to`), then additions (segments, then blocks), then the free blocks whose
     // stale requests are not yet `to`'s, as wire::Recorder::resync does for a fresh state. Block stacks of `to`
     // are named `toStacks | id`.
-    std::vector<LiveEntry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
-                                  uint64_t toStacks)
+    std::vector<LiveDocument::Entry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
+                                            uint64_t toStacks)
     {
         auto sameSegment = [](const ReplaySegment& a, const ReplaySegment& b) {
             return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream && a.poolId == b.poolId
@@ -149,15 +151,16 @@ namespace {
             return a.address == b.address && a.size == b.size && a.requestedSize == b.requestedSize
                 && a.state == b.state;
         };
-        std::vector<LiveEntry> out;
-        auto add = [&](Action action, DeviceAddr address, ByteCount size, int64_t stream) -> LiveEntry& {
-            LiveEntry e;
+        std::vector<LiveDocument::Entry> out;
+        auto add = [&](Action action, DeviceAddr address, ByteCount size, int64_t stream) -> LiveDocument::Entry& {
+            LiveDocument::Entry e {};
             e.action = action;
             e.device = uint8_t(device);
-            e.address = address;
-            e.size = size;
-            e.stream = stream;
-            e.timeUs = timeUs;
+            // (The Recorder's fields are the agent's unsigned values; the model's signed ones map back bit for bit.)
+            e.addr = uint64_t(address);
+            e.size = uint64_t(size);
+            e.stream = uint64_t(stream);
+            e.timeUs = uint64_t(timeUs);
             out.push_back(e);
             return out.back();
         };
@@ -203,10 +206,9 @@ namespace {
         for (const ReplaySegment& seg : to.segments) {
             const ReplaySegment* o = find(from.segments, seg.address);
             if (!o || !sameSegment(seg, *o)) {
-                add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
-                    seg.stream)
-                    .poolId
-                    = seg.poolId;
+                setPool(add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
+                            seg.stream),
+                        seg.poolId);
                 // A mapped range brings back what the unmapped space carried, which only the replay that reads
                 // these entries knows (it followed the earlier file): never taken as right here.
                 if (seg.isExpandable)
@@ -220,7 +222,7 @@ namespace {
                 const ReplayBlock& b = to.blocks[k];
                 if (b.state == BlockState::Inactive || blockKept(seg, b, from))
                     continue;
-                LiveEntry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
+                LiveDocument::Entry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
                 a.blockSize = b.size;
                 a.stack = raw(b.stack) == 0 ? 0 : toStacks | raw(b.stack);
                 sim.take(b.address, b.address + b.size);
@@ -264,27 +266,27 @@ void LiveDocument::appendReplayed(const Snapshot& s, const Replay& replay, uint6
     if (size_t(d) >= s.deviceTraces.size())
         return;
     const auto& trace = s.deviceTraces[size_t(d)];
-    std::vector<LiveEntry> entries;
+    std::vector<Entry> entries;
     entries.reserve(size_t(replay.entryCount()));
     const auto& pieces = replay.segmentPieces();
     size_t nextPiece = 0;
     for (int64_t j = 0; j < replay.entryCount(); ++j) {
         const TraceEntry& e = trace[size_t(replay.firstEntry() + j)];
-        LiveEntry l;
+        Entry l {};
         l.action = e.action;
         l.device = uint8_t(d);
-        l.address = e.addr;
-        l.size = e.size;
-        l.stream = e.stream;
-        l.timeUs = e.timeUs;
+        l.addr = uint64_t(e.addr);
+        l.size = uint64_t(e.size);
+        l.stream = uint64_t(e.stream);
+        l.timeUs = uint64_t(e.timeUs);
         l.stack = raw(e.stack) == 0 ? 0 : base | raw(e.stack);
         if (e.action == Action::Alloc && replay.allocationOfEntry(j) != NoAllocation)
-            l.blockSize = replay.allocation(replay.allocationOfEntry(j)).size;
+            l.blockSize = uint64_t(replay.allocation(replay.allocationOfEntry(j)).size);
         // Pieces are by begin index: the one this entry begins, if any, gives the pool.
         while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < j)
             ++nextPiece;
         if (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == j)
-            l.poolId = pieces[nextPiece].poolId;
+            setPool(l, pieces[nextPiece].poolId);
         entries.push_back(l);
     }
     append(std::move(entries));
@@ -337,15 +339,37 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
     return merged;
 }
 
-void LiveDocument::defineStack(uint64_t agentId, std::vector<LiveFrame> frames)
+void LiveDocument::append(std::shared_ptr<const Delta> delta)
+{
+    if (!delta)
+        return;
+    if (!delta->stacks.empty() || !delta->notes.empty())
+        m_pendingDefinitions.push_back(delta);
+    if (!delta->entries.empty()) {
+        m_queued += delta->entries.size();
+        m_queue.push_back({ std::move(delta), 0 });
+    }
+}
+
+LiveDocument::Delta& LiveDocument::ownDefinitions()
+{
+    if (m_pendingDefinitions.empty() || m_pendingDefinitions.back().get() != m_ownDefinitions) {
+        auto delta = std::make_shared<Delta>();
+        m_ownDefinitions = delta.get();
+        m_pendingDefinitions.push_back(std::move(delta));
+    }
+    return *m_ownDefinitions;
+}
+
+void LiveDocument::defineStack(uint64_t agentId, std::vector<StackFrame> frames)
 {
     if (agentId != 0)
-        m_pendingStacks.emplace_back(agentId, std::move(frames));
+        ownDefinitions().stacks.emplace_back(agentId, std::move(frames));
 }
 
 void LiveDocument::annotate(int device, Annotation::Stage stage, std::string name, int64_t timeUs)
 {
-    m_pendingAnnotations.push_back({ device, stage, std::move(name), timeUs });
+    ownDefinitions().notes.push_back({ stage, int32_t(device), uint64_t(timeUs), std::move(name) });
 }
 
 // Stack definitions and annotations queued since the last flush; the caller holds the growth lock (interning
@@ -353,25 +377,31 @@ void LiveDocument::annotate(int device, Annotation::Stage stage, std::string nam
 void LiveDocument::applyDefinitions()
 {
     Snapshot& s = *m_snapshot;
-    for (auto& [agentId, frames] : m_pendingStacks) {
-        std::vector<FrameId> ids;
-        ids.reserve(frames.size());
-        for (const LiveFrame& f : frames)
-            ids.push_back(m_interner->frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
-        m_stacks[agentId] = m_interner->stack(ids);
+    std::vector<FrameId> ids;
+    for (const auto& delta : m_pendingDefinitions) {
+        for (const auto& [agentId, frames] : delta->stacks) {
+            if (agentId == 0)
+                continue;
+            ids.clear();
+            for (const StackFrame& f : frames)
+                ids.push_back(m_interner->frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
+            m_stacks[agentId] = m_interner->stack(ids);
+        }
     }
-    m_pendingStacks.clear();
-    for (const PendingAnnotation& p : m_pendingAnnotations) {
-        Annotation a;
-        a.device = p.device;
-        a.name = s.strings.intern(p.name);
-        a.stage = p.stage;
-        a.stageName = s.strings.intern(p.stage == Annotation::Stage::Start ? "START" : "END");
-        a.timeUs = p.timeUs;
-        s.annotations.push_back(a);
-        s.hasAnnotationsKey = true;
+    for (const auto& delta : m_pendingDefinitions) {
+        for (const wire::Recorder::Note& n : delta->notes) {
+            Annotation a;
+            a.device = n.device;
+            a.name = s.strings.intern(n.name);
+            a.stage = n.stage;
+            a.stageName = s.strings.intern(n.stage == Annotation::Stage::Start ? "START" : "END");
+            a.timeUs = int64_t(n.timeUs);
+            s.annotations.push_back(a);
+            s.hasAnnotationsKey = true;
+        }
     }
-    m_pendingAnnotations.clear();
+    m_pendingDefinitions.clear();
+    m_ownDefinitions = nullptr;
 }
 
 size_t LiveDocument::memoryBytes() const
@@ -442,19 +472,20 @@ StackId LiveDocument::stackOf(uint64_t agentId) const
     return it == m_stacks.end() ? EmptyStack : it->second;
 }
 
-void LiveDocument::append(std::vector<LiveEntry> entries)
+void LiveDocument::append(std::vector<Entry> entries)
 {
     if (entries.empty())
         return;
-    m_queued += entries.size();
-    m_queue.push_back(std::move(entries)); // a batch of its own: queueing copies nothing
+    auto delta = std::make_shared<Delta>();
+    delta->entries = std::move(entries); // a batch of its own: queueing copies nothing
+    append(std::shared_ptr<const Delta>(std::move(delta)));
 }
 
 size_t LiveDocument::flush(size_t maxEntries)
 {
     // The trace's next pages are faulted in on another thread (model/prefault.h): ~60 ms of entries at 2 M/s.
     constexpr size_t TraceAhead = size_t(1) << 17;
-    if (queued() == 0 && m_pendingStacks.empty() && m_pendingAnnotations.empty())
+    if (!hasPending())
         return 0;
     std::unique_lock lock(*m_document->growth, std::try_to_lock);
     if (!lock.owns_lock())
@@ -475,48 +506,52 @@ size_t LiveDocument::flush(size_t maxEntries)
     const size_t devices = m_extenders.size();
     size_t done = 0;
     while (done < applied) {
-        const std::vector<LiveEntry>& batch = m_queue.front();
-        const size_t limit = std::min(batch.size(), m_queueHead + (applied - done));
+        Batch& front = m_queue.front();
+        const std::vector<Entry>& batch = front.delta->entries;
+        const size_t limit = std::min(batch.size(), front.begin + (applied - done));
         // Entries are appended per device in runs, so that each extender sees its device's entries in order.
-        size_t i = m_queueHead;
+        size_t i = front.begin;
         while (i < limit) {
             const uint8_t device = batch[i].device;
             size_t end = i;
             m_entryScratch.clear();
             m_detailScratch.clear();
             for (; end < limit && batch[end].device == device; ++end) {
-                const LiveEntry& l = batch[end];
+                const Entry& l = batch[end];
+                // The agent's unsigned fields as the model's signed ones, bit for bit (an address or a stream
+                // handle at or above 2^63 stays the same bits; model/snapshot.h).
+                const int64_t address = int64_t(l.addr), stream = int64_t(l.stream);
                 TraceEntry e;
                 e.action = l.action;
                 e.hasFrames = true;
-                e.addr = l.address;
-                e.size = l.size;
-                e.stream = l.stream;
-                e.timeUs = l.timeUs;
+                e.addr = address;
+                e.size = int64_t(l.size);
+                e.stream = stream;
+                e.timeUs = int64_t(l.timeUs);
                 e.stack = stackOf(l.stack);
                 switch (l.action) {
                 case Action::FreeCompleted:
-                    e.version = version(m_blockVersions, l.address, true);
+                    e.version = version(m_blockVersions, address, true);
                     break;
                 case Action::Alloc:
                 case Action::FreeRequested:
-                    e.version = version(m_blockVersions, l.address, false);
+                    e.version = version(m_blockVersions, address, false);
                     break;
                 case Action::SegmentFree:
                 case Action::SegmentUnmap:
-                    e.version = version(m_segmentVersions, l.address, true);
+                    e.version = version(m_segmentVersions, address, true);
                     break;
                 case Action::SegmentAlloc:
                 case Action::SegmentMap:
-                    e.version = version(m_segmentVersions, l.address, false);
+                    e.version = version(m_segmentVersions, address, false);
                     break;
                 default:
                     break;
                 }
-                if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
-                    s.streams.push_back(l.stream);
+                if (m_streamSeen.emplace(stream, int(s.streams.size())).second)
+                    s.streams.push_back(stream);
                 m_entryScratch.push_back(e);
-                m_detailScratch.push_back({ l.blockSize, l.poolId });
+                m_detailScratch.push_back({ ByteCount(l.blockSize), { l.poolFirst, l.poolSecond } });
             }
             if (device < devices) {
                 auto& trace = s.deviceTraces[device];
@@ -528,12 +563,10 @@ size_t LiveDocument::flush(size_t maxEntries)
             }
             i = end;
         }
-        done += limit - m_queueHead;
-        m_queueHead = limit;
-        if (m_queueHead == batch.size()) {
-            m_queue.pop_front();
-            m_queueHead = 0;
-        }
+        done += limit - front.begin;
+        front.begin = limit;
+        if (front.begin == batch.size())
+            m_queue.pop_front(); // the delta goes once its entries are in the document
     }
     m_queued -= applied;
     return applied;
