@@ -1,9 +1,10 @@
 // LiveDocument (livedocument.h): appends to a Document in place, on the GUI thread.
 #include "models/livedocument.h"
 
-#include "model/freeblocks.h"
+#include "model/eventtrace.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <mutex>
 
 namespace memscope::app {
@@ -67,10 +68,10 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
         m_extenders[size_t(d)].start(m_document->replays[size_t(d)], s, d);
     if (s.streams.empty())
         s.streams.push_back(0); // raw stream 0 is number 0 (Snapshot::streams)
-    for (size_t k = 0; k < s.streams.size(); ++k)
-        m_streamSeen.emplace(s.streams[k], int(k));
+    for (const int64_t stream : s.streams)
+        m_numbering.addStream(stream);
     for (const Segment& seg : s.segments)
-        if (m_streamSeen.emplace(seg.stream, int(s.streams.size())).second)
+        if (m_numbering.addStream(seg.stream))
             s.streams.push_back(seg.stream);
     m_document->snapshot = m_snapshot;
 }
@@ -79,8 +80,8 @@ LiveDocument::LiveDocument(QString path, LiveDocument& previous)
     : LiveDocument(std::move(path), *previous.m_snapshot, int(previous.m_extenders.size()))
 {
     adoptStacksAndQueue(previous);
-    m_blockVersions = previous.m_blockVersions;
-    m_segmentVersions = previous.m_segmentVersions;
+    // Its address versions go on; its streams are this one's already (the join state lists them, in order).
+    m_numbering = previous.m_numbering;
 }
 
 void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
@@ -131,118 +132,41 @@ namespace {
         e.poolSecond = int32_t(pool.second);
     }
 
-    // Synthetic entries that turn `from` into `to` (two states of one device): removals first (blocks, then
-    // segments that are not the same in `to`), then additions (segments, then blocks), then the free blocks whose
-    // stale requests are not yet `to`'s, as wire::Recorder::resync does for a fresh state. Block stacks of `to`
-    // are named `toStacks | id`.
+    // The engine's events and the Recorder's entries are one record, field for field (model/eventtrace.h), so that
+    // the Recorder can take model::TraceEvent as its Entry.
+    using Entry = LiveDocument::Entry;
+    static_assert(sizeof(TraceEvent) == sizeof(Entry) && offsetof(TraceEvent, addr) == offsetof(Entry, addr)
+                  && offsetof(TraceEvent, stack) == offsetof(Entry, stack)
+                  && offsetof(TraceEvent, blockSize) == offsetof(Entry, blockSize)
+                  && offsetof(TraceEvent, poolSecond) == offsetof(Entry, poolSecond));
+
+    // Synthetic entries that turn `from` into `to` (two states of one device, from two sources: the earlier file
+    // and the live recording), by the engine that does it after a resync (model::EventTrace::resync): removals,
+    // then additions, then the free blocks whose stale requests are not yet `to`'s. Stacks of `from` are named
+    // `fromStacks | id`, those of `to` `toStacks | id`; as the two name stacks in different tables, a block is
+    // "the same" by its place, size, request and state only.
     std::vector<LiveDocument::Entry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
-                                            uint64_t toStacks)
+                                            uint64_t fromStacks, uint64_t toStacks)
     {
-        auto sameSegment = [](const ReplaySegment& a, const ReplaySegment& b) {
-            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream && a.poolId == b.poolId
-                && a.isExpandable == b.isExpandable;
-        };
-        auto find = [](const std::vector<ReplaySegment>& segs, DeviceAddr address) -> const ReplaySegment* {
-            auto it = std::lower_bound(segs.begin(), segs.end(), address,
-                                       [](const ReplaySegment& s, DeviceAddr a) { return s.address < a; });
-            return it != segs.end() && it->address == address ? &*it : nullptr;
-        };
-        auto sameBlock = [](const ReplayBlock& a, const ReplayBlock& b) {
-            return a.address == b.address && a.size == b.size && a.requestedSize == b.requestedSize
-                && a.state == b.state;
-        };
+        std::vector<EventTrace::Device> start(size_t(device) + 1), target(size_t(device) + 1);
+        start[size_t(device)] = EventTrace::deviceOf(from, fromStacks);
+        target[size_t(device)] = EventTrace::deviceOf(to, toStacks);
+        EventTrace engine;
+        engine.setState(std::move(start));
+        EventTrace::Resync how;
+        how.startUs = how.timeUs = uint64_t(timeUs);
+        how.compareStacks = false;
+        // (The earlier file's unmapped space is the replay's that reads these entries, not the state's.)
+        how.unmappedKnown = false;
+        std::vector<TraceEvent> events;
+        engine.resync(std::move(target), how, events);
+        // The engine's events are the Recorder's entries field for field (model/eventtrace.h); one type once the
+        // Recorder takes model::TraceEvent as its Entry.
         std::vector<LiveDocument::Entry> out;
-        auto add = [&](Action action, DeviceAddr address, ByteCount size, int64_t stream) -> LiveDocument::Entry& {
-            LiveDocument::Entry e {};
-            e.action = action;
-            e.device = uint8_t(device);
-            // (The Recorder's fields are the agent's unsigned values; the model's signed ones map back bit for bit.)
-            e.addr = uint64_t(address);
-            e.size = uint64_t(size);
-            e.stream = uint64_t(stream);
-            e.timeUs = uint64_t(timeUs);
-            out.push_back(e);
-            return out.back();
-        };
-        auto blockKept = [&](const ReplaySegment& seg, const ReplayBlock& b, const ReplayState& other) {
-            const ReplaySegment* o = find(other.segments, seg.address);
-            if (!o || !sameSegment(seg, *o))
-                return false;
-            for (uint32_t k = o->blockBegin; k < o->blockBegin + o->blockCount; ++k)
-                if (sameBlock(other.blocks[k], b))
-                    return true;
-            return false;
-        };
-        // The free blocks these entries leave, with the requests PyTorch's rules give them (model/freeblocks.h),
-        // starting from `from`'s: where they are not `to`'s, the bridge ends by handing the block out and freeing
-        // it with `to`'s request (as wire::Recorder::resync does).
-        FreeBlocks sim;
-        for (const ReplayBlock& b : from.blocks)
-            if (b.state == BlockState::Inactive)
-                sim.insert(b.address, b.address + b.size, b.requestedSize);
-        for (const ReplaySegment& seg : from.segments) {
-            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
-                const ReplayBlock& b = from.blocks[k];
-                if (b.state == BlockState::Inactive || blockKept(seg, b, to))
-                    continue;
-                if (b.state == BlockState::ActiveAllocated)
-                    add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
-                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
-                sim.release(b.address, b.address + b.size, b.requestedSize, b.address > seg.address,
-                            b.address + b.size < seg.address + seg.totalSize);
-            }
-        }
-        for (const ReplaySegment& seg : from.segments) {
-            const ReplaySegment* o = find(to.segments, seg.address);
-            if (!o || !sameSegment(seg, *o)) {
-                add(seg.isExpandable ? Action::SegmentUnmap : Action::SegmentFree, seg.address, seg.totalSize,
-                    seg.stream);
-                if (seg.isExpandable)
-                    sim.unmap(seg.address, seg.address + seg.totalSize);
-                else
-                    sim.erase(seg.address, seg.address + seg.totalSize);
-            }
-        }
-        for (const ReplaySegment& seg : to.segments) {
-            const ReplaySegment* o = find(from.segments, seg.address);
-            if (!o || !sameSegment(seg, *o)) {
-                setPool(add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
-                            seg.stream),
-                        seg.poolId);
-                // A mapped range brings back what the unmapped space carried, which only the replay that reads
-                // these entries knows (it followed the earlier file): never taken as right here.
-                if (seg.isExpandable)
-                    sim.insert(seg.address, seg.address + seg.totalSize, -1);
-                else
-                    sim.release(seg.address, seg.address + seg.totalSize, 0, false, false);
-            }
-        }
-        for (const ReplaySegment& seg : to.segments) {
-            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
-                const ReplayBlock& b = to.blocks[k];
-                if (b.state == BlockState::Inactive || blockKept(seg, b, from))
-                    continue;
-                LiveDocument::Entry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
-                a.blockSize = b.size;
-                a.stack = raw(b.stack) == 0 ? 0 : toStacks | raw(b.stack);
-                sim.take(b.address, b.address + b.size);
-                if (b.state == BlockState::ActivePendingFree)
-                    add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
-            }
-        }
-        for (const ReplaySegment& seg : to.segments) {
-            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
-                const ReplayBlock& b = to.blocks[k];
-                if (b.state != BlockState::Inactive)
-                    continue;
-                const FreeBlocks::Block* now = sim.at(b.address);
-                if (now && now->end == b.address + b.size && now->requested == b.requestedSize)
-                    continue;
-                add(Action::Alloc, b.address, b.requestedSize, seg.stream).blockSize = b.size;
-                add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
-                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
-            }
-        }
+        out.reserve(events.size());
+        for (const TraceEvent& e : events)
+            out.push_back({ e.action, e.device, e.addr, e.size, e.stream, e.timeUs, e.stack, e.blockSize, e.poolFirst,
+                            e.poolSecond });
         return out;
     }
 
@@ -327,7 +251,7 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         const ReplayState to = size_t(d) < current.m_document->replays.size()
             ? current.m_document->replays[size_t(d)].stateAt(0)
             : ReplayState {};
-        merged->append(bridge(r.stateAt(r.entryCount()), to, d, joinAt, CurrentStacks));
+        merged->append(bridge(r.stateAt(r.entryCount()), to, d, joinAt, EarlierStacks, CurrentStacks));
         const std::string gap = "memscope: no record between " + earlierName.toStdString() + " and the attach";
         merged->annotate(d, Annotation::Stage::Start, gap, fileEnd);
         merged->annotate(d, Annotation::Stage::End, gap, joinAt);
@@ -492,16 +416,8 @@ size_t LiveDocument::flush(size_t maxEntries)
         return 0; // a job is reading: everything waits for the next flush
     applyDefinitions();
     Snapshot& s = *m_snapshot;
-    // Address versions: one counter per address for blocks and one for segments, shared by every device, advanced
-    // by free_completed and segment_free / segment_unmap (as wire::Recorder::snapshot and io's builder count them,
-    // after torch/utils/viz/MemoryViz.js annotate_snapshot).
-    auto version = [](std::unordered_map<int64_t, uint32_t>& space, int64_t addr, bool advance) {
-        auto [it, inserted] = space.emplace(addr, 0);
-        const uint32_t v = it->second;
-        if (advance)
-            ++it->second;
-        return v;
-    };
+    // Address versions and stream numbers as every path numbers a trace (model::TraceNumbering: as
+    // wire::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
     const size_t applied = std::min(queued(), maxEntries);
     const size_t devices = m_extenders.size();
     size_t done = 0;
@@ -529,26 +445,8 @@ size_t LiveDocument::flush(size_t maxEntries)
                 e.stream = stream;
                 e.timeUs = int64_t(l.timeUs);
                 e.stack = stackOf(l.stack);
-                switch (l.action) {
-                case Action::FreeCompleted:
-                    e.version = version(m_blockVersions, address, true);
-                    break;
-                case Action::Alloc:
-                case Action::FreeRequested:
-                    e.version = version(m_blockVersions, address, false);
-                    break;
-                case Action::SegmentFree:
-                case Action::SegmentUnmap:
-                    e.version = version(m_segmentVersions, address, true);
-                    break;
-                case Action::SegmentAlloc:
-                case Action::SegmentMap:
-                    e.version = version(m_segmentVersions, address, false);
-                    break;
-                default:
-                    break;
-                }
-                if (m_streamSeen.emplace(stream, int(s.streams.size())).second)
+                e.version = m_numbering.version(l.action, address);
+                if (m_numbering.addStream(stream))
                     s.streams.push_back(stream);
                 m_entryScratch.push_back(e);
                 m_detailScratch.push_back({ ByteCount(l.blockSize), { l.poolFirst, l.poolSecond } });

@@ -14,6 +14,7 @@
 // entries queued for the next flush (the GUI thread never blocks on a job).
 #pragma once
 
+#include "model/eventtrace.h"
 #include "model/replayextender.h"
 #include "models/session.h"
 #include "wire/recorder.h"
@@ -109,8 +110,7 @@ private:
     std::unique_ptr<model::StackInterner> m_interner;
     std::vector<model::ReplayExtender> m_extenders; // per device
     std::unordered_map<uint64_t, model::StackId> m_stacks; // agent id -> snapshot id
-    std::unordered_map<int64_t, uint32_t> m_blockVersions, m_segmentVersions;
-    std::unordered_map<int64_t, int> m_streamSeen;
+    model::TraceNumbering m_numbering; // address versions and stream numbers
     std::vector<std::shared_ptr<const Delta>> m_pendingDefinitions; // deltas whose stacks and notes are not applied
     Delta* m_ownDefinitions = nullptr; // the one defineStack and annotate add to, while it is the last pending
     std::deque<Batch> m_queue; // entries, by delta as appended
