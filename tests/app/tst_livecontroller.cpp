@@ -47,10 +47,12 @@ std::shared_ptr<const model::Snapshot> load(const std::string& path)
 struct RecordedStream {
     std::shared_ptr<const model::Snapshot> file;
     model::Replay ref;
+    int64_t begin = 0, end = -1; // the entries handed over (-1: to the end)
 
+    int64_t last() const { return end < 0 ? ref.entryCount() : end; }
     std::shared_ptr<const model::Snapshot> initial() const
     {
-        return std::make_shared<const model::Snapshot>(model::snapshotOfState(ref.stateAt(0), 0));
+        return std::make_shared<const model::Snapshot>(model::snapshotOfState(ref.stateAt(begin), 0));
     }
 
     std::vector<std::shared_ptr<const wire::Recorder::Delta>> deltas(int64_t chunk) const
@@ -68,7 +70,7 @@ struct RecordedStream {
             }
             delta->stacks.emplace_back(k + 1, std::move(frames));
         }
-        for (int64_t i = 0; i < ref.entryCount(); ++i) {
+        for (int64_t i = begin; i < last(); ++i) {
             const model::TraceEntry& e = trace[size_t(ref.firstEntry() + i)];
             wire::Recorder::Entry l {};
             l.action = e.action;
@@ -189,6 +191,7 @@ private Q_SLOTS:
     void savesRunOneAfterAnother();
     void boundedHistoryAndTriggers();
     void earlierHistoryErrors();
+    void earlierHistoryPrepended();
     void recordsDemoJob();
 };
 
@@ -432,6 +435,68 @@ void TestLiveController::boundedHistoryAndTriggers()
     const std::shared_ptr<const model::Snapshot> firedFile = load(fired.toStdString());
     QVERIFY(firedFile);
     QVERIFY(wire::recordingInfoOf(*firedFile));
+}
+
+// A recording's first third, saved by one controller, prepended (read on the thread pool) to another that joined
+// at half way: the new document holds the file's entries, a bridge to the join state (marked as a gap) and the live
+// entries, and every state along the way is the file's own.
+void TestLiveController::earlierHistoryPrepended()
+{
+    RecordedStream early;
+    early.file = load(test::snapshotPath("expandable_segments.pickle"));
+    QVERIFY(early.file);
+    early.ref = model::Replay::build(*early.file, 0);
+    const int64_t n = early.ref.entryCount();
+    early.end = n / 3;
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("early.pickle"));
+    {
+        LiveController first(QStringLiteral("ipc:///nonexistent/first"));
+        first.setHistoryLimit(0, QString());
+        feed(first, early, 700);
+        if (QTest::currentTestFailed())
+            return;
+        QCOMPARE(saveAndWait(first, path), QString());
+    }
+    RecordedStream later = early;
+    later.begin = n / 2;
+    later.end = -1;
+    LiveController controller(QStringLiteral("ipc:///nonexistent/later"));
+    controller.setHistoryLimit(0, QString());
+    feed(controller, later, 700);
+    if (QTest::currentTestFailed())
+        return;
+    const model::Replay& live = controller.document()->replays[0];
+    const int64_t liveEntries = live.entryCount();
+    QCOMPARE(liveEntries, n - n / 2);
+    const QStringList joinState = test::stateLines(live.stateAt(0));
+    const QStringList endState = test::stateLines(live.stateAt(liveEntries));
+
+    QSignalSpy documents(&controller, &LiveController::documentChanged);
+    QSignalSpy loaded(&controller, &LiveController::earlierHistoryLoaded);
+    controller.loadEarlierHistory(path);
+    QVERIFY(loaded.wait(30000));
+    QCOMPARE(loaded.front().at(0).toString(), path);
+    QCOMPARE(loaded.front().at(1).toString(), QString());
+    QCOMPARE(documents.count(), 1);
+    const Document& doc = *controller.document();
+    const model::Replay& r = doc.replays[0];
+    QCOMPARE(r.warnings(), 0u);
+    const int64_t fileEntries = n / 3;
+    const int64_t bridge = r.entryCount() - fileEntries - liveEntries;
+    QVERIFY2(bridge > 0, qPrintable(QString::number(bridge)));
+    for (const int64_t i : { int64_t(0), fileEntries / 2, fileEntries })
+        QCOMPARE(test::stateLines(r.stateAt(i), test::StaleRequests::Ignore),
+                 test::stateLines(early.ref.stateAt(i), test::StaleRequests::Ignore));
+    QCOMPARE(test::stateLines(r.stateAt(fileEntries + bridge)), joinState);
+    QCOMPARE(test::stateLines(r.stateAt(r.entryCount())), endState);
+    QVERIFY(std::any_of(
+        doc.snapshot->annotations.begin(), doc.snapshot->annotations.end(), [&](const model::Annotation& a) {
+            return doc.snapshot->str(a.name).find("no record between early.pickle") != std::string_view::npos;
+        }));
+    // The live document goes on growing after it.
+    QVERIFY(controller.liveDocument());
+    QCOMPARE(controller.backlog(), size_t(0));
 }
 
 // Prepending needs a document, and a file that reads: both refusals name the file and the reason, later.
