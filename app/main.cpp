@@ -231,6 +231,7 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
 int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& endpoints, const QString& out,
                        double seconds, QSize size)
 {
+    using memscope::app::LiveController;
     using memscope::app::LiveState;
     using memscope::app::LiveWindow;
     window.setAttribute(Qt::WA_DontShowOnScreen);
@@ -246,27 +247,27 @@ int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& end
     }
     QEventLoop loop;
     auto allSettled = [&] {
-        return std::all_of(lives.begin(), lives.end(), [](LiveWindow* l) { return l->isSettled(); });
+        return std::all_of(lives.begin(), lives.end(), [](LiveWindow* l) { return l->controller()->isSettled(); });
     };
     for (LiveWindow* live : lives)
-        QObject::connect(live, &LiveWindow::settled, &loop, [&] {
+        QObject::connect(live->controller(), &LiveController::settled, &loop, [&] {
             if (allSettled())
                 loop.quit();
         });
     QTimer::singleShot(int(seconds * 1000), &loop, [&] {
         for (LiveWindow* live : lives)
-            live->receiver()->stop();
+            live->controller()->stop();
     });
     if (!allSettled())
         loop.exec();
     for (LiveWindow* live : lives) {
-        const memscope::app::LiveUpdate& last = live->receiver()->latest();
+        const memscope::app::LiveUpdate& last = live->controller()->receiver()->latest();
         if (last.state == LiveState::Failed) {
             printError(last.message);
             return 1;
         }
         if (!live->documentWindow()) {
-            printError(QStringLiteral("%1: nothing recorded in %2 s").arg(live->endpoint()).arg(seconds));
+            printError(QStringLiteral("%1: nothing recorded in %2 s").arg(live->controller()->endpoint()).arg(seconds));
             return 1;
         }
     }
@@ -284,7 +285,7 @@ int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& end
         return 1;
     }
     for (LiveWindow* live : lives)
-        std::printf("%s\n", qPrintable(live->statusText()));
+        std::printf("%s\n", qPrintable(live->controller()->statusText()));
     return 0;
 }
 

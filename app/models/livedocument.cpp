@@ -1,9 +1,10 @@
 // LiveDocument (livedocument.h): appends to a Document in place, on the GUI thread.
 #include "models/livedocument.h"
 
-#include "model/freeblocks.h"
+#include "model/eventtrace.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <mutex>
 
 namespace memscope::app {
@@ -67,10 +68,10 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
         m_extenders[size_t(d)].start(m_document->replays[size_t(d)], s, d);
     if (s.streams.empty())
         s.streams.push_back(0); // raw stream 0 is number 0 (Snapshot::streams)
-    for (size_t k = 0; k < s.streams.size(); ++k)
-        m_streamSeen.emplace(s.streams[k], int(k));
+    for (const int64_t stream : s.streams)
+        m_numbering.addStream(stream);
     for (const Segment& seg : s.segments)
-        if (m_streamSeen.emplace(seg.stream, int(s.streams.size())).second)
+        if (m_numbering.addStream(seg.stream))
             s.streams.push_back(seg.stream);
     m_document->snapshot = m_snapshot;
 }
@@ -79,8 +80,8 @@ LiveDocument::LiveDocument(QString path, LiveDocument& previous)
     : LiveDocument(std::move(path), *previous.m_snapshot, int(previous.m_extenders.size()))
 {
     adoptStacksAndQueue(previous);
-    m_blockVersions = previous.m_blockVersions;
-    m_segmentVersions = previous.m_segmentVersions;
+    // Its address versions go on; its streams are this one's already (the join state lists them, in order).
+    m_numbering = previous.m_numbering;
 }
 
 void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
@@ -95,20 +96,14 @@ void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
         }
         m_stacks[agentId] = m_interner->stack(frames);
     }
-    for (auto& def : from.m_pendingStacks)
-        m_pendingStacks.push_back(std::move(def));
-    for (auto& note : from.m_pendingAnnotations)
-        m_pendingAnnotations.push_back(std::move(note));
-    from.m_pendingStacks.clear();
-    from.m_pendingAnnotations.clear();
-    if (!from.m_queue.empty() && from.m_queueHead > 0) {
-        auto& front = from.m_queue.front();
-        front.erase(front.begin(), front.begin() + ptrdiff_t(from.m_queueHead));
-    }
-    for (auto& batch : from.m_queue)
-        append(std::move(batch));
+    for (auto& delta : from.m_pendingDefinitions)
+        m_pendingDefinitions.push_back(std::move(delta));
+    from.m_pendingDefinitions.clear();
+    from.m_ownDefinitions = nullptr;
+    for (Batch& batch : from.m_queue)
+        m_queue.push_back(std::move(batch));
+    m_queued += from.m_queued;
     from.m_queue.clear();
-    from.m_queueHead = 0;
     from.m_queued = 0;
 }
 
@@ -119,9 +114,9 @@ namespace {
     constexpr uint64_t EarlierStacks = uint64_t(1) << 62;
     constexpr uint64_t CurrentStacks = uint64_t(1) << 61;
 
-    std::vector<LiveFrame> framesOf(const Snapshot& s, StackId id)
+    std::vector<LiveDocument::StackFrame> framesOf(const Snapshot& s, StackId id)
     {
-        std::vector<LiveFrame> out;
+        std::vector<LiveDocument::StackFrame> out;
         for (const FrameId* f = s.stackBegin(id); f != s.stackEnd(id); ++f) {
             const Frame& fr = s.frame(*f);
             out.push_back({ std::string(s.str(fr.name)), std::string(s.str(fr.filename)), int32_t(fr.line.bits()) });
@@ -129,118 +124,49 @@ namespace {
         return out;
     }
 
-    // Synthetic entries that turn `from` into `to` (two states of one device): removals first (blocks, then
-    // segments that are not the same in `to`), then additions (segments, then blocks), then the free blocks whose
-    // stale requests are not yet `to`'s, as wire::Recorder::resync does for a fresh state. Block stacks of `to`
-    // are named `toStacks | id`.
-    std::vector<LiveEntry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
-                                  uint64_t toStacks)
+    // The Recorder's entries carry the agent's pool ids, two int32s; a snapshot's are PyTorch's MempoolId_t, two
+    // unsigned counters from 1 (model/snapshot.h) that fit them in any real job.
+    void setPool(LiveDocument::Entry& e, std::pair<int64_t, int64_t> pool)
     {
-        auto sameSegment = [](const ReplaySegment& a, const ReplaySegment& b) {
-            return a.address == b.address && a.totalSize == b.totalSize && a.stream == b.stream && a.poolId == b.poolId
-                && a.isExpandable == b.isExpandable;
-        };
-        auto find = [](const std::vector<ReplaySegment>& segs, DeviceAddr address) -> const ReplaySegment* {
-            auto it = std::lower_bound(segs.begin(), segs.end(), address,
-                                       [](const ReplaySegment& s, DeviceAddr a) { return s.address < a; });
-            return it != segs.end() && it->address == address ? &*it : nullptr;
-        };
-        auto sameBlock = [](const ReplayBlock& a, const ReplayBlock& b) {
-            return a.address == b.address && a.size == b.size && a.requestedSize == b.requestedSize
-                && a.state == b.state;
-        };
-        std::vector<LiveEntry> out;
-        auto add = [&](Action action, DeviceAddr address, ByteCount size, int64_t stream) -> LiveEntry& {
-            LiveEntry e;
-            e.action = action;
-            e.device = uint8_t(device);
-            e.address = address;
-            e.size = size;
-            e.stream = stream;
-            e.timeUs = timeUs;
-            out.push_back(e);
-            return out.back();
-        };
-        auto blockKept = [&](const ReplaySegment& seg, const ReplayBlock& b, const ReplayState& other) {
-            const ReplaySegment* o = find(other.segments, seg.address);
-            if (!o || !sameSegment(seg, *o))
-                return false;
-            for (uint32_t k = o->blockBegin; k < o->blockBegin + o->blockCount; ++k)
-                if (sameBlock(other.blocks[k], b))
-                    return true;
-            return false;
-        };
-        // The free blocks these entries leave, with the requests PyTorch's rules give them (model/freeblocks.h),
-        // starting from `from`'s: where they are not `to`'s, the bridge ends by handing the block out and freeing
-        // it with `to`'s request (as wire::Recorder::resync does).
-        FreeBlocks sim;
-        for (const ReplayBlock& b : from.blocks)
-            if (b.state == BlockState::Inactive)
-                sim.insert(b.address, b.address + b.size, b.requestedSize);
-        for (const ReplaySegment& seg : from.segments) {
-            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
-                const ReplayBlock& b = from.blocks[k];
-                if (b.state == BlockState::Inactive || blockKept(seg, b, to))
-                    continue;
-                if (b.state == BlockState::ActiveAllocated)
-                    add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
-                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
-                sim.release(b.address, b.address + b.size, b.requestedSize, b.address > seg.address,
-                            b.address + b.size < seg.address + seg.totalSize);
-            }
-        }
-        for (const ReplaySegment& seg : from.segments) {
-            const ReplaySegment* o = find(to.segments, seg.address);
-            if (!o || !sameSegment(seg, *o)) {
-                add(seg.isExpandable ? Action::SegmentUnmap : Action::SegmentFree, seg.address, seg.totalSize,
-                    seg.stream);
-                if (seg.isExpandable)
-                    sim.unmap(seg.address, seg.address + seg.totalSize);
-                else
-                    sim.erase(seg.address, seg.address + seg.totalSize);
-            }
-        }
-        for (const ReplaySegment& seg : to.segments) {
-            const ReplaySegment* o = find(from.segments, seg.address);
-            if (!o || !sameSegment(seg, *o)) {
-                add(seg.isExpandable ? Action::SegmentMap : Action::SegmentAlloc, seg.address, seg.totalSize,
-                    seg.stream)
-                    .poolId
-                    = seg.poolId;
-                // A mapped range brings back what the unmapped space carried, which only the replay that reads
-                // these entries knows (it followed the earlier file): never taken as right here.
-                if (seg.isExpandable)
-                    sim.insert(seg.address, seg.address + seg.totalSize, -1);
-                else
-                    sim.release(seg.address, seg.address + seg.totalSize, 0, false, false);
-            }
-        }
-        for (const ReplaySegment& seg : to.segments) {
-            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
-                const ReplayBlock& b = to.blocks[k];
-                if (b.state == BlockState::Inactive || blockKept(seg, b, from))
-                    continue;
-                LiveEntry& a = add(Action::Alloc, b.address, b.requestedSize, seg.stream);
-                a.blockSize = b.size;
-                a.stack = raw(b.stack) == 0 ? 0 : toStacks | raw(b.stack);
-                sim.take(b.address, b.address + b.size);
-                if (b.state == BlockState::ActivePendingFree)
-                    add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
-            }
-        }
-        for (const ReplaySegment& seg : to.segments) {
-            for (uint32_t k = seg.blockBegin; k < seg.blockBegin + seg.blockCount; ++k) {
-                const ReplayBlock& b = to.blocks[k];
-                if (b.state != BlockState::Inactive)
-                    continue;
-                const FreeBlocks::Block* now = sim.at(b.address);
-                if (now && now->end == b.address + b.size && now->requested == b.requestedSize)
-                    continue;
-                add(Action::Alloc, b.address, b.requestedSize, seg.stream).blockSize = b.size;
-                add(Action::FreeRequested, b.address, b.requestedSize, seg.stream);
-                add(Action::FreeCompleted, b.address, b.requestedSize, seg.stream);
-            }
-        }
+        e.poolFirst = int32_t(pool.first);
+        e.poolSecond = int32_t(pool.second);
+    }
+
+    // The engine's events and the Recorder's entries are one record, field for field (model/eventtrace.h), so that
+    // the Recorder can take model::TraceEvent as its Entry.
+    using Entry = LiveDocument::Entry;
+    static_assert(sizeof(TraceEvent) == sizeof(Entry) && offsetof(TraceEvent, addr) == offsetof(Entry, addr)
+                  && offsetof(TraceEvent, stack) == offsetof(Entry, stack)
+                  && offsetof(TraceEvent, blockSize) == offsetof(Entry, blockSize)
+                  && offsetof(TraceEvent, poolSecond) == offsetof(Entry, poolSecond));
+
+    // Synthetic entries that turn `from` into `to` (two states of one device, from two sources: the earlier file
+    // and the live recording), by the engine that does it after a resync (model::EventTrace::resync): removals,
+    // then additions, then the free blocks whose stale requests are not yet `to`'s. Stacks of `from` are named
+    // `fromStacks | id`, those of `to` `toStacks | id`; as the two name stacks in different tables, a block is
+    // "the same" by its place, size, request and state only.
+    std::vector<LiveDocument::Entry> bridge(const ReplayState& from, const ReplayState& to, int device, int64_t timeUs,
+                                            uint64_t fromStacks, uint64_t toStacks)
+    {
+        std::vector<EventTrace::Device> start(size_t(device) + 1), target(size_t(device) + 1);
+        start[size_t(device)] = EventTrace::deviceOf(from, fromStacks);
+        target[size_t(device)] = EventTrace::deviceOf(to, toStacks);
+        EventTrace engine;
+        engine.setState(std::move(start));
+        EventTrace::Resync how;
+        how.startUs = how.timeUs = uint64_t(timeUs);
+        how.compareStacks = false;
+        // (The earlier file's unmapped space is the replay's that reads these entries, not the state's.)
+        how.unmappedKnown = false;
+        std::vector<TraceEvent> events;
+        engine.resync(std::move(target), how, events);
+        // The engine's events are the Recorder's entries field for field (model/eventtrace.h); one type once the
+        // Recorder takes model::TraceEvent as its Entry.
+        std::vector<LiveDocument::Entry> out;
+        out.reserve(events.size());
+        for (const TraceEvent& e : events)
+            out.push_back({ e.action, e.device, e.addr, e.size, e.stream, e.timeUs, e.stack, e.blockSize, e.poolFirst,
+                            e.poolSecond });
         return out;
     }
 
@@ -264,27 +190,27 @@ void LiveDocument::appendReplayed(const Snapshot& s, const Replay& replay, uint6
     if (size_t(d) >= s.deviceTraces.size())
         return;
     const auto& trace = s.deviceTraces[size_t(d)];
-    std::vector<LiveEntry> entries;
+    std::vector<Entry> entries;
     entries.reserve(size_t(replay.entryCount()));
     const auto& pieces = replay.segmentPieces();
     size_t nextPiece = 0;
     for (int64_t j = 0; j < replay.entryCount(); ++j) {
         const TraceEntry& e = trace[size_t(replay.firstEntry() + j)];
-        LiveEntry l;
+        Entry l {};
         l.action = e.action;
         l.device = uint8_t(d);
-        l.address = e.addr;
-        l.size = e.size;
-        l.stream = e.stream;
-        l.timeUs = e.timeUs;
+        l.addr = uint64_t(e.addr);
+        l.size = uint64_t(e.size);
+        l.stream = uint64_t(e.stream);
+        l.timeUs = uint64_t(e.timeUs);
         l.stack = raw(e.stack) == 0 ? 0 : base | raw(e.stack);
         if (e.action == Action::Alloc && replay.allocationOfEntry(j) != NoAllocation)
-            l.blockSize = replay.allocation(replay.allocationOfEntry(j)).size;
+            l.blockSize = uint64_t(replay.allocation(replay.allocationOfEntry(j)).size);
         // Pieces are by begin index: the one this entry begins, if any, gives the pool.
         while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < j)
             ++nextPiece;
         if (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == j)
-            l.poolId = pieces[nextPiece].poolId;
+            setPool(l, pieces[nextPiece].poolId);
         entries.push_back(l);
     }
     append(std::move(entries));
@@ -325,7 +251,7 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         const ReplayState to = size_t(d) < current.m_document->replays.size()
             ? current.m_document->replays[size_t(d)].stateAt(0)
             : ReplayState {};
-        merged->append(bridge(r.stateAt(r.entryCount()), to, d, joinAt, CurrentStacks));
+        merged->append(bridge(r.stateAt(r.entryCount()), to, d, joinAt, EarlierStacks, CurrentStacks));
         const std::string gap = "memscope: no record between " + earlierName.toStdString() + " and the attach";
         merged->annotate(d, Annotation::Stage::Start, gap, fileEnd);
         merged->annotate(d, Annotation::Stage::End, gap, joinAt);
@@ -337,15 +263,37 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
     return merged;
 }
 
-void LiveDocument::defineStack(uint64_t agentId, std::vector<LiveFrame> frames)
+void LiveDocument::append(std::shared_ptr<const Delta> delta)
+{
+    if (!delta)
+        return;
+    if (!delta->stacks.empty() || !delta->notes.empty())
+        m_pendingDefinitions.push_back(delta);
+    if (!delta->entries.empty()) {
+        m_queued += delta->entries.size();
+        m_queue.push_back({ std::move(delta), 0 });
+    }
+}
+
+LiveDocument::Delta& LiveDocument::ownDefinitions()
+{
+    if (m_pendingDefinitions.empty() || m_pendingDefinitions.back().get() != m_ownDefinitions) {
+        auto delta = std::make_shared<Delta>();
+        m_ownDefinitions = delta.get();
+        m_pendingDefinitions.push_back(std::move(delta));
+    }
+    return *m_ownDefinitions;
+}
+
+void LiveDocument::defineStack(uint64_t agentId, std::vector<StackFrame> frames)
 {
     if (agentId != 0)
-        m_pendingStacks.emplace_back(agentId, std::move(frames));
+        ownDefinitions().stacks.emplace_back(agentId, std::move(frames));
 }
 
 void LiveDocument::annotate(int device, Annotation::Stage stage, std::string name, int64_t timeUs)
 {
-    m_pendingAnnotations.push_back({ device, stage, std::move(name), timeUs });
+    ownDefinitions().notes.push_back({ stage, int32_t(device), uint64_t(timeUs), std::move(name) });
 }
 
 // Stack definitions and annotations queued since the last flush; the caller holds the growth lock (interning
@@ -353,25 +301,31 @@ void LiveDocument::annotate(int device, Annotation::Stage stage, std::string nam
 void LiveDocument::applyDefinitions()
 {
     Snapshot& s = *m_snapshot;
-    for (auto& [agentId, frames] : m_pendingStacks) {
-        std::vector<FrameId> ids;
-        ids.reserve(frames.size());
-        for (const LiveFrame& f : frames)
-            ids.push_back(m_interner->frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
-        m_stacks[agentId] = m_interner->stack(ids);
+    std::vector<FrameId> ids;
+    for (const auto& delta : m_pendingDefinitions) {
+        for (const auto& [agentId, frames] : delta->stacks) {
+            if (agentId == 0)
+                continue;
+            ids.clear();
+            for (const StackFrame& f : frames)
+                ids.push_back(m_interner->frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
+            m_stacks[agentId] = m_interner->stack(ids);
+        }
     }
-    m_pendingStacks.clear();
-    for (const PendingAnnotation& p : m_pendingAnnotations) {
-        Annotation a;
-        a.device = p.device;
-        a.name = s.strings.intern(p.name);
-        a.stage = p.stage;
-        a.stageName = s.strings.intern(p.stage == Annotation::Stage::Start ? "START" : "END");
-        a.timeUs = p.timeUs;
-        s.annotations.push_back(a);
-        s.hasAnnotationsKey = true;
+    for (const auto& delta : m_pendingDefinitions) {
+        for (const wire::Recorder::Note& n : delta->notes) {
+            Annotation a;
+            a.device = n.device;
+            a.name = s.strings.intern(n.name);
+            a.stage = n.stage;
+            a.stageName = s.strings.intern(n.stage == Annotation::Stage::Start ? "START" : "END");
+            a.timeUs = int64_t(n.timeUs);
+            s.annotations.push_back(a);
+            s.hasAnnotationsKey = true;
+        }
     }
-    m_pendingAnnotations.clear();
+    m_pendingDefinitions.clear();
+    m_ownDefinitions = nullptr;
 }
 
 size_t LiveDocument::memoryBytes() const
@@ -442,81 +396,60 @@ StackId LiveDocument::stackOf(uint64_t agentId) const
     return it == m_stacks.end() ? EmptyStack : it->second;
 }
 
-void LiveDocument::append(std::vector<LiveEntry> entries)
+void LiveDocument::append(std::vector<Entry> entries)
 {
     if (entries.empty())
         return;
-    m_queued += entries.size();
-    m_queue.push_back(std::move(entries)); // a batch of its own: queueing copies nothing
+    auto delta = std::make_shared<Delta>();
+    delta->entries = std::move(entries); // a batch of its own: queueing copies nothing
+    append(std::shared_ptr<const Delta>(std::move(delta)));
 }
 
 size_t LiveDocument::flush(size_t maxEntries)
 {
     // The trace's next pages are faulted in on another thread (model/prefault.h): ~60 ms of entries at 2 M/s.
     constexpr size_t TraceAhead = size_t(1) << 17;
-    if (queued() == 0 && m_pendingStacks.empty() && m_pendingAnnotations.empty())
+    if (!hasPending())
         return 0;
     std::unique_lock lock(*m_document->growth, std::try_to_lock);
     if (!lock.owns_lock())
         return 0; // a job is reading: everything waits for the next flush
     applyDefinitions();
     Snapshot& s = *m_snapshot;
-    // Address versions: one counter per address for blocks and one for segments, shared by every device, advanced
-    // by free_completed and segment_free / segment_unmap (as wire::Recorder::snapshot and io's builder count them,
-    // after torch/utils/viz/MemoryViz.js annotate_snapshot).
-    auto version = [](std::unordered_map<int64_t, uint32_t>& space, int64_t addr, bool advance) {
-        auto [it, inserted] = space.emplace(addr, 0);
-        const uint32_t v = it->second;
-        if (advance)
-            ++it->second;
-        return v;
-    };
+    // Address versions and stream numbers as every path numbers a trace (model::TraceNumbering: as
+    // wire::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
     const size_t applied = std::min(queued(), maxEntries);
     const size_t devices = m_extenders.size();
     size_t done = 0;
     while (done < applied) {
-        const std::vector<LiveEntry>& batch = m_queue.front();
-        const size_t limit = std::min(batch.size(), m_queueHead + (applied - done));
+        Batch& front = m_queue.front();
+        const std::vector<Entry>& batch = front.delta->entries;
+        const size_t limit = std::min(batch.size(), front.begin + (applied - done));
         // Entries are appended per device in runs, so that each extender sees its device's entries in order.
-        size_t i = m_queueHead;
+        size_t i = front.begin;
         while (i < limit) {
             const uint8_t device = batch[i].device;
             size_t end = i;
             m_entryScratch.clear();
             m_detailScratch.clear();
             for (; end < limit && batch[end].device == device; ++end) {
-                const LiveEntry& l = batch[end];
+                const Entry& l = batch[end];
+                // The agent's unsigned fields as the model's signed ones, bit for bit (an address or a stream
+                // handle at or above 2^63 stays the same bits; model/snapshot.h).
+                const int64_t address = int64_t(l.addr), stream = int64_t(l.stream);
                 TraceEntry e;
                 e.action = l.action;
                 e.hasFrames = true;
-                e.addr = l.address;
-                e.size = l.size;
-                e.stream = l.stream;
-                e.timeUs = l.timeUs;
+                e.addr = address;
+                e.size = int64_t(l.size);
+                e.stream = stream;
+                e.timeUs = int64_t(l.timeUs);
                 e.stack = stackOf(l.stack);
-                switch (l.action) {
-                case Action::FreeCompleted:
-                    e.version = version(m_blockVersions, l.address, true);
-                    break;
-                case Action::Alloc:
-                case Action::FreeRequested:
-                    e.version = version(m_blockVersions, l.address, false);
-                    break;
-                case Action::SegmentFree:
-                case Action::SegmentUnmap:
-                    e.version = version(m_segmentVersions, l.address, true);
-                    break;
-                case Action::SegmentAlloc:
-                case Action::SegmentMap:
-                    e.version = version(m_segmentVersions, l.address, false);
-                    break;
-                default:
-                    break;
-                }
-                if (m_streamSeen.emplace(l.stream, int(s.streams.size())).second)
-                    s.streams.push_back(l.stream);
+                e.version = m_numbering.version(l.action, address);
+                if (m_numbering.addStream(stream))
+                    s.streams.push_back(stream);
                 m_entryScratch.push_back(e);
-                m_detailScratch.push_back({ l.blockSize, l.poolId });
+                m_detailScratch.push_back({ ByteCount(l.blockSize), { l.poolFirst, l.poolSecond } });
             }
             if (device < devices) {
                 auto& trace = s.deviceTraces[device];
@@ -528,12 +461,10 @@ size_t LiveDocument::flush(size_t maxEntries)
             }
             i = end;
         }
-        done += limit - m_queueHead;
-        m_queueHead = limit;
-        if (m_queueHead == batch.size()) {
-            m_queue.pop_front();
-            m_queueHead = 0;
-        }
+        done += limit - front.begin;
+        front.begin = limit;
+        if (front.begin == batch.size())
+            m_queue.pop_front(); // the delta goes once its entries are in the document
     }
     m_queued -= applied;
     return applied;

@@ -2,9 +2,11 @@
 // new events plus the live state per refresh instead of a rebuild of everything recorded so far.
 //
 // It starts from the allocator's state when the viewer joined (a Snapshot with segments and blocks and no trace)
-// and appends entries: to the snapshot's device traces (with PyTorch's address versions and stream numbers, as
-// wire::Recorder::snapshot() assigns them) and to each device's Replay through a model::ReplayExtender. Stacks
-// arrive as the agent's definitions and are interned into the snapshot's tables.
+// and appends the Recorder's deltas as they are (wire::Recorder::Delta: its entries, notes and stack definitions,
+// queued by reference, never copied into a type of our own): entries go to the snapshot's device traces (with
+// PyTorch's address versions and stream numbers, as wire::Recorder::snapshot() assigns them) and to each device's
+// Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into the
+// snapshot's tables.
 //
 // Threads: a LiveDocument and everything it grows belong to the GUI thread. Views read the Document between
 // events as they read a file's; work that reads it on another thread (a call tree job, an event filter job) holds
@@ -12,8 +14,10 @@
 // entries queued for the next flush (the GUI thread never blocks on a job).
 #pragma once
 
+#include "model/eventtrace.h"
 #include "model/replayextender.h"
 #include "models/session.h"
+#include "wire/recorder.h"
 
 #include <QString>
 
@@ -27,29 +31,15 @@
 
 namespace memscope::app {
 
-// One frame of a stack definition, as the agent names it.
-struct LiveFrame {
-    std::string name;
-    std::string file;
-    int32_t line = 0;
-};
-
-// One allocator event as a trace entry (what wire::Recorder applied), plus what the agent knows beyond PyTorch's
-// trace fields.
-struct LiveEntry {
-    model::Action action = model::Action::Unknown;
-    uint8_t device = 0;
-    int64_t address = 0;
-    int64_t size = 0; // the trace's size: requested bytes for block actions, segment bytes for segment actions
-    int64_t blockSize = 0; // alloc: the block's bytes; 0 unknown
-    int64_t stream = 0;
-    int64_t timeUs = 0;
-    uint64_t stack = 0; // the agent's stack id (0: none), unique across restarts of the job
-    std::pair<int64_t, int64_t> poolId { 0, 0 };
-};
-
 class LiveDocument {
 public:
+    // What the document grows by: the Recorder's own types. An entry is a trace entry (PyTorch's fields, the
+    // address, size, stream and time as the agent's unsigned 64-bit values) plus what the agent knows beyond them
+    // (the block's bytes, the segment's pool); its stack is the agent's id (0: none), unique across restarts.
+    using Delta = wire::Recorder::Delta;
+    using Entry = wire::Recorder::Entry;
+    using StackFrame = wire::Recorder::StackFrame;
+
     // `initial`: the state when the viewer joined (its segments and blocks, with their stacks; its traces are
     // ignored). `deviceCount`: the job's devices (the agent's Hello); at least those `initial` has. Entries of a
     // device beyond it are dropped and counted. The document's snapshot keeps this state as its segments and
@@ -70,13 +60,16 @@ public:
 
     std::shared_ptr<const Document> document() const { return m_document; }
 
-    // A stack definition: later entries naming `agentId` get its frames (innermost first).
-    void defineStack(uint64_t agentId, std::vector<LiveFrame> frames);
-    // One end of a named range (e.g. "memscope: resync after 120 missing records"), as record_function's START
-    // and END annotations.
+    // Queues a delta of the Recorder (wire::Recorder::takeDelta), in order: its stack definitions (later entries
+    // naming an id get its frames, innermost first), its notes (each one end of a named range, e.g. "memscope:
+    // resync after 120 missing records", as record_function's START and END annotations) and its entries. Nothing
+    // is copied: the document holds the delta until its entries are applied. Everything takes effect at the next
+    // flush(), definitions and notes before the entries queued.
+    void append(std::shared_ptr<const Delta> delta);
+    // The same for one part of a delta.
+    void defineStack(uint64_t agentId, std::vector<StackFrame> frames);
     void annotate(int device, model::Annotation::Stage stage, std::string name, int64_t timeUs);
-    // Queues entries, in order. Definitions, annotations and entries take effect at the next flush().
-    void append(std::vector<LiveEntry> entries);
+    void append(std::vector<Entry> entries);
     // Applies what was queued (at most `maxEntries` entries, so that the caller can keep its event loop turning)
     // unless a reader holds the document; the number of entries applied (0 when busy).
     size_t flush(size_t maxEntries = SIZE_MAX);
@@ -94,16 +87,16 @@ public:
     std::shared_ptr<const model::Snapshot> finish(model::Extras topLevel = {});
 
     // Whether flush() has anything to apply.
-    bool hasPending() const { return queued() > 0 || !m_pendingStacks.empty() || !m_pendingAnnotations.empty(); }
+    bool hasPending() const { return queued() > 0 || !m_pendingDefinitions.empty(); }
 
 private:
-    struct PendingAnnotation {
-        int device;
-        model::Annotation::Stage stage;
-        std::string name;
-        int64_t timeUs;
+    // Entries of one delta still to apply: delta->entries from `begin` on.
+    struct Batch {
+        std::shared_ptr<const Delta> delta;
+        size_t begin = 0;
     };
     model::StackId stackOf(uint64_t agentId) const;
+    Delta& ownDefinitions(); // a pending delta of this document's own, for defineStack and annotate
     void applyDefinitions();
     void adoptStacksAndQueue(LiveDocument& from); // the agent's stack definitions (by content) and the queue
     // Defines every stack of `s` under `base | id` and appends the entries of `replay` (over s's trace) with them.
@@ -117,12 +110,10 @@ private:
     std::unique_ptr<model::StackInterner> m_interner;
     std::vector<model::ReplayExtender> m_extenders; // per device
     std::unordered_map<uint64_t, model::StackId> m_stacks; // agent id -> snapshot id
-    std::unordered_map<int64_t, uint32_t> m_blockVersions, m_segmentVersions;
-    std::unordered_map<int64_t, int> m_streamSeen;
-    std::vector<std::pair<uint64_t, std::vector<LiveFrame>>> m_pendingStacks;
-    std::vector<PendingAnnotation> m_pendingAnnotations;
-    std::deque<std::vector<LiveEntry>> m_queue; // batches as appended
-    size_t m_queueHead = 0; // entries of the front batch already applied
+    model::TraceNumbering m_numbering; // address versions and stream numbers
+    std::vector<std::shared_ptr<const Delta>> m_pendingDefinitions; // deltas whose stacks and notes are not applied
+    Delta* m_ownDefinitions = nullptr; // the one defineStack and annotate add to, while it is the last pending
+    std::deque<Batch> m_queue; // entries, by delta as appended
     size_t m_queued = 0;
     std::vector<model::TraceEntry> m_entryScratch;
     std::vector<model::EntryDetail> m_detailScratch;

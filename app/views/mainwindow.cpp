@@ -172,7 +172,7 @@ MainWindow::~MainWindow()
 void MainWindow::stopLiveTabs()
 {
     for (LiveWindow* live : findChildren<LiveWindow*>())
-        live->receiver()->stop();
+        live->controller()->stop();
 }
 
 void MainWindow::buildMenus()
@@ -659,9 +659,9 @@ LiveWindow* MainWindow::openLive(const QString& endpoint, bool reconnect, const 
             updateStatus();
     });
     connect(live, &LiveWindow::openRequested, this, &MainWindow::openFile);
-    connect(live->receiver(), &LiveReceiver::finished, this, [this, live](LiveState state) {
+    connect(live->controller()->receiver(), &LiveReceiver::finished, this, [this, live](LiveState state) {
         if (state == LiveState::Failed)
-            showError(live->receiver()->latest().message);
+            showError(live->controller()->receiver()->latest().message);
     });
     addTab(live, tr("Live: %1").arg(endpoint.section(QLatin1Char('/'), -1)), endpoint);
     return live;

@@ -170,14 +170,14 @@ void TestDemo::quitWithLiveDemoTab()
         LiveWindow* live = window->openLive(demo.endpoint(), true);
         QTRY_VERIFY_WITH_TIMEOUT(live->documentWindow() != nullptr, 15000);
         QTest::qWait(2000); // growing, the views taking it in
-        QVERIFY(live->receiver()->isRunning());
+        QVERIFY(live->controller()->receiver()->isRunning());
         if (quitFirst) {
             // (Found by name: the offscreen platform binds no keys to QKeySequence::Quit.)
             auto* quit = window->findChild<QAction*>(QStringLiteral("quitAction"));
             QVERIFY(quit);
             quit->trigger();
             QVERIFY(!window->isVisible());
-            QVERIFY(!live->receiver()->isRunning()); // closing stopped the recording
+            QVERIFY(!live->controller()->receiver()->isRunning()); // closing stopped the recording
         }
         delete window;
         QVERIFY(!processGone(pid)); // the job is the DemoJob's, which is still there

@@ -4,7 +4,7 @@
 // attach dialog's discovery of default endpoints, and the `memscope --attach --screenshot` path. Widgets
 // offscreen; GUI thread.
 #include "apptestutil.h"
-#include "ingest/livereceiver.h"
+#include "live/livereceiver.h"
 #include "statelines.h"
 #include "views/attachdialog.h"
 #include "views/documentwindow.h"
@@ -108,6 +108,27 @@ qint64 demoEvents(const QString& output)
     return m.hasMatch() ? m.captured(1).toLongLong() : -1;
 }
 
+// Has the controller save what `live` shows to `path` (on the thread pool) and waits: the error line, or "".
+QString saveAndWait(LiveWindow& live, const QString& path,
+                    LiveController::SaveFormat format = LiveController::SaveFormat::Recording)
+{
+    QSignalSpy saved(live.controller(), &LiveController::saved);
+    live.controller()->save(path, format);
+    if (!saved.wait(60000))
+        return QStringLiteral("no answer");
+    return saved.front().at(1).toString();
+}
+
+// The same for prepending `path` to the history.
+QString prependAndWait(LiveWindow& live, const QString& path)
+{
+    QSignalSpy loaded(live.controller(), &LiveController::earlierHistoryLoaded);
+    live.controller()->loadEarlierHistory(path);
+    if (!loaded.wait(60000))
+        return QStringLiteral("no answer");
+    return loaded.front().at(1).toString();
+}
+
 using test::StaleRequests; // tests/support/statelines.h
 using test::stateLines;
 
@@ -156,7 +177,7 @@ void TestLive::recordsWholeJob()
     QCOMPARE(endpoint, QStringLiteral("ipc://") + dir.path() + QStringLiteral("/job"));
 
     LiveWindow live(endpoint);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     QSignalSpy documents(&live, &LiveWindow::documentChanged);
     QVERIFY(settled.wait(60000));
     // (waitForFinished is false for a process that has finished already.)
@@ -165,7 +186,7 @@ void TestLive::recordsWholeJob()
     const qint64 published = demoEvents(QString::fromUtf8(demo.readAllStandardError()));
     QVERIFY2(published > 0, "the demo's summary line");
 
-    const LiveUpdate& last = live.receiver()->latest();
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     QCOMPARE(last.state, LiveState::Exited);
     QCOMPARE(qint64(last.lastSequence), published); // every record up to the goodbye's last one
     QCOMPARE(last.stats.gaps, uint64_t(0));
@@ -178,7 +199,7 @@ void TestLive::recordsWholeJob()
     QVERIFY(last.snapshot);
     QCOMPARE(live.snapshot()->deviceTraces.size(), size_t(1));
     QCOMPARE(uint64_t(live.snapshot()->deviceTraces[0].size()), last.stats.applied);
-    QCOMPARE(live.backlog(), size_t(0));
+    QCOMPARE(live.controller()->backlog(), size_t(0));
     QCOMPARE(documents.count(), 1); // one document, grown in place
     // The state the views show at the end equals the recorder's, exactly (two engines: the recorder's state maps
     // and the replay the document grew), and both are the job's own, free blocks and their stale requests included.
@@ -197,13 +218,13 @@ void TestLive::recordsWholeJob()
     QCOMPARE(doc->session()->cursor(), doc->session()->entryCount()); // followed the end
     QVERIFY(!doc->session()->isGrowing()); // the job ended and everything is shown: no room kept to grow
     QVERIFY(documents.count() >= 1);
-    QVERIFY(live.statusText().contains(QStringLiteral("the job exited")));
-    QVERIFY(live.statusText().contains(QString::number(last.stats.applied)));
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("the job exited")));
+    QVERIFY(live.controller()->statusText().contains(QString::number(last.stats.applied)));
 
     // Save… writes what was recorded: as a memscope recording, PyTorch's format plus where it came from and what
     // was lost (a key PyTorch's readers ignore), or as a plain PyTorch snapshot; both read back whole.
     const QString saved = dir.filePath(QStringLiteral("live.pickle"));
-    QCOMPARE(live.saveSnapshot(saved), QString());
+    QCOMPARE(saveAndWait(live, saved), QString());
     io::LoadResult reread = io::loadSnapshot(saved.toStdString());
     QVERIFY(reread.ok());
     QCOMPARE(uint64_t(reread.snapshot->deviceTraces[0].size()), last.stats.applied);
@@ -221,9 +242,9 @@ void TestLive::recordsWholeJob()
     QCOMPARE(field("lost"), int64_t(0));
     QCOMPARE(field("gaps"), int64_t(0));
     QCOMPARE(field("part"), int64_t(0));
-    QVERIFY(info.find("endpoint") && info.find("endpoint")->text == live.endpoint().toStdString());
+    QVERIFY(info.find("endpoint") && info.find("endpoint")->text == live.controller()->endpoint().toStdString());
     const QString plain = dir.filePath(QStringLiteral("plain.json"));
-    QCOMPARE(live.saveSnapshot(plain, LiveWindow::SaveFormat::PyTorch), QString());
+    QCOMPARE(saveAndWait(live, plain, LiveController::SaveFormat::PyTorch), QString());
     io::LoadResult plainRead = io::loadSnapshot(plain.toStdString());
     QVERIFY(plainRead.ok());
     QVERIFY(plainRead.snapshot->topLevelExtras.empty());
@@ -252,7 +273,7 @@ void TestLive::keepsMovedCursor()
     QVERIFY(!endpoint.isEmpty());
     LiveWindow live(endpoint);
     QSignalSpy documents(&live, &LiveWindow::documentChanged);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     QTRY_VERIFY_WITH_TIMEOUT(live.documentWindow() && live.documentWindow()->session()->entryCount() > 20, 20000);
     Session* session = live.documentWindow()->session();
     QCOMPARE(session->cursor(), session->entryCount()); // following
@@ -290,7 +311,7 @@ void TestLive::attachMidRun()
     QCOMPARE(demo.state(), QProcess::Running);
 
     LiveWindow live(endpoint);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     QVERIFY(settled.wait(60000));
     QVERIFY2(record.waitForFinished(30000) || record.state() == QProcess::NotRunning,
              qPrintable(QString::fromUtf8(record.readAllStandardOutput() + record.readAllStandardError())));
@@ -298,7 +319,7 @@ void TestLive::attachMidRun()
     QVERIFY(demo.state() == QProcess::NotRunning || demo.waitForFinished(20000));
     const qint64 published = demoEvents(QString::fromUtf8(demo.readAllStandardError()));
 
-    const LiveUpdate& last = live.receiver()->latest();
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     QCOMPARE(last.state, LiveState::Exited);
     if (last.stats.lost != 0)
         QSKIP("the agent dropped events on this machine: the final states cannot be compared");
@@ -328,11 +349,11 @@ void TestLive::reconnectsToRestartedJob()
     QCOMPARE(startDemo(first, args), endpoint);
     LiveWindow live(endpoint, LiveWindow::AfterExit::Reconnect);
     QVERIFY(first.waitForFinished(30000) || first.state() == QProcess::NotRunning);
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
-    QVERIFY(live.statusText().contains(QStringLiteral("reconnecting")));
+    QTRY_COMPARE_WITH_TIMEOUT(live.controller()->receiver()->latest().state, LiveState::Reconnecting, 20000);
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("reconnecting")));
     QVERIFY(live.documentWindow());
     Session* session = live.documentWindow()->session();
-    QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > 1000, 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(live.controller()->backlog() == 0 && session->entryCount() > 1000, 10000);
     const int64_t firstRun = session->entryCount();
 
     // The next run: recorded whole by `memscope-cli record` for reference, and dumped by the job at its exit.
@@ -341,12 +362,12 @@ void TestLive::reconnectsToRestartedJob()
     runRecorded(args, endpoint, reference, exitDump);
     if (QTest::currentTestFailed())
         return;
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().stats.restarts, uint64_t(1), 20000);
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
-    QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > firstRun + 1000, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.controller()->receiver()->latest().stats.restarts, uint64_t(1), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.controller()->receiver()->latest().state, LiveState::Reconnecting, 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(live.controller()->backlog() == 0 && session->entryCount() > firstRun + 1000, 10000);
     QCOMPARE(live.documentWindow()->session(), session); // one document, grown across the restart
-    QVERIFY(live.statusText().contains(QStringLiteral("restarted")));
-    const LiveUpdate& last = live.receiver()->latest();
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("restarted")));
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     QCOMPARE(last.stats.inconsistent, uint64_t(0));
     QCOMPARE(session->replay().warnings(), 0u);
     // The restart is an annotation on the timeline.
@@ -359,7 +380,7 @@ void TestLive::reconnectsToRestartedJob()
     QVERIFY(whole.ok());
     QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLines(*whole.snapshot));
     QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLinesOf(exitDump));
-    live.receiver()->stop();
+    live.controller()->stop();
 }
 
 // A job publishing faster than its agent's (deliberately tiny) ring drains: records are dropped and counted, the
@@ -381,10 +402,10 @@ void TestLive::reconnectsAfterKilledJob()
     first.kill();
     QVERIFY(first.waitForFinished(5000));
     // Its connection closed without a goodbye: it exited (not a silent, hung job); the tab waits for the next run.
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.controller()->receiver()->latest().state, LiveState::Reconnecting, 10000);
     Session* session = live.documentWindow()->session();
     const int64_t kept = session->entryCount();
-    QVERIFY(live.statusText().contains(QStringLiteral("reconnecting")));
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("reconnecting")));
 
     const QString reference = dir.filePath(QStringLiteral("second.pickle"));
     runRecorded({ QStringLiteral("--endpoint"), endpoint, QStringLiteral("--events"), QStringLiteral("15000"),
@@ -392,15 +413,15 @@ void TestLive::reconnectsAfterKilledJob()
                 endpoint, reference);
     if (QTest::currentTestFailed())
         return;
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().stats.restarts, uint64_t(1), 20000);
-    QTRY_COMPARE_WITH_TIMEOUT(live.receiver()->latest().state, LiveState::Reconnecting, 20000);
-    QTRY_VERIFY_WITH_TIMEOUT(live.backlog() == 0 && session->entryCount() > kept + 1000, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.controller()->receiver()->latest().stats.restarts, uint64_t(1), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(live.controller()->receiver()->latest().state, LiveState::Reconnecting, 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(live.controller()->backlog() == 0 && session->entryCount() > kept + 1000, 10000);
     QCOMPARE(live.documentWindow()->session(), session); // what the killed run recorded stays
     QCOMPARE(session->replay().warnings(), 0u);
     const io::LoadResult whole = io::loadSnapshot(reference.toStdString());
     QVERIFY(whole.ok());
     QCOMPARE(stateLines(session->replay().stateAt(session->entryCount())), stateLines(*whole.snapshot));
-    live.receiver()->stop();
+    live.controller()->stop();
 }
 
 void TestLive::floodIsReportedAndRepaired()
@@ -437,17 +458,19 @@ void TestLive::floodIsReportedAndRepaired()
     // The viewer catches up, repairs, and shows exactly the job's final state.
     auto shown = [&] {
         DocumentWindow* doc = live.documentWindow();
-        if (!doc || live.backlog() > 0)
+        if (!doc || live.controller()->backlog() > 0)
             return QStringList();
         const Session* s = doc->session();
         return stateLines(s->replay().stateAt(s->entryCount()));
     };
-    QTRY_VERIFY_WITH_TIMEOUT(!live.receiver()->latest().stats.resyncNeeded() && shown() == finalState, 60000);
-    const LiveUpdate& last = live.receiver()->latest();
+    QTRY_VERIFY_WITH_TIMEOUT(!live.controller()->receiver()->latest().stats.resyncNeeded() && shown() == finalState,
+                             60000);
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     if (last.stats.lost == 0 && last.stats.missing == 0)
         QSKIP("the agent kept up with the flood on this machine: nothing to repair");
     QVERIFY(last.stats.resyncs > 0);
-    QVERIFY2(live.statusText().contains(QStringLiteral("resync")), qPrintable(live.statusText()));
+    QVERIFY2(live.controller()->statusText().contains(QStringLiteral("resync")),
+             qPrintable(live.controller()->statusText()));
     Session* s = live.documentWindow()->session();
     QCOMPARE(s->replay().warnings(), 0u);
     const auto spans = s->annotations();
@@ -485,7 +508,7 @@ void TestLive::ranksSideBySide()
     // While the jobs run, the table fills in.
     QTRY_COMPARE_WITH_TIMEOUT(ranks->model()->rowCount(), 3, 20000);
     for (LiveWindow* live : lives)
-        QTRY_VERIFY_WITH_TIMEOUT(live->isSettled(), 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(live->controller()->isSettled(), 60000);
     for (auto& demo : demos)
         QVERIFY(demo->waitForFinished(20000) || demo->state() == QProcess::NotRunning);
     QTest::qWait(800); // one more refresh of the table after the last growth
@@ -525,14 +548,14 @@ void TestLive::triggerSavesOnReservedThreshold()
     LiveTrigger trigger;
     trigger.reservedAbove = model::ByteCount(1) << 30;
     trigger.folder = dir.path();
-    live.setTrigger(trigger);
-    QSignalSpy triggered(&live, &LiveWindow::triggered);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    live.controller()->setTrigger(trigger);
+    QSignalSpy triggered(live.controller(), &LiveController::triggered);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     QVERIFY(settled.wait(60000));
     QTRY_COMPARE_WITH_TIMEOUT(triggered.count(), 1, 10000);
     QCOMPARE(triggered.first().at(1).toString(), QString()); // no error
-    QCOMPARE(live.triggeredFiles().size(), 1);
-    const QString path = live.triggeredFiles().front();
+    QCOMPARE(live.controller()->triggeredFiles().size(), 1);
+    const QString path = live.controller()->triggeredFiles().front();
     QVERIFY2(path.contains(QStringLiteral("-reserved-1.pickle")), qPrintable(path));
     const io::LoadResult saved = io::loadSnapshot(path.toStdString());
     QVERIFY2(saved.ok(), saved.error.toString().c_str());
@@ -540,7 +563,7 @@ void TestLive::triggerSavesOnReservedThreshold()
     for (const model::Segment& s : saved.snapshot->segments)
         reserved += s.totalSize;
     QVERIFY(reserved > trigger.reservedAbove);
-    QVERIFY(live.statusText().contains(QStringLiteral("1 saved")));
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("1 saved")));
     QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
 
     // The Triggers… dialog shows the trigger set, and Cancel changes nothing.
@@ -562,7 +585,7 @@ void TestLive::triggerSavesOnReservedThreshold()
     });
     button->click();
     QVERIFY(seen);
-    QCOMPARE(live.trigger().reservedAbove, trigger.reservedAbove);
+    QCOMPARE(live.controller()->trigger().reservedAbove, trigger.reservedAbove);
 }
 
 void TestLive::attachDialogListsEndpoints()
@@ -718,7 +741,7 @@ void TestLive::waitsForTheJobAndRetries()
              qPrintable(waiting.latest().message));
 
     // The tab says what it waits for, in its status line and where the views will be (after its 5 s answer time).
-    QTRY_VERIFY_WITH_TIMEOUT(tab.statusText().contains(QStringLiteral("waiting for it")), 15000);
+    QTRY_VERIFY_WITH_TIMEOUT(tab.controller()->statusText().contains(QStringLiteral("waiting for it")), 15000);
     QVERIFY(test::saveScreenshot(tab, QStringLiteral("live-waiting"), QSize(1000, 300)));
     auto* retry = tab.findChild<QPushButton*>(QStringLiteral("liveRetry"));
     QVERIFY(retry && retry->isHidden()); // waiting is not failing
@@ -739,7 +762,8 @@ void TestLive::waitsForTheJobAndRetries()
     QTRY_VERIFY_WITH_TIMEOUT(waiting.latest().state == LiveState::Live && waiting.latest().stats.applied > 0, 15000);
     QVERIFY2(waiting.latest().message.isEmpty(), qPrintable(waiting.latest().message));
     QTRY_VERIFY_WITH_TIMEOUT(tab.documentWindow() != nullptr, 15000); // the tab attached by itself
-    QVERIFY2(!tab.statusText().contains(QStringLiteral("no memscope agent")), qPrintable(tab.statusText()));
+    QVERIFY2(!tab.controller()->statusText().contains(QStringLiteral("no memscope agent")),
+             qPrintable(tab.controller()->statusText()));
     QVERIFY(gaveUp.restart());
     QTRY_VERIFY_WITH_TIMEOUT(gaveUp.latest().state == LiveState::Live && gaveUp.latest().stats.applied > 0, 15000);
     QVERIFY2(gaveUp.latest().message.isEmpty(), qPrintable(gaveUp.latest().message));
@@ -786,17 +810,17 @@ void TestLive::malformedPublisher()
         }
     });
     LiveWindow live(endpoint);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     const bool ended = settled.wait(15000);
     stop = true;
     impostor.join();
     QVERIFY(ended);
-    const LiveUpdate& last = live.receiver()->latest();
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     QCOMPARE(last.state, LiveState::Failed);
     QVERIFY2(last.message.startsWith(endpoint), qPrintable(last.message)); // (its state socket: endpoint-state)
     QVERIFY2(last.message.contains(QStringLiteral("version")), qPrintable(last.message));
     QVERIFY(!live.documentWindow());
-    QVERIFY(live.statusText().contains(QStringLiteral("failed")));
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("failed")));
     // Nothing was recorded: the tab offers to attach again.
     auto* retry = live.findChild<QPushButton*>(QStringLiteral("liveRetry"));
     QVERIFY(retry && !retry->isHidden());
@@ -818,17 +842,17 @@ void TestLive::historyIsBoundedAndSpilled()
     LiveWindow live(endpoint);
     const size_t limit = size_t(6) << 20;
     const QString folder = dir.filePath(QStringLiteral("history"));
-    live.setHistoryLimit(limit, folder);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    live.controller()->setHistoryLimit(limit, folder);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     QVERIFY(settled.wait(60000));
     QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
-    const LiveUpdate& last = live.receiver()->latest();
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     QCOMPARE(last.state, LiveState::Exited);
     QCOMPARE(last.stats.lost, uint64_t(0));
 
-    const QStringList parts = live.spilledFiles();
+    const QStringList parts = live.controller()->spilledFiles();
     QVERIFY2(parts.size() >= 2, qPrintable(QString::number(parts.size())));
-    QVERIFY(live.statusText().contains(QStringLiteral("earlier history")));
+    QVERIFY(live.controller()->statusText().contains(QStringLiteral("earlier history")));
     Session* session = live.documentWindow()->session();
     uint64_t total = uint64_t(session->entryCount());
     QStringList previousEnd, previousEndKnowable;
@@ -882,18 +906,18 @@ void TestLive::earlierHistoryPrepended()
     QCOMPARE(record.exitCode(), 0);
     QTest::qWait(300); // the job goes on: the tab joins later
     LiveWindow live(endpoint);
-    QSignalSpy settled(&live, &LiveWindow::settled);
+    QSignalSpy settled(live.controller(), &LiveController::settled);
     QVERIFY(settled.wait(60000));
     QVERIFY(demo.waitForFinished(20000) || demo.state() == QProcess::NotRunning);
-    const LiveUpdate& last = live.receiver()->latest();
+    const LiveUpdate& last = live.controller()->receiver()->latest();
     QCOMPARE(last.stats.lost, uint64_t(0));
     Session* before = live.documentWindow()->session();
     const int64_t liveEntries = before->entryCount();
     const QStringList joinState = stateLines(before->replay().stateAt(0));
     const QStringList endState = stateLines(before->replay().stateAt(liveEntries));
 
-    QCOMPARE(live.loadEarlierHistory(dir.filePath(QStringLiteral("missing.pickle"))).isEmpty(), false);
-    QCOMPARE(live.loadEarlierHistory(early), QString());
+    QCOMPARE(prependAndWait(live, dir.filePath(QStringLiteral("missing.pickle"))).isEmpty(), false);
+    QCOMPARE(prependAndWait(live, early), QString());
     Session* session = live.documentWindow()->session();
     QVERIFY(session != before);
     const io::LoadResult file = io::loadSnapshot(early.toStdString());

@@ -31,7 +31,8 @@ std::shared_ptr<const model::Snapshot> load(const std::string& name)
 }
 
 // A live source replaying a file: its state at `joinAt` (stacks dropped: they belong to the file's tables) and
-// then its entries as LiveEntries with the file's stacks defined under agent ids (file id + 1).
+// then its entries as the Recorder's entries (LiveDocument::Entry) with the file's stacks defined under agent ids
+// (file id + 1).
 struct FileSource {
     std::shared_ptr<const model::Snapshot> file;
     model::Replay ref;
@@ -45,7 +46,7 @@ struct FileSource {
     void defineStacks(LiveDocument& live) const
     {
         for (uint32_t k = 1; k < file->stackCount(); ++k) {
-            std::vector<LiveFrame> frames;
+            std::vector<LiveDocument::StackFrame> frames;
             for (const model::FrameId* f = file->stackBegin(model::StackId { k }); f != file->stackEnd(model::StackId { k }); ++f) {
                 const model::Frame& fr = file->frame(*f);
                 frames.push_back({ std::string(file->str(fr.name)), std::string(file->str(fr.filename)), int32_t(fr.line.bits()) });
@@ -54,25 +55,27 @@ struct FileSource {
         }
     }
 
-    std::vector<LiveEntry> take(int64_t count)
+    std::vector<LiveDocument::Entry> take(int64_t count)
     {
-        std::vector<LiveEntry> out;
+        std::vector<LiveDocument::Entry> out;
         const auto& trace = file->deviceTraces[size_t(device)];
         for (; count > 0 && next < ref.entryCount(); --count, ++next) {
             const model::TraceEntry& e = trace[size_t(ref.firstEntry() + next)];
-            LiveEntry l;
+            LiveDocument::Entry l {};
             l.action = e.action;
             l.device = uint8_t(device);
-            l.address = e.addr;
-            l.size = e.size;
-            l.stream = e.stream;
-            l.timeUs = e.timeUs;
+            l.addr = uint64_t(e.addr);
+            l.size = uint64_t(e.size);
+            l.stream = uint64_t(e.stream);
+            l.timeUs = uint64_t(e.timeUs);
             l.stack = model::raw(e.stack) == 0 ? 0 : model::raw(e.stack) + 1;
             if (e.action == model::Action::Alloc && ref.allocationOfEntry(next) != model::NoAllocation)
-                l.blockSize = ref.allocation(ref.allocationOfEntry(next)).size;
+                l.blockSize = uint64_t(ref.allocation(ref.allocationOfEntry(next)).size);
             for (const model::SegmentPiece& p : ref.segmentPieces())
-                if (p.beginIndex == next && p.address >= e.addr && p.address < e.addr + e.size)
-                    l.poolId = p.poolId;
+                if (p.beginIndex == next && p.address >= e.addr && p.address < e.addr + e.size) {
+                    l.poolFirst = int32_t(p.poolId.first);
+                    l.poolSecond = int32_t(p.poolId.second);
+                }
             out.push_back(l);
         }
         return out;
@@ -221,9 +224,9 @@ void TestLiveDocument::viewsFollowGrowth()
     QTRY_VERIFY(!model->isBusy());
     const int allocRows = model->rowCount();
     QVERIFY(allocRows > 0 && allocRows < 5100);
-    std::vector<LiveEntry> more = src.take(900);
-    const int newAllocs = int(std::count_if(more.begin(), more.end(),
-                                            [](const LiveEntry& e) { return e.action == model::Action::Alloc; }));
+    std::vector<LiveDocument::Entry> more = src.take(900);
+    const int newAllocs = int(std::count_if(
+        more.begin(), more.end(), [](const LiveDocument::Entry& e) { return e.action == model::Action::Alloc; }));
     live.append(std::move(more));
     live.flush();
     session->documentGrew();

@@ -96,17 +96,17 @@ void BM_LiveEndToEnd(benchmark::State& state)
             for (int64_t i = shown; i < int64_t(entries.size()); ++i)
                 latencies.push_back(double(now - entries[size_t(i)].timeUs) / 1000.0);
             shown = int64_t(entries.size());
-            behindMax = std::max(behindMax, live.backlog());
+            behindMax = std::max(behindMax, live.controller()->backlog());
             if (firstPaint < 0)
                 firstPaint = clock.elapsed();
             lastPaint = clock.elapsed();
         });
         QEventLoop done;
-        QObject::connect(&live, &LiveWindow::settled, &done, &QEventLoop::quit);
+        QObject::connect(live.controller(), &LiveController::settled, &done, &QEventLoop::quit);
         QTimer::singleShot(60000, &done, &QEventLoop::quit);
         done.exec();
         ticker.stop();
-        const LiveUpdate& last = live.receiver()->latest();
+        const LiveUpdate& last = live.controller()->receiver()->latest();
         lost = last.stats.lost + last.stats.agentLost + last.stats.missing;
         if (lastPaint > firstPaint)
             paintsPerSecond = counter.paints * 1000.0 / double(lastPaint - firstPaint);

@@ -1,7 +1,7 @@
 // LiveReceiver (livereceiver.h): a client::AgentClient (the same client as `memscope-cli record`) feeding a
 // wire::Recorder on its own QThread; the GUI thread only ever sees immutable LiveUpdates, delivered through queued
 // calls at most every ~250 ms (coalesced, never one per batch).
-#include "ingest/livereceiver.h"
+#include "live/livereceiver.h"
 
 #include <QCoreApplication>
 #include <QThread>

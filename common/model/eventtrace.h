@@ -1,0 +1,129 @@
+// EventTrace: the one engine that turns allocator events into a trace. It keeps a caching allocator's state as
+// PyTorch's snapshot shows it (per device: segments with their active blocks, and the free blocks with the request
+// each Block object carries, by PyTorch's split and merge rules, model/freeblocks.h), applies events to it (an event
+// that does not fit is refused and changes nothing), synthesises the events that turn it into another state (after
+// a resync, a job's restart, or between a file's end and a live recording's start), and numbers a trace's entries
+// as PyTorch's viewer does (TraceNumbering: address versions and stream numbers).
+//
+// Events are TraceEvents: PyTorch's trace fields as an agent sends them (unsigned 64-bit), plus what a live source
+// knows beyond them (the block's bytes, the segment's pool), with stack ids that are the source's own (0: none).
+// wire::Recorder::Entry has the same fields in the same order, so that the Recorder can take this type as its own.
+// Plain C++, no Qt; not thread-safe: one owner.
+#pragma once
+
+#include "model/freeblocks.h"
+#include "model/replay.h"
+#include "model/snapshot.h"
+
+#include <cstdint>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace memscope::model {
+
+struct TraceEvent {
+    Action action;
+    uint8_t device;
+    uint64_t addr, size, stream, timeUs; // size: PyTorch's trace size (requested bytes for block actions)
+    uint64_t stack; // 0 or the source's stack id
+    uint64_t blockSize = 0; // alloc: the block's bytes
+    int32_t poolFirst = 0, poolSecond = 0; // the segment's pool (segment actions; 0 when not known)
+};
+
+// Address versions and stream numbers exactly as PyTorch's viewer assigns them (torch/utils/viz/MemoryViz.js,
+// annotate_snapshot): one version counter per block address and one per segment address, shared by all devices,
+// walked over every device's trace in order and then the final segments. A free_completed (segment_free,
+// segment_unmap) takes the current version and then moves it on, so an alloc and its frees share a version and the
+// next use of the address gets the next one. Streams are numbered in order of first appearance (raw stream 0, which
+// a snapshot always lists first, is number 0: the caller sees it first).
+class TraceNumbering {
+public:
+    // The version of `action` at `address` (and the counter moved on after a free_completed, segment_free or
+    // segment_unmap); 0 for actions without one.
+    uint32_t version(Action action, int64_t address);
+    // The current version of a final block or segment (nothing moves on).
+    uint32_t blockVersion(int64_t address) { return take(m_blocks, address, false); }
+    uint32_t segmentVersion(int64_t address) { return take(m_segments, address, false); }
+    // True the first time `stream` is seen (the caller appends it to Snapshot::streams).
+    bool addStream(int64_t stream) { return m_streams.emplace(stream, true).second; }
+
+private:
+    static uint32_t take(std::unordered_map<int64_t, uint32_t>& space, int64_t address, bool advance);
+    std::unordered_map<int64_t, uint32_t> m_blocks, m_segments;
+    std::unordered_map<int64_t, bool> m_streams;
+};
+
+class EventTrace {
+public:
+    // A block in use (state 1 active_allocated, 2 active_pending_free); free blocks are in Device::free.
+    struct Block {
+        uint64_t size = 0;
+        uint64_t requestedSize = 0;
+        uint8_t state = 1;
+        uint64_t stack = 0;
+    };
+    struct Segment {
+        uint64_t size = 0;
+        uint64_t stream = 0;
+        int32_t poolFirst = 0;
+        int32_t poolSecond = 0;
+        bool isExpandable = false;
+        bool isSmall = false;
+        uint64_t stack = 0;
+        std::map<uint64_t, Block> blocks; // active blocks by address
+    };
+    struct Device {
+        std::map<uint64_t, Segment> segments; // by address
+        FreeBlocks free; // the inactive blocks, with the requests PyTorch leaves on them
+    };
+    // PyTorch's small pool has 2 MiB segments (CUDACachingAllocator.cpp, kSmallBuffer).
+    static constexpr uint64_t SmallSegmentSize = uint64_t(2) << 20;
+
+    // The state of one device at one index of a replay (its inactive blocks with the requests the replay knows: 0
+    // where it does not), stack ids as `stackBase | id` (0 stays 0). Its unmapped space is not known.
+    static Device deviceOf(const ReplayState& state, uint64_t stackBase = 0);
+
+    const std::vector<Device>& devices() const { return m_devices; }
+    // Replaces the state (e.g. an agent's state reply, or a replay's state by device).
+    void setState(std::vector<Device> devices) { m_devices = std::move(devices); }
+
+    // Applies `e` to the state; false (and the state unchanged) when it does not fit. `e.size` becomes what
+    // PyTorch's trace records as the entry's size (CUDACachingAllocator.cpp, record_trace calls): the request for
+    // alloc (e.size on input; the block's bytes are e.blockSize), free_requested and free_completed (the block's
+    // request, whatever e.size was), the segment's bytes for segment actions, the request for oom (no change).
+    bool apply(TraceEvent& e);
+
+    // How resync() turns the state into another.
+    struct Resync {
+        // A restarted job: another allocator; nothing is kept, even at the same addresses. Its removals come at
+        // startUs (where the old one was last heard of), the new state at timeUs.
+        bool restart = false;
+        uint64_t startUs = 0, timeUs = 0;
+        // Whether a block's stack id takes part in "the same block" (ids of one source, comparable; false when the
+        // two states name stacks in different tables).
+        bool compareStacks = true;
+        // Whether the state's unmapped space is known (an engine that followed every event); when not, a range the
+        // target maps is taken as carrying an unknown request, so that its free blocks' requests are always set.
+        bool unmappedKnown = true;
+    };
+    // Appends to `out` the events that turn the state into `target` (a state taken after the events applied so
+    // far, or a restarted job's first), all at the resync's times, in an order a Replay can undo: per device,
+    // free_requested (blocks still allocated) and free_completed for blocks that vanished or changed, segment_free /
+    // segment_unmap for segments that vanished or changed, then segment_alloc / segment_map for new segments, alloc
+    // (and free_requested for pending-free ones) for new blocks, and last, for each free block whose request the
+    // events so far would not leave as `target` shows it (by PyTorch's rules), an alloc, free_requested and
+    // free_completed of the whole block with that request (free_block leaves it on the block). A block whose only
+    // change is allocated -> pending free gets a free_requested. The state becomes `target`, with the free blocks
+    // (and unmapped space) as the events leave them and the stacks of segments that stayed.
+    void resync(std::vector<Device> target, const Resync& how, std::vector<TraceEvent>& out);
+
+private:
+    Device& device(uint8_t d);
+    std::pair<uint64_t, Segment*> segmentAt(uint8_t d, uint64_t address, uint64_t size);
+    void unmapFree(Device& dev, uint64_t address, uint64_t size);
+
+    std::vector<Device> m_devices;
+};
+
+} // namespace memscope::model
