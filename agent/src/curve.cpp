@@ -1,49 +1,18 @@
-// TCP endpoint rules, key files and the ZAP decision of the publisher (curve.h).
+// TCP endpoint rules, the public key of a secret key and the ZAP decision of the publisher (curve.h).
 #include "curve.h"
+
+#include "wire/keyfile.h"
 
 #include <zmq.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include <arpa/inet.h>
-#include <sys/stat.h>
 
 namespace memscope::agent {
-namespace {
-
-    constexpr size_t Z85KeyChars = 40;
-
-    std::string trimRight(std::string line)
-    {
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-            line.pop_back();
-        return line;
-    }
-
-    std::optional<Z85Key> toKey(const std::string& text)
-    {
-        if (text.size() != Z85KeyChars)
-            return std::nullopt;
-        uint8_t bytes[32];
-        if (!zmq_z85_decode(bytes, text.c_str())) // checks the alphabet
-            return std::nullopt;
-        Z85Key key {};
-        std::memcpy(key.data(), text.data(), Z85KeyChars);
-        return key;
-    }
-
-    const char* keyFormat()
-    {
-        return "a key file holds one Z85-encoded 32-byte key (40 characters) on its first line that is not empty "
-               "and does not start with '#'";
-    }
-
-} // namespace
-
 std::optional<TcpEndpoint> parseTcpEndpoint(const std::string& endpoint, std::string* error)
 {
     const std::string rest = endpoint.substr(6); // after "tcp://"
@@ -88,85 +57,12 @@ std::optional<TcpEndpoint> parseTcpEndpoint(const std::string& endpoint, std::st
     return out;
 }
 
-std::optional<Z85Key> readKeyFile(const std::string& path, bool secret, std::string* error)
+std::optional<std::string> publicKeyOf(const std::string& secret)
 {
-    struct stat st { };
-    if (::stat(path.c_str(), &st) != 0) {
-        *error = path + ": " + std::strerror(errno);
+    char out[wire::Z85KeyLength + 1] = {};
+    if (secret.size() != wire::Z85KeyLength || zmq_curve_public(out, secret.c_str()) != 0)
         return std::nullopt;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        *error = path + ": not a regular file";
-        return std::nullopt;
-    }
-    if (secret && (st.st_mode & (S_IRGRP | S_IROTH))) {
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
-        *error = path + ": a secret key file must not be readable by group or others (mode " + mode + "; chmod 600 "
-            + path + ")";
-        return std::nullopt;
-    }
-    std::ifstream in(path);
-    if (!in) {
-        *error = path + ": " + std::strerror(errno);
-        return std::nullopt;
-    }
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-        ++number;
-        line = trimRight(line);
-        if (line.empty() || line[0] == '#')
-            continue;
-        if (std::optional<Z85Key> key = toKey(line))
-            return key;
-        *error = path + ": line " + std::to_string(number) + " is not a Z85-encoded 32-byte key (" + keyFormat() + ")";
-        return std::nullopt;
-    }
-    *error = path + ": no key (" + std::string(keyFormat()) + ")";
-    return std::nullopt;
-}
-
-std::optional<std::vector<Z85Key>> readClientKeys(const std::string& path, std::string* error)
-{
-    std::ifstream in(path);
-    if (!in) {
-        *error = path + ": " + std::strerror(errno);
-        return std::nullopt;
-    }
-    std::vector<Z85Key> keys;
-    std::string line;
-    int number = 0;
-    while (std::getline(in, line)) {
-        ++number;
-        line = trimRight(line);
-        if (line.empty() || line[0] == '#')
-            continue;
-        std::optional<Z85Key> key = toKey(line);
-        if (!key) {
-            *error = path + ": line " + std::to_string(number)
-                + " is not a Z85-encoded 32-byte client public key (40 characters; one per line, '#' comments)";
-            return std::nullopt;
-        }
-        keys.push_back(*key);
-    }
-    if (in.bad()) {
-        *error = path + ": " + std::strerror(errno);
-        return std::nullopt;
-    }
-    if (keys.empty()) {
-        *error = path + ": lists no client public keys (one Z85 key of 40 characters per line)";
-        return std::nullopt;
-    }
-    return keys;
-}
-
-std::optional<Z85Key> publicKeyOf(const Z85Key& secret)
-{
-    Z85Key out {};
-    if (zmq_curve_public(out.data(), secret.data()) != 0)
-        return std::nullopt;
-    return out;
+    return std::string(out, wire::Z85KeyLength);
 }
 
 std::string zapDecision(const std::vector<std::string>& request, const std::vector<std::array<uint8_t, 32>>& clients,

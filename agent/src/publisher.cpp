@@ -4,6 +4,7 @@
 
 #include "curve.h"
 #include "pythonstacks.h"
+#include "wire/keyfile.h"
 
 #include <lz4.h>
 #include <zmq.h>
@@ -521,7 +522,7 @@ bool Publisher::start(std::string* error)
         ? m_options.curveClientsFile
         : (std::getenv("MEMSCOPE_CURVE_CLIENTS") ? std::getenv("MEMSCOPE_CURVE_CLIENTS") : "");
     bool ipv6 = false;
-    std::optional<Z85Key> secretKey;
+    std::optional<std::string> secretKey;
     std::vector<std::array<uint8_t, 32>> clientKeys;
     if (m_endpoint.rfind("tcp://", 0) == 0) {
         std::string why;
@@ -541,18 +542,19 @@ bool Publisher::start(std::string* error)
                             + "MEMSCOPE_CURVE_CLIENTS (the authorised client public keys); "
                             + (secretFile.empty() ? "MEMSCOPE_CURVE_SECRET" : "MEMSCOPE_CURVE_CLIENTS")
                             + " is not set");
-            secretKey = readKeyFile(secretFile, true, &why);
-            if (!secretKey)
-                return fail(refuse + "MEMSCOPE_CURVE_SECRET: " + why);
-            const std::optional<std::vector<Z85Key>> clients = readClientKeys(clientsFile, &why);
-            if (!clients)
-                return fail(refuse + "MEMSCOPE_CURVE_CLIENTS: " + why);
+            const wire::KeyResult secret = wire::readKeyFile(secretFile, wire::KeyKind::Secret);
+            if (!secret.ok())
+                return fail(refuse + "MEMSCOPE_CURVE_SECRET: " + secret.error);
+            secretKey = secret.key;
+            const wire::KeyListResult clients = wire::readClientKeys(clientsFile);
+            if (!clients.ok())
+                return fail(refuse + "MEMSCOPE_CURVE_CLIENTS: " + clients.error);
             if (!publicKeyOf(*secretKey))
                 return fail(refuse + "MEMSCOPE_CURVE_SECRET: " + secretFile + ": ZeroMQ cannot use this key ("
                             + zmq_strerror(zmq_errno()) + ")");
-            for (const Z85Key& k : *clients) {
+            for (const std::string& k : clients.keys) {
                 std::array<uint8_t, 32> binary {};
-                zmq_z85_decode(binary.data(), k.data());
+                zmq_z85_decode(binary.data(), k.c_str());
                 clientKeys.push_back(binary);
             }
         }

@@ -155,12 +155,12 @@ bool AgentClient::start()
             fail(ErrorKind::Curve, endpoint + ": this libzmq was built without CURVE (libsodium)");
             return false;
         }
-        const KeyResult server = readKeyFile(m_options.curveServerKeyFile, KeyKind::Public);
+        const wire::KeyResult server = wire::readKeyFile(m_options.curveServerKeyFile, wire::KeyKind::Public);
         if (!server.ok()) {
             fail(ErrorKind::Curve, server.error);
             return false;
         }
-        const KeyResult secret = readKeyFile(m_options.curveSecretKeyFile, KeyKind::Secret);
+        const wire::KeyResult secret = wire::readKeyFile(m_options.curveSecretKeyFile, wire::KeyKind::Secret);
         if (!secret.ok()) {
             fail(ErrorKind::Curve, secret.error);
             return false;

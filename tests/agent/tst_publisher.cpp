@@ -902,7 +902,7 @@ private Q_SLOTS:
                              QStringLiteral("No such file") };
         QTest::newRow("a group-readable secret key file")
             << QStringLiteral("0.0.0.0") << QStringLiteral("shared.secret") << QStringLiteral("good.keys")
-            << QStringList { QStringLiteral("shared.secret"), QStringLiteral("must not be readable by group"),
+            << QStringList { QStringLiteral("shared.secret"), QStringLiteral("is readable by group or others"),
                              QStringLiteral("chmod 600") };
         QTest::newRow("a secret key file without a key")
             << QStringLiteral("0.0.0.0") << QStringLiteral("comments.secret") << QStringLiteral("good.keys")

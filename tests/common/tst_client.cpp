@@ -8,6 +8,7 @@
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "wire/decoder.h"
+#include "wire/keyfile.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -19,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 
 #include <sys/stat.h>
@@ -762,6 +764,41 @@ private Q_SLOTS:
         QCOMPARE(agent.requests(), 0); // nothing got through to the agent
     }
 
+    // The key-file reader's Z85 check (wire/keyfile.h, no ZeroMQ) says yes exactly where libzmq's decoder does:
+    // every character of the ASCII range in every position, and random keys over a wider alphabet.
+    void z85AgreesWithLibzmq()
+    {
+        auto libzmqAccepts = [](const std::string& key) {
+            uint8_t bytes[32];
+            return zmq_z85_decode(bytes, key.c_str()) != nullptr;
+        };
+        const client::KeyPair keys = client::generateKeyPair();
+        QVERIFY(keys.ok());
+        std::vector<std::string> cases { keys.publicKey,
+                                         keys.secretKey,
+                                         std::string(40, '0'),
+                                         std::string(35, '0') + "%nSc0",
+                                         std::string(35, '0') + "%nSc1",
+                                         std::string(35, '0') + "%%%%%",
+                                         std::string(40, '#') };
+        for (size_t position = 0; position < 40; position += 7)
+            for (int c = 1; c < 128; ++c) {
+                std::string key = keys.publicKey;
+                key[position] = char(c);
+                cases.push_back(key);
+            }
+        std::mt19937 random(2026);
+        std::uniform_int_distribution<int> character(33, 126);
+        for (int i = 0; i < 2000; ++i) {
+            std::string key(40, ' ');
+            for (char& c : key)
+                c = char(i % 2 ? character(random) : keys.publicKey[size_t(character(random)) % 40]);
+            cases.push_back(key);
+        }
+        for (const std::string& key : cases)
+            QVERIFY2(wire::isZ85Key(key) == libzmqAccepts(key), key.c_str());
+    }
+
     void keyFiles()
     {
         QTemporaryDir dir;
@@ -775,14 +812,14 @@ private Q_SLOTS:
         QCOMPARE(st.st_mode & 0777, 0600U);
         QCOMPARE(::stat((name + ".pub").c_str(), &st), 0);
         QCOMPARE(st.st_mode & 0777, 0644U);
-        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, keys.secretKey);
-        QCOMPARE(client::readKeyFile(name + ".pub", client::KeyKind::Public).key, keys.publicKey);
+        QCOMPARE(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key, keys.secretKey);
+        QCOMPARE(wire::readKeyFile(name + ".pub", wire::KeyKind::Public).key, keys.publicKey);
         // Never over an existing pair without force; with it, both are replaced.
         const client::KeyPair again = client::generateKeyPair();
         QCOMPARE(client::writeKeyPair(name, again, false), name + ".key: exists already (use --force to replace it)");
-        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, keys.secretKey);
+        QCOMPARE(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key, keys.secretKey);
         QCOMPARE(client::writeKeyPair(name, again, true), std::string());
-        QCOMPARE(client::readKeyFile(name + ".pub", client::KeyKind::Public).key, again.publicKey);
+        QCOMPARE(wire::readKeyFile(name + ".pub", wire::KeyKind::Public).key, again.publicKey);
         QCOMPARE(::stat((name + ".key").c_str(), &st), 0);
         QCOMPARE(st.st_mode & 0777, 0600U);
         // A public key file may be read by anyone; the wrong length is named.
@@ -790,7 +827,7 @@ private Q_SLOTS:
         QVERIFY(bad.open(QIODevice::WriteOnly));
         bad.write("# comment\n\nshort\n");
         bad.close();
-        const client::KeyResult r = client::readKeyFile(name + ".bad", client::KeyKind::Public);
+        const wire::KeyResult r = wire::readKeyFile(name + ".bad", wire::KeyKind::Public);
         QCOMPARE(r.error,
                  name + ".bad: not a CURVE key (expected 40 Z85 characters on the first line that is not empty or a "
                         "comment, got 5 characters)");

@@ -10,6 +10,7 @@
 #include "keygencommand.h"
 #include "recordcommand.h"
 #include "wire/decoder.h"
+#include "wire/keyfile.h"
 
 #include <QDir>
 #include <QFile>
@@ -413,8 +414,8 @@ private Q_SLOTS:
         };
         const Run made = run({ name });
         QCOMPARE(made.status, 0);
-        const client::KeyResult secret = client::readKeyFile(name + ".key", client::KeyKind::Secret);
-        const client::KeyResult pub = client::readKeyFile(name + ".pub", client::KeyKind::Public);
+        const wire::KeyResult secret = wire::readKeyFile(name + ".key", wire::KeyKind::Secret);
+        const wire::KeyResult pub = wire::readKeyFile(name + ".pub", wire::KeyKind::Public);
         QVERIFY2(secret.ok() && pub.ok(), (secret.error + pub.error).c_str());
         QCOMPARE(made.out, QString::fromStdString(pub.key) + u'\n'); // prints the public key
         QCOMPARE(client::publicKeyOf(secret.key), pub.key);
@@ -426,10 +427,10 @@ private Q_SLOTS:
         QCOMPARE(again.status, 1);
         QVERIFY2(again.err.contains(QString::fromStdString(name + ".key: exists already (use --force to replace it)")),
                  qPrintable(again.err));
-        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, secret.key);
+        QCOMPARE(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key, secret.key);
         const Run forced = run({ name, "--force" });
         QCOMPARE(forced.status, 0);
-        QVERIFY(client::readKeyFile(name + ".key", client::KeyKind::Secret).key != secret.key);
+        QVERIFY(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key != secret.key);
         QCOMPARE(run({}).status, 2);
         QCOMPARE(run({ name, "--what" }).status, 2);
         // No stray temporary files beside the keys.
