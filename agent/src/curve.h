@@ -18,9 +18,8 @@ struct TcpEndpoint {
     bool ipv6 = false; // a bracketed IPv6 address: the sockets need ZMQ_IPV6
 };
 
-// Classifies a tcp:// endpoint (the rules of docs/protocol.md). Empty optional, and *error says why, for a malformed
-// one (no port, a bad port). Not tcp: not called.
-std::optional<TcpEndpoint> parseTcpEndpoint(const std::string& endpoint, std::string* error);
+// Classifies a tcp:// endpoint that wire::endpointProblem accepts (the rules of docs/protocol.md).
+TcpEndpoint parseTcpEndpoint(const std::string& endpoint);
 
 // The CURVE public key of a secret key of 40 Z85 characters (zmq_curve_public). Empty optional for a key ZeroMQ
 // cannot use.

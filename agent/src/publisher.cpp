@@ -4,6 +4,7 @@
 
 #include "curve.h"
 #include "pythonstacks.h"
+#include "wire/endpoint.h"
 #include "wire/keyfile.h"
 
 #include <lz4.h>
@@ -377,20 +378,11 @@ namespace {
         if (!d)
             return;
         while (const dirent* entry = ::readdir(d)) {
-            const std::string_view name(entry->d_name);
-            constexpr std::string_view Prefix = "memscope-";
-            if (name.substr(0, Prefix.size()) != Prefix)
+            const wire::SocketName name = wire::parseSocketName(entry->d_name);
+            const pid_t pid = pid_t(name.pid);
+            if (!name.memscope || pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)
                 continue;
-            std::string_view digits = name.substr(Prefix.size());
-            if (digits.size() > 6 && digits.substr(digits.size() - 6) == "-state")
-                digits.remove_suffix(6);
-            if (digits.empty() || digits.size() > 9
-                || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-                continue;
-            const pid_t pid = pid_t(std::stol(std::string(digits)));
-            if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH)
-                continue;
-            const std::string path = dir + "/" + std::string(name);
+            const std::string path = dir + "/" + entry->d_name;
             struct stat st { };
             if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_uid == ::getuid())
                 ::unlink(path.c_str());
@@ -402,13 +394,12 @@ namespace {
 
 std::string Publisher::defaultEndpoint(std::string* error)
 {
-    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-    std::string dir;
+    std::string dir = wire::runtimeSocketFolder();
     struct stat st { };
-    if (runtime && *runtime && ::stat(runtime, &st) == 0 && S_ISDIR(st.st_mode) && ::access(runtime, W_OK) == 0) {
-        dir = runtime;
+    if (!dir.empty() && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::access(dir.c_str(), W_OK) == 0) {
+        // $XDG_RUNTIME_DIR: this user's own (the XDG Base Directory Specification), mode 0700.
     } else {
-        dir = "/tmp/memscope-" + std::to_string(::getuid());
+        dir = wire::fallbackSocketFolder();
         if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
             if (error)
                 *error = "cannot create " + dir + ": " + std::strerror(errno);
@@ -424,7 +415,7 @@ std::string Publisher::defaultEndpoint(std::string* error)
             ::chmod(dir.c_str(), 0700);
     }
     removeStaleSockets(dir);
-    return "ipc://" + dir + "/memscope-" + std::to_string(::getpid());
+    return std::string(wire::IpcScheme) + dir + "/" + wire::socketName(::getpid());
 }
 
 namespace {
@@ -433,7 +424,8 @@ namespace {
     // the socket file with the process's umask (022 or 000 would let any local user read the job's state), so it is
     // bound under a temporary name beside the endpoint, made 0600, and renamed into place (rename(2) is atomic; in
     // a sticky folder such as /tmp it fails for a path another user holds, which is then refused). Abstract
-    // endpoints (ipc://@NAME) have no file and no permissions at all: refused. Other endpoints: a plain zmq_bind.
+    // endpoints (ipc://@NAME), which have no file and no permissions at all, never get here (wire::endpointProblem).
+    // Other endpoints: a plain zmq_bind.
     // On success, *inode is the socket file's (0 for non-ipc endpoints), for removing it at exit.
     bool bindPrivate(void* socket, const std::string& endpoint, std::string* error, ino_t* inode)
     {
@@ -444,12 +436,7 @@ namespace {
             *error = zmq_strerror(zmq_errno());
             return false;
         }
-        const std::string path = endpoint.substr(6);
-        if (path.empty() || path[0] == '@') {
-            *error = "an abstract ipc endpoint (ipc://@NAME) has no permissions: any local user could read the "
-                     "job's memory; use ipc:///PATH";
-            return false;
-        }
+        const std::string path = endpoint.substr(wire::IpcScheme.size()); // not abstract (wire::endpointProblem)
         struct stat st {};
         if (::lstat(path.c_str(), &st) == 0 && st.st_uid != ::geteuid()) {
             *error = "the path belongs to another user (uid " + std::to_string(st.st_uid) + ")";
@@ -472,21 +459,6 @@ namespace {
     }
 
 } // namespace
-
-std::string Publisher::stateEndpointFor(const std::string& endpoint)
-{
-    if (endpoint.rfind("tcp://", 0) == 0) {
-        const size_t colon = endpoint.rfind(':');
-        if (colon == std::string::npos || colon < 6)
-            return {};
-        char* end = nullptr;
-        const unsigned long port = std::strtoul(endpoint.c_str() + colon + 1, &end, 10);
-        if (!end || *end != '\0' || port == 0 || port >= 65535)
-            return {};
-        return endpoint.substr(0, colon + 1) + std::to_string(port + 1);
-    }
-    return endpoint + "-state";
-}
 
 bool Publisher::start(std::string* error)
 {
@@ -514,6 +486,9 @@ bool Publisher::start(std::string* error)
         if (m_endpoint.empty())
             return fail(why);
     }
+    // ipc:///PATH or tcp://HOST:PORT, as the viewers' rule (wire/endpoint.h) is.
+    if (const std::string why = wire::endpointProblem(m_endpoint); !why.empty())
+        return fail(m_endpoint + ": " + why);
     // tcp: loopback needs nothing; anything else only with CURVE keys (docs/protocol.md, "TCP and CURVE").
     const std::string secretFile = !m_options.curveSecretFile.empty()
         ? m_options.curveSecretFile
@@ -525,18 +500,15 @@ bool Publisher::start(std::string* error)
     std::optional<std::string> secretKey;
     std::vector<std::array<uint8_t, 32>> clientKeys;
     if (m_endpoint.rfind("tcp://", 0) == 0) {
-        std::string why;
-        const std::optional<TcpEndpoint> tcp = parseTcpEndpoint(m_endpoint, &why);
-        if (!tcp)
-            return fail(why);
+        const TcpEndpoint tcp = parseTcpEndpoint(m_endpoint);
         const std::string asked = m_endpoint;
-        m_endpoint = tcp->bind;
-        ipv6 = tcp->ipv6;
-        const bool curve = !tcp->loopback || !secretFile.empty() || !clientsFile.empty();
+        m_endpoint = tcp.bind;
+        ipv6 = tcp.ipv6;
+        const bool curve = !tcp.loopback || !secretFile.empty() || !clientsFile.empty();
         if (curve) {
             const std::string refuse = "refusing to bind " + asked + ": ";
-            const std::string what = tcp->loopback ? "CURVE (asked for by MEMSCOPE_CURVE_SECRET/_CLIENTS) needs"
-                                                   : "an endpoint other than loopback needs CURVE:";
+            const std::string what = tcp.loopback ? "CURVE (asked for by MEMSCOPE_CURVE_SECRET/_CLIENTS) needs"
+                                                  : "an endpoint other than loopback needs CURVE:";
             if (secretFile.empty() || clientsFile.empty())
                 return fail(refuse + what + " both MEMSCOPE_CURVE_SECRET (the agent's secret key file) and "
                             + "MEMSCOPE_CURVE_CLIENTS (the authorised client public keys); "
@@ -559,9 +531,7 @@ bool Publisher::start(std::string* error)
             }
         }
     }
-    m_stateEndpoint = stateEndpointFor(m_endpoint);
-    if (m_stateEndpoint.empty())
-        return fail("no state endpoint for " + m_endpoint + " (a tcp endpoint needs a port below 65535)");
+    m_stateEndpoint = wire::stateEndpointFor(m_endpoint);
 
     // libzmq starts its I/O and reaper threads from here on; with every signal blocked while they are created they
     // (and our thread) inherit a full mask and never take the host's signals.

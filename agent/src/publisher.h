@@ -3,8 +3,9 @@
 // ROUTER socket answers a Request{State} with the allocator's current state stamped with a sequence number, so
 // that a late viewer applies only newer events (common/wire/protocol.h).
 //
-// Endpoints: the PUB socket binds `endpoint`; the ROUTER socket binds `endpoint + "-state"` for ipc:// (and any
-// other non-tcp transport) and the next port for tcp://host:port. tcp://:PORT binds 127.0.0.1; a tcp endpoint that
+// Endpoints (wire/endpoint.h, the rule viewers follow too): ipc:///PATH or tcp://HOST:PORT, nothing else; the PUB
+// socket binds `endpoint`, the ROUTER socket binds `endpoint + "-state"` for ipc:// and the next port for
+// tcp://HOST:PORT (wire::stateEndpointFor). tcp://:PORT binds 127.0.0.1; a tcp endpoint that
 // is not loopback needs CURVE keys (curve.h; both sockets are then CURVE servers, clients checked by a ZAP handler
 // the publisher thread serves) and is refused without them. The default endpoint is
 // ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid> (the folder is made
@@ -173,8 +174,6 @@ public:
     // ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid>; creates the folder
     // (mode 0700) in the second case. Empty on failure (*error says why).
     static std::string defaultEndpoint(std::string* error = nullptr);
-    // The ROUTER endpoint for a PUB endpoint (see the file comment). Empty for a tcp endpoint without a port.
-    static std::string stateEndpointFor(const std::string& endpoint);
 
 private:
     void run(); // the thread

@@ -11,7 +11,7 @@
 
 #include "client/agentclient.h"
 #include "model/snapshot.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <QObject>
 #include <QString>

@@ -3,8 +3,8 @@
 #include "views/livewindow.h"
 
 #include "io/snapshotio.h"
+#include "viewer/recorder.h"
 #include "views/documentwindow.h"
-#include "wire/recorder.h"
 
 #include <QCheckBox>
 #include <QDateTime>

@@ -22,9 +22,9 @@
 // One thread owns an AgentClient (and its sockets) from start() to destruction; it must not be shared. No Qt.
 #pragma once
 
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "viewer/recorder.h"
 #include "wire/protocol.h"
-#include "wire/recorder.h"
 
 #include <chrono>
 #include <cstdint>
@@ -36,10 +36,6 @@
 #include <vector>
 
 namespace memscope::client {
-
-// The ROUTER endpoint of an agent whose PUB socket is `endpoint`: "-state" appended for ipc://, the next port for
-// tcp://HOST:PORT. Empty when `endpoint` is neither.
-std::string stateEndpointFor(const std::string& endpoint);
 
 struct ClientOptions {
     std::string endpoint; // the job's MEMSCOPE_ENDPOINT: ipc://PATH or tcp://HOST:PORT
@@ -76,7 +72,7 @@ enum class Link : uint8_t {
 };
 
 enum class ErrorKind : uint8_t {
-    BadEndpoint, // neither ipc:// nor tcp://HOST:PORT
+    BadEndpoint, // wire::endpointProblem refuses it (neither ipc:///PATH nor tcp://HOST:PORT)
     Curve, // a key file is missing, malformed or too open, or libzmq has no CURVE
     NoAnswer, // no state reply within answerTimeout
     Incompatible, // a frame of another protocol or version (fatal: the client stops)

@@ -7,7 +7,8 @@
 #include "client/curvekeys.h"
 #include "io/snapshotio.h"
 #include "model/replay.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "wire/endpoint.h"
 #include "wire/keyfile.h"
 
 #include <QFile>
@@ -64,7 +65,7 @@ public:
         m_pub = socket(zmq::socket_type::pub);
         m_router = socket(zmq::socket_type::router);
         m_pub.bind(m_endpoint);
-        m_router.bind(client::stateEndpointFor(m_endpoint));
+        m_router.bind(wire::stateEndpointFor(m_endpoint));
     }
 
     // The job dies: its sockets close (the ipc files go), nothing is said.
@@ -410,23 +411,6 @@ Q_DECLARE_METATYPE(Send)
 class TestClient : public QObject {
     Q_OBJECT
 private Q_SLOTS:
-    void stateEndpoint_data()
-    {
-        QTest::addColumn<QString>("endpoint");
-        QTest::addColumn<QString>("state");
-        QTest::newRow("ipc path") << QStringLiteral("ipc:///tmp/x") << QStringLiteral("ipc:///tmp/x-state");
-        QTest::newRow("tcp port") << QStringLiteral("tcp://127.0.0.1:5555") << QStringLiteral("tcp://127.0.0.1:5556");
-        QTest::newRow("tcp without port") << QStringLiteral("tcp://127.0.0.1") << QString();
-        QTest::newRow("tcp bad port") << QStringLiteral("tcp://host:http") << QString();
-        QTest::newRow("other transport") << QStringLiteral("inproc://x") << QString();
-    }
-    void stateEndpoint()
-    {
-        QFETCH(QString, endpoint);
-        QFETCH(QString, state);
-        QCOMPARE(QString::fromStdString(client::stateEndpointFor(endpoint.toStdString())), state);
-    }
-
     // A gap (records not received, or dropped by the agent) makes the client fetch a fresh state by itself; the
     // Recorder's resync turns its state into it: the final state is the agent's exactly, the trace replays
     // without a warning, and an annotation pair names what was missing.
@@ -675,6 +659,29 @@ private Q_SLOTS:
             agent.heartbeat();
             QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.recorder().lastSequence() == agent.sequence(); }));
         }
+    }
+
+    // The endpoints wire::endpointProblem refuses, the agent refuses too (tst_publisher): the client fails at once
+    // with that reason and opens no socket.
+    void refusedEndpoints_data()
+    {
+        QTest::addColumn<QString>("endpoint");
+        QTest::newRow("inproc") << QStringLiteral("inproc://memscope");
+        QTest::newRow("abstract ipc") << QStringLiteral("ipc://@memscope");
+        QTest::newRow("tcp without port") << QStringLiteral("tcp://127.0.0.1");
+        QTest::newRow("another transport") << QStringLiteral("udp://127.0.0.1:5555");
+    }
+    void refusedEndpoints()
+    {
+        QFETCH(QString, endpoint);
+        Probe probe;
+        client::AgentClient c(fastOptions(endpoint.toStdString()), probe);
+        QVERIFY(!c.start());
+        QVERIFY(c.failed());
+        QCOMPARE(probe.errors.size(), size_t(1));
+        QCOMPARE(probe.errors.front().kind, client::ErrorKind::BadEndpoint);
+        QCOMPARE(probe.errors.front().message,
+                 endpoint.toStdString() + ": " + wire::endpointProblem(endpoint.toStdString()));
     }
 
     void nobodyAnswers()
