@@ -5,11 +5,11 @@
 // not allocate, and native stacks (MEMSCOPE_STACKS): ids on records, each definition once and before its first use,
 // frames that name this file's functions (built with frame pointers and exported symbols for dladdr). Single test
 // thread (the publisher runs its own).
-#include "allocator.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/hostbackend.h"
+#include "agent/publisher.h"
+#include "agent/ring.h"
 #include "memscope/agent.h"
-#include "publisher.h"
-#include "ring.h"
 #include "viewer/decoder.h"
 #include "wire/endpoint.h"
 #include "wire/protocol.h"
