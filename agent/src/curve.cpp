@@ -1,4 +1,4 @@
-// TCP endpoint rules, the public key of a secret key and the ZAP decision of the publisher (curve.h).
+// TCP endpoint rules, the public key of a secret key and the ZAP handler of the publisher (curve.h).
 #include "curve.h"
 
 #include "wire/keyfile.h"
@@ -68,6 +68,39 @@ std::string zapDecision(const std::vector<std::string>& request, const std::vect
     }
     *why = "client key not authorised";
     return "400";
+}
+
+void ZapHandler::answer(void* zap)
+{
+    for (;;) {
+        std::vector<std::string> request;
+        for (;;) {
+            zmq_msg_t msg;
+            zmq_msg_init(&msg);
+            if (zmq_msg_recv(&msg, zap, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&msg);
+                break;
+            }
+            request.emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
+            const bool more = zmq_msg_more(&msg);
+            zmq_msg_close(&msg);
+            if (!more)
+                break;
+        }
+        if (request.empty())
+            return;
+        std::string why;
+        const std::string status = zapDecision(request, m_clients, &why);
+        // RFC 27 reply: version, request id, status code, status text, user id, metadata.
+        const std::string requestId = request.size() > 1 ? request[1] : std::string();
+        const std::string frames[] = { "1.0", requestId, status, why, status == "200" ? "memscope-viewer" : "", "" };
+        for (size_t i = 0; i < 6; ++i)
+            zmq_send(zap, frames[i].data(), frames[i].size(), i + 1 < 6 ? ZMQ_SNDMORE : 0);
+        if (status == "200")
+            m_accepted.fetch_add(1, std::memory_order_relaxed);
+        else
+            m_refused.fetch_add(1, std::memory_order_relaxed);
+    }
 }
 
 } // namespace memscope::agent

@@ -6,6 +6,7 @@
 // frames that name this file's functions (built with frame pointers and exported symbols for dladdr). Single test
 // thread (the publisher runs its own).
 #include "agent/allocator.h"
+#include "agent/endpointpolicy.h"
 #include "agent/hostbackend.h"
 #include "agent/publisher.h"
 #include "agent/ring.h"
@@ -1157,7 +1158,7 @@ private Q_SLOTS:
         const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
         qunsetenv("XDG_RUNTIME_DIR");
         std::string error;
-        const std::string endpoint = Publisher::defaultEndpoint(&error);
+        const std::string endpoint = defaultEndpoint(&error);
         if (!saved.isNull())
             qputenv("XDG_RUNTIME_DIR", saved);
         QVERIFY2(!endpoint.empty(), error.c_str());
@@ -1195,7 +1196,7 @@ private Q_SLOTS:
         const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
         qputenv("XDG_RUNTIME_DIR", runtime.path().toLocal8Bit());
         std::string error;
-        const std::string endpoint = Publisher::defaultEndpoint(&error);
+        const std::string endpoint = defaultEndpoint(&error);
         if (saved.isNull())
             qunsetenv("XDG_RUNTIME_DIR");
         else
