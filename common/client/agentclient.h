@@ -1,6 +1,6 @@
 // AgentClient: the viewer side of one agent endpoint (docs/protocol.md), the Clone pattern of the ZeroMQ Guide
 // (chapter 5) with its resynchronisation and reconnection. It owns a SUB socket (topics "E", "S", "G") and a
-// DEALER socket (state requests) and decodes every frame (wire/decoder.h); what it learns goes to a Listener, in
+// DEALER socket (state requests) and decodes every frame (viewer/decoder.h); what it learns goes to a Listener, in
 // order, on the thread that calls poll():
 //
 // - onState: the agent's state. `Initial` for the first one (and, as long as no event has been delivered since,
@@ -50,7 +50,7 @@ struct ClientOptions {
     // Records held while waiting for a state; beyond it the oldest go (another resync follows).
     size_t maxBuffered = size_t(1) << 20;
     // CURVE (ZeroMQ RFC 26): both or neither. The agent's public key file and our own secret key file (our
-    // public key is derived from it); curvekeys.h has the format.
+    // public key is derived from it); wire/keyfile.h has the format.
     std::string curveServerKeyFile;
     std::string curveSecretKeyFile;
 };
