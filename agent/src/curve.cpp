@@ -1,6 +1,7 @@
 // TCP endpoint rules, the public key of a secret key and the ZAP handler of the publisher (curve.h).
 #include "curve.h"
 
+#include "sockets.h"
 #include "wire/keyfile.h"
 
 #include <zmq.h>
@@ -73,20 +74,7 @@ std::string zapDecision(const std::vector<std::string>& request, const std::vect
 void ZapHandler::answer(void* zap)
 {
     for (;;) {
-        std::vector<std::string> request;
-        for (;;) {
-            zmq_msg_t msg;
-            zmq_msg_init(&msg);
-            if (zmq_msg_recv(&msg, zap, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&msg);
-                break;
-            }
-            request.emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
-            const bool more = zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-            if (!more)
-                break;
-        }
+        const std::vector<std::string> request = receiveMessage(zap);
         if (request.empty())
             return;
         std::string why;

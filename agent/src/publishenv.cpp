@@ -7,16 +7,25 @@
 #include <cstring>
 
 namespace memscope::agent {
+namespace {
+
+    // `text` as a whole number in [least, most], else 0.
+    unsigned long long numberIn(const char* text, unsigned long long least, unsigned long long most)
+    {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long n = std::strtoull(text, &end, 10);
+        return errno == 0 && end != text && *end == '\0' && *text != '-' && n >= least && n <= most ? n : 0;
+    }
+
+} // namespace
 
 size_t ringRecordsFromEnvironment(size_t fallback, size_t most)
 {
     const char* text = std::getenv("MEMSCOPE_RING_RECORDS");
     if (!text)
         return fallback;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long n = std::strtoull(text, &end, 10);
-    if (errno == 0 && end != text && *end == '\0' && *text != '-' && n >= 2 && n <= most)
+    if (const unsigned long long n = numberIn(text, 2, most))
         return size_t(n);
     std::fprintf(stderr, "memscope: MEMSCOPE_RING_RECORDS=%s is not a number of records from 2 to %zu; using %zu\n",
                  text, most, fallback);
@@ -28,10 +37,7 @@ size_t viewerBufferFromEnvironment(size_t fallback)
     const char* text = std::getenv("MEMSCOPE_VIEWER_BUFFER_MB");
     if (!text)
         return fallback;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long mib = std::strtoull(text, &end, 10);
-    if (errno == 0 && end != text && *end == '\0' && *text != '-' && mib >= 1 && mib <= 65536)
+    if (const unsigned long long mib = numberIn(text, 1, 65536))
         return size_t(mib) << 20;
     std::fprintf(stderr, "memscope: MEMSCOPE_VIEWER_BUFFER_MB=%s is not a number of MiB from 1 to 65536; using %zu\n",
                  text, fallback >> 20);

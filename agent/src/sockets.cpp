@@ -52,6 +52,26 @@ bool PublisherSockets::open(const BindPlan& plan, int pubHwm, std::string* error
     return true;
 }
 
+std::vector<std::string> receiveMessage(void* socket, size_t keep)
+{
+    std::vector<std::string> frames;
+    for (;;) {
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        if (zmq_msg_recv(&msg, socket, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&msg);
+            break;
+        }
+        if (frames.size() < keep)
+            frames.emplace_back(static_cast<const char*>(zmq_msg_data(&msg)), zmq_msg_size(&msg));
+        const bool more = zmq_msg_more(&msg);
+        zmq_msg_close(&msg);
+        if (!more)
+            break;
+    }
+    return frames;
+}
+
 void PublisherSockets::closeSockets() noexcept
 {
     for (void** socket : { &pub, &router, &zap }) {

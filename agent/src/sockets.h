@@ -2,13 +2,17 @@
 // requests (docs/protocol.md, "Sockets and endpoints"), plus, with CURVE, the REP socket of the ZAP handler (ZeroMQ
 // RFC 27) bound before the CURVE servers. Made by Publisher::start() with every signal blocked (BlockedSignals), so
 // that libzmq's threads never take the host's signals; from then on owned by the publisher thread, which closes
-// them at its end. Binding them is endpointpolicy.h's.
+// them at its end. Binding them is endpointpolicy.h's. receiveMessage reads what the ROUTER and the ZAP handler's
+// socket are sent.
 #pragma once
 
 #include "endpointpolicy.h"
 
 #include <csignal>
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace memscope::agent {
 
@@ -31,6 +35,10 @@ public:
 private:
     sigset_t m_old;
 };
+
+// The frames of the next message waiting on `socket`, read without blocking (every frame is read; the first `keep`
+// are returned); empty when none is waiting.
+std::vector<std::string> receiveMessage(void* socket, size_t keep = SIZE_MAX);
 
 struct PublisherSockets {
     void* context = nullptr;

@@ -1,6 +1,7 @@
 // StateServer (stateserver.h): state requests in, one shared state reply out, over libzmq's ROUTER.
 #include "stateserver.h"
 
+#include "sockets.h"
 #include "wire/protocol.h"
 
 #include <zmq.h>
@@ -29,22 +30,8 @@ namespace {
 void StateServer::collect(void* router)
 {
     for (;;) {
-        std::vector<std::string> frames;
-        for (;;) {
-            zmq_msg_t msg;
-            zmq_msg_init(&msg);
-            if (zmq_msg_recv(&msg, router, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&msg);
-                break;
-            }
-            const char* data = static_cast<const char*>(zmq_msg_data(&msg));
-            if (frames.size() < 4) // identity [, empty delimiter], request: anything longer is not ours
-                frames.emplace_back(data, data + zmq_msg_size(&msg));
-            const bool more = zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-            if (!more)
-                break;
-        }
+        // Identity [, empty delimiter], request: a longer message is not ours (it fails the checks below).
+        std::vector<std::string> frames = receiveMessage(router, 4);
         if (frames.empty())
             break;
         if (frames.size() < 2 || frames.back().size() != sizeof(wire::Request))
