@@ -3,7 +3,7 @@
 // entry point catches everything: nothing crosses the C ABI but return values.
 //
 // Publishing: libmemscope-agent.so publishes its events (publisher.h) from the allocator's first use on, unless
-// MEMSCOPE_PUBLISH=0; MEMSCOPE_ENDPOINT names the endpoint (default: Publisher::defaultEndpoint()) and
+// MEMSCOPE_PUBLISH=0; MEMSCOPE_ENDPOINT names the endpoint (default: defaultEndpoint(), endpointpolicy.h) and
 // MEMSCOPE_RING_RECORDS the ring's size. The static core (tests, tools) publishes only after memscope_publish_start.
 #include "memscope/agent.h"
 

@@ -3,8 +3,9 @@
 // ROUTER socket answers a Request{State} with the allocator's current state stamped with a sequence number, so
 // that a late viewer applies only newer events (common/wire/protocol.h).
 //
-// Endpoints: the PUB socket binds `endpoint`; the ROUTER socket binds `endpoint + "-state"` for ipc:// (and any
-// other non-tcp transport) and the next port for tcp://host:port. tcp://:PORT binds 127.0.0.1; a tcp endpoint that
+// Endpoints (wire/endpoint.h, the rule viewers follow too): ipc:///PATH or tcp://HOST:PORT, nothing else; the PUB
+// socket binds `endpoint`, the ROUTER socket binds `endpoint + "-state"` for ipc:// and the next port for
+// tcp://HOST:PORT (wire::stateEndpointFor). tcp://:PORT binds 127.0.0.1; a tcp endpoint that
 // is not loopback needs CURVE keys (curve.h; both sockets are then CURVE servers, clients checked by a ZAP handler
 // the publisher thread serves) and is refused without them. The default endpoint is
 // ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid> (the folder is made
@@ -17,14 +18,25 @@
 // the agent's next sequence number as it goes (so heartbeats and all devices share one sequence; the order of two
 // devices' records is the drain order, as nothing in the allocator orders them). After fork() the child publishes
 // nothing (pthread_atfork).
+//
+// The thread and its send loop are publisher.cpp's; each other concern has a file of its own, which this class
+// holds a part of: the clock (clock.h), the environment (publishenv.h), where and how to bind (endpointpolicy.h),
+// the sockets (sockets.h), symbolisation (symbolizer.h), LZ4 (batchcompressor.h), the ZAP handler (curve.h) and the
+// state server (stateserver.h).
 #pragma once
 
 #include "allocator.h"
+#include "batchcompressor.h"
+#include "clock.h"
+#include "curve.h"
+#include "endpointpolicy.h"
 #include "eventsource.h"
 #include "ring.h"
+#include "sockets.h"
 #include "stacks.h"
+#include "stateserver.h"
+#include "symbolizer.h"
 
-#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -33,7 +45,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include <sys/types.h>
@@ -48,7 +59,7 @@ enum class Compression : uint8_t {
 };
 
 struct PublisherOptions {
-    std::string endpoint; // empty: defaultEndpoint()
+    std::string endpoint; // empty: defaultEndpoint() (endpointpolicy.h)
     // Records per device (72 B each); 0: MEMSCOPE_RING_RECORDS, else DefaultRingRecords.
     size_t ringCapacity = 0;
     // Bytes of batches the job may hold for one viewer that does not keep up (or does not read at all); beyond
@@ -106,7 +117,7 @@ public:
     {
         if (!m_enabled.load(std::memory_order_relaxed) || device < 0 || size_t(device) >= m_channels.size())
             return false;
-        const uint64_t now = eventTime();
+        const uint64_t now = m_clock.now();
         return m_channels[size_t(device)]->ring.push([&](wire::EventRecord& r) noexcept {
             fill(r);
             r.timeNs = now;
@@ -126,19 +137,19 @@ public:
     uint64_t lastPublished() const { return m_lastPublished.load(std::memory_order_acquire); }
     // States taken for viewers so far (one serves every viewer waiting then), and requests turned away because
     // too many peers were waiting. Any thread.
-    uint64_t statesTaken() const { return m_statesTaken.load(std::memory_order_relaxed); }
-    uint64_t stateRequestsDropped() const { return m_stateRequestsDropped.load(std::memory_order_relaxed); }
+    uint64_t statesTaken() const { return m_stateServer.statesTaken(); }
+    uint64_t stateRequestsDropped() const { return m_stateServer.requestsDropped(); }
     unsigned stackDepth() const { return m_stackDepth; }
     bool pythonStacks() const { return m_pythonStacks; }
     bool compressing() const { return m_compress; } // after start()
     bool curve() const { return m_curve; } // after start(): both sockets are CURVE servers
     // CURVE handshakes the ZAP handler accepted / refused so far. Any thread.
-    uint64_t curveAccepted() const { return m_curveAccepted.load(std::memory_order_relaxed); }
-    uint64_t curveRefused() const { return m_curveRefused.load(std::memory_order_relaxed); }
+    uint64_t curveAccepted() const { return m_zapHandler.accepted(); }
+    uint64_t curveRefused() const { return m_zapHandler.refused(); }
     // Compressing: record bytes taken from the rings and bytes of LZ4 payload sent, so far. Publisher thread
     // writes; read them after stop().
-    uint64_t rawBytes() const { return m_rawBytes; }
-    uint64_t sentBytes() const { return m_sentBytes; }
+    uint64_t rawBytes() const { return m_compressor.rawBytes(); }
+    uint64_t sentBytes() const { return m_compressor.sentBytes(); }
     // Stacks not interned (tables full) so far, all devices. Any thread.
     uint64_t stacksDropped() const;
     // Device `device`'s ring (tests).
@@ -170,12 +181,6 @@ public:
     // After fork(), in the child: nothing more is recorded or sent, and stop() returns at once.
     void disableAfterFork();
 
-    // ipc://$XDG_RUNTIME_DIR/memscope-<pid>, else ipc:///tmp/memscope-<uid>/memscope-<pid>; creates the folder
-    // (mode 0700) in the second case. Empty on failure (*error says why).
-    static std::string defaultEndpoint(std::string* error = nullptr);
-    // The ROUTER endpoint for a PUB endpoint (see the file comment). Empty for a tcp endpoint without a port.
-    static std::string stateEndpointFor(const std::string& endpoint);
-
 private:
     void run(); // the thread
     // Publisher thread: takes `count` records (none above `upTo`) from `ring`, numbers them and sends them as one
@@ -184,8 +189,7 @@ private:
     void sendFrame(const wire::EventRecord* records, size_t count); // publisher thread: a batch as it is
     // Publisher thread: drains every ring (ring d only up to upTo[d] when given) into batches; true if any.
     bool drain(const uint64_t* upTo = nullptr);
-    void answerRequests(); // publisher thread: collects state requests, answers them together (see the .cpp)
-    void answerZap(); // publisher thread: ZAP requests (CURVE handshakes) on inproc://zeromq.zap.01
+    void answerRequests(); // publisher thread: the state server's requests, answered with a state taken now
     void sendHeartbeat();
     void removeOwnSockets(); // the ipc socket files this publisher bound, if still the same files
     void sendSettings(); // publisher thread: the source's settings on topic "C", if it has any
@@ -194,23 +198,15 @@ private:
     void sendNewStacks(size_t device);
     void resendStacks(); // publisher thread: every stack sent so far, again (a state request: a viewer joined)
     void sendStack(const StackTable::Stack& stack); // publisher thread: symbolises and sends one definition
-    uint64_t eventTime() const noexcept; // TSC ticks, or CLOCK_REALTIME ns without a usable TSC
-    void calibrate() noexcept; // publisher thread: the tick rate over the run so far
-    void anchor() noexcept; // publisher thread: a fresh (ticks, realtime) pair for the records about to go out
-    uint64_t realtimeOf(uint64_t time) const noexcept; // publisher thread: a record's stamp -> CLOCK_REALTIME ns
 
     void takeBaseline(); // publisher thread, observed sources: the first state, and the records it holds dropped
-    void sendStackMessage(uint32_t stackId, const std::vector<wire::FrameRecord>& frames, const std::string& strings);
+    void sendStackMessage(); // publisher thread: m_stackMessage on topic "S"
 
     std::unique_ptr<EventSource> m_ownedSource; // memscope's allocator, adapted
     EventSource& m_source;
     PublisherOptions m_options;
     std::atomic<std::thread::id> m_threadId {};
-    std::vector<std::vector<std::string>> m_stateRequesters; // publisher thread: routing frames of waiting peers
-    int64_t m_lastStateNs = 0; // publisher thread: steady clock, the last time the bucket below was filled
-    double m_stateTokens = 4; // publisher thread: states that may be taken now (answerRequests' token bucket)
-    std::atomic<uint64_t> m_statesTaken { 0 };
-    std::atomic<uint64_t> m_stateRequestsDropped { 0 };
+    StateServer m_stateServer; // publisher thread (its counters: any thread)
     // One per device, each on its own cache lines: the producer-side fields are written under that device's lock.
     struct alignas(64) Channel {
         explicit Channel(size_t capacity)
@@ -228,12 +224,9 @@ private:
     // Allocator thread, under the device lock: the caller's stack, interned in c's table (kept out of line: the
     // frame buffer would otherwise make every record's call set up half a KiB of stack).
     [[gnu::noinline]] uint32_t internStack(Channel& c) noexcept;
-    std::vector<wire::EventRecord> m_batch; // publisher thread: a batch to compress
-    std::vector<char> m_packed; // publisher thread: LZ4's output, LZ4_compressBound(a whole batch)
-    std::vector<char> m_lz4State; // publisher thread: LZ4_sizeofState() bytes, so that LZ4 allocates nothing
+    std::vector<wire::EventRecord> m_batch; // publisher thread: a batch to compress, or to complete (observed)
+    BatchCompressor m_compressor; // publisher thread
     bool m_compress = false; // LZ4 batches (options.compression, resolved in start())
-    uint64_t m_rawBytes = 0; // publisher thread, compressing: record bytes before and after compression
-    uint64_t m_sentBytes = 0;
     uint64_t m_sequence = 0; // publisher thread: the last sequence given
     std::string m_endpoint;
     std::string m_stateEndpoint;
@@ -264,32 +257,15 @@ private:
     bool m_done = false;
     std::thread m_thread;
     bool m_threadOwnsSockets = false;
-    void* m_context = nullptr;
-    void* m_pub = nullptr;
-    void* m_router = nullptr;
-    void* m_zap = nullptr; // REP on inproc://zeromq.zap.01 when CURVE is on
+    PublisherSockets m_sockets; // start()'s, then the publisher thread's
     bool m_curve = false;
-    std::vector<std::array<uint8_t, 32>> m_clientKeys; // authorised CURVE client public keys (binary)
-    std::atomic<uint64_t> m_curveAccepted { 0 };
-    std::atomic<uint64_t> m_curveRefused { 0 };
-    const bool m_useTsc;
-    uint64_t m_tscBase = 0; // ticks at m_clockBaseNs
-    uint64_t m_clockBaseNs = 0; // CLOCK_REALTIME when the publisher was made
-    uint64_t m_anchorTsc = 0; // publisher thread: the latest (ticks, CLOCK_REALTIME) pair, taken each drain
-    uint64_t m_anchorNs = 0;
-    double m_nsPerTick = 0; // publisher thread only
+    ZapHandler m_zapHandler; // publisher thread (its counters: any thread)
+    EventClock m_clock; // now(): any thread; the rest: publisher thread
     unsigned m_stackDepth = 0;
     bool m_pythonStacks = false;
     CodeSpan m_ownCode; // the agent's own frames, left out of native stacks
-    // Publisher thread: symbol of each return address seen so far (name, file).
-    std::unordered_map<uintptr_t, std::pair<std::string, std::string>> m_symbols;
-    struct DefinedFrame {
-        std::string name, file;
-        int line = 0;
-    };
-    std::unordered_map<uintptr_t, DefinedFrame> m_definedFrames; // defineFrame(): written before start()
+    StackSymbolizer m_symbolizer; // defineFrame(): before start(); then the publisher thread's
     std::vector<char> m_stackMessage; // publisher thread: the "S" frame being built
-    ElfSymbols m_elfSymbols; // publisher thread: names dladdr does not know
 };
 
 } // namespace memscope::agent

@@ -4,7 +4,7 @@
 #include "live/livecontroller.h"
 
 #include "io/snapshotio.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <QDateTime>
 #include <QDir>

@@ -3,6 +3,8 @@
 // calls at most every ~250 ms (coalesced, never one per batch).
 #include "live/livereceiver.h"
 
+#include "wire/endpoint.h"
+
 #include <QCoreApplication>
 #include <QThread>
 
@@ -126,10 +128,10 @@ bool LiveReceiver::start()
 {
     if (m_thread)
         return true;
-    if (client::stateEndpointFor(m_endpoint.toStdString()).empty()) {
+    if (const std::string why = wire::endpointProblem(m_endpoint.toStdString()); !why.empty()) {
         LiveUpdate u;
         u.state = LiveState::Failed;
-        u.message = tr("%1: not an ipc:// or tcp://HOST:PORT endpoint").arg(m_endpoint);
+        u.message = tr("%1: %2").arg(m_endpoint, QString::fromStdString(why));
         deliver(std::move(u));
         return false;
     }

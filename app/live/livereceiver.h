@@ -11,7 +11,7 @@
 
 #include "client/agentclient.h"
 #include "model/snapshot.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <QObject>
 #include <QString>
@@ -72,7 +72,7 @@ public:
     const LiveUpdate& latest() const { return m_latest; }
     // Seconds without a state reply before giving up (default 5, as `memscope-cli record`).
     void setAnswerTimeout(double seconds) { m_answerTimeout = seconds; }
-    // CURVE (common/client/curvekeys.h): the agent's public key file and our secret key file; both empty (the
+    // CURVE (common/wire/keyfile.h): the agent's public key file and our secret key file; both empty (the
     // default): no CURVE. Before start().
     void setCurveKeys(const QString& serverPublicKeyFile, const QString& secretKeyFile)
     {

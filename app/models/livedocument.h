@@ -17,7 +17,7 @@
 #include "model/eventtrace.h"
 #include "model/replayextender.h"
 #include "models/session.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <QString>
 

@@ -2,6 +2,7 @@
 #include "views/attachdialog.h"
 
 #include "client/agentclient.h"
+#include "wire/endpoint.h"
 
 #include <QDateTime>
 #include <QDialogButtonBox>
@@ -66,28 +67,26 @@ namespace {
 
 std::vector<FoundEndpoint> discoverEndpoints()
 {
+    // The agent's default folders and names (wire/endpoint.h).
     QStringList dirs;
-    const QString runtime = qEnvironmentVariable("XDG_RUNTIME_DIR");
-    if (!runtime.isEmpty())
-        dirs << runtime;
-    dirs << QStringLiteral("/tmp/memscope-%1").arg(::getuid());
+    if (const std::string runtime = wire::runtimeSocketFolder(); !runtime.empty())
+        dirs << QString::fromStdString(runtime);
+    dirs << QString::fromStdString(wire::fallbackSocketFolder());
     std::vector<FoundEndpoint> found;
     for (const QString& dir : dirs) {
-        const QFileInfoList entries = QDir(dir).entryInfoList({ QStringLiteral("memscope-*") },
-                                                              QDir::System | QDir::Files | QDir::NoDotAndDotDot);
+        const QString pattern = QString::fromStdString(std::string(wire::SocketNamePrefix)) + QLatin1Char('*');
+        const QFileInfoList entries
+            = QDir(dir).entryInfoList({ pattern }, QDir::System | QDir::Files | QDir::NoDotAndDotDot);
         for (const QFileInfo& info : entries) {
-            const QString name = info.fileName();
-            if (name.endsWith(QLatin1String("-state")))
+            const wire::SocketName name = wire::parseSocketName(QFile::encodeName(info.fileName()).toStdString());
+            if (!name.memscope || name.state)
                 continue; // the ROUTER beside each PUB socket
             struct stat st { };
             if (::stat(QFile::encodeName(info.absoluteFilePath()).constData(), &st) != 0 || !S_ISSOCK(st.st_mode))
                 continue;
             FoundEndpoint e;
             e.endpoint = QStringLiteral("ipc://") + info.absoluteFilePath();
-            bool ok = false;
-            e.pid = QStringView(name).mid(int(qstrlen("memscope-"))).toLongLong(&ok);
-            if (!ok)
-                e.pid = 0;
+            e.pid = name.pid; // 0: a name the user chose
             e.alive = e.pid == 0 || processAlive(e.pid);
             // A socket older than the process with its pid is a dead job's whose pid was reused.
             if (e.alive && e.pid > 0) {

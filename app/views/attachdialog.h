@@ -1,8 +1,8 @@
 // AttachDialog: File ▸ Attach to Job…: lists the ipc:// endpoints agents bind by default (memscope-<pid> sockets in
-// $XDG_RUNTIME_DIR and /tmp/memscope-<uid>, as agent/src/publisher.cpp names them) with each job's command line and
+// $XDG_RUNTIME_DIR and /tmp/memscope-<uid>, as common/wire/endpoint.h names them) with each job's command line and
 // how long it has published, marking those whose process is gone; then the endpoints attached to recently (kept in
 // QSettings); plus a free-text endpoint (any ipc:// or tcp://HOST:PORT) and, for agents that require CURVE, the key
-// files (common/client/curvekeys.h). GUI thread only; the scan reads two folders and /proc.
+// files (common/wire/keyfile.h). GUI thread only; the scan reads two folders and /proc.
 #pragma once
 
 #include <QDialog>

@@ -4,6 +4,7 @@
 #include "client/agentclient.h"
 
 #include "client/curvekeys.h"
+#include "wire/endpoint.h"
 
 #include <zmq.hpp>
 
@@ -37,25 +38,6 @@ namespace {
     }
 
 } // namespace
-
-std::string stateEndpointFor(const std::string& endpoint)
-{
-    constexpr std::string_view Ipc = "ipc://", Tcp = "tcp://";
-    if (endpoint.starts_with(Ipc) && endpoint.size() > Ipc.size())
-        return endpoint + "-state";
-    if (endpoint.starts_with(Tcp)) {
-        const size_t colon = endpoint.rfind(':');
-        if (colon == std::string::npos || colon < Tcp.size() || colon + 1 >= endpoint.size())
-            return {};
-        const std::string port = endpoint.substr(colon + 1);
-        char* end = nullptr;
-        const long value = std::strtol(port.c_str(), &end, 10);
-        if (*end != '\0' || value <= 0 || value >= 65535)
-            return {};
-        return endpoint.substr(0, colon + 1) + std::to_string(value + 1);
-    }
-    return {};
-}
 
 void RecordingListener::onState(const wire::DecodedState& state, const StateChange& change)
 {
@@ -130,17 +112,12 @@ bool AgentClient::start()
         return !m_failed;
     m_started = true;
     const std::string& endpoint = m_options.endpoint;
-    m_stateEndpoint = stateEndpointFor(endpoint);
-    if (m_stateEndpoint.empty()) {
-        fail(ErrorKind::BadEndpoint, endpoint + ": not an ipc:// or tcp://HOST:PORT endpoint");
+    // The agent's rule for endpoints (wire/endpoint.h): inproc://, abstract ipc and other transports refused.
+    if (const std::string why = wire::endpointProblem(endpoint); !why.empty()) {
+        fail(ErrorKind::BadEndpoint, endpoint + ": " + why);
         return false;
     }
-    if (endpoint.rfind("ipc://@", 0) == 0) {
-        fail(ErrorKind::BadEndpoint,
-             endpoint + ": an abstract ipc endpoint has no owner to check (any local user may bind it); memscope's "
-                        "agent publishes on ipc:///PATH only");
-        return false;
-    }
+    m_stateEndpoint = wire::stateEndpointFor(endpoint);
     if (std::string why = ipcOwnerProblem(endpoint); !why.empty()) {
         fail(ErrorKind::Untrusted, why);
         return false;
@@ -155,12 +132,12 @@ bool AgentClient::start()
             fail(ErrorKind::Curve, endpoint + ": this libzmq was built without CURVE (libsodium)");
             return false;
         }
-        const KeyResult server = readKeyFile(m_options.curveServerKeyFile, KeyKind::Public);
+        const wire::KeyResult server = wire::readKeyFile(m_options.curveServerKeyFile, wire::KeyKind::Public);
         if (!server.ok()) {
             fail(ErrorKind::Curve, server.error);
             return false;
         }
-        const KeyResult secret = readKeyFile(m_options.curveSecretKeyFile, KeyKind::Secret);
+        const wire::KeyResult secret = wire::readKeyFile(m_options.curveSecretKeyFile, wire::KeyKind::Secret);
         if (!secret.ok()) {
             fail(ErrorKind::Curve, secret.error);
             return false;

@@ -1,6 +1,6 @@
 // AgentClient: the viewer side of one agent endpoint (docs/protocol.md), the Clone pattern of the ZeroMQ Guide
 // (chapter 5) with its resynchronisation and reconnection. It owns a SUB socket (topics "E", "S", "G") and a
-// DEALER socket (state requests) and decodes every frame (wire/decoder.h); what it learns goes to a Listener, in
+// DEALER socket (state requests) and decodes every frame (viewer/decoder.h); what it learns goes to a Listener, in
 // order, on the thread that calls poll():
 //
 // - onState: the agent's state. `Initial` for the first one (and, as long as no event has been delivered since,
@@ -22,9 +22,9 @@
 // One thread owns an AgentClient (and its sockets) from start() to destruction; it must not be shared. No Qt.
 #pragma once
 
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "viewer/recorder.h"
 #include "wire/protocol.h"
-#include "wire/recorder.h"
 
 #include <chrono>
 #include <cstdint>
@@ -36,10 +36,6 @@
 #include <vector>
 
 namespace memscope::client {
-
-// The ROUTER endpoint of an agent whose PUB socket is `endpoint`: "-state" appended for ipc://, the next port for
-// tcp://HOST:PORT. Empty when `endpoint` is neither.
-std::string stateEndpointFor(const std::string& endpoint);
 
 struct ClientOptions {
     std::string endpoint; // the job's MEMSCOPE_ENDPOINT: ipc://PATH or tcp://HOST:PORT
@@ -54,7 +50,7 @@ struct ClientOptions {
     // Records held while waiting for a state; beyond it the oldest go (another resync follows).
     size_t maxBuffered = size_t(1) << 20;
     // CURVE (ZeroMQ RFC 26): both or neither. The agent's public key file and our own secret key file (our
-    // public key is derived from it); curvekeys.h has the format.
+    // public key is derived from it); wire/keyfile.h has the format.
     std::string curveServerKeyFile;
     std::string curveSecretKeyFile;
 };
@@ -76,7 +72,7 @@ enum class Link : uint8_t {
 };
 
 enum class ErrorKind : uint8_t {
-    BadEndpoint, // neither ipc:// nor tcp://HOST:PORT
+    BadEndpoint, // wire::endpointProblem refuses it (neither ipc:///PATH nor tcp://HOST:PORT)
     Curve, // a key file is missing, malformed or too open, or libzmq has no CURVE
     NoAnswer, // no state reply within answerTimeout
     Incompatible, // a frame of another protocol or version (fatal: the client stops)

@@ -1,4 +1,4 @@
-// CURVE key files (curvekeys.h): POSIX file calls and libzmq's Z85 and CURVE helpers.
+// CURVE keys (curvekeys.h): libzmq's CURVE helpers, and key files written atomically with POSIX file calls.
 #include "client/curvekeys.h"
 
 #include <zmq.h>
@@ -19,15 +19,6 @@ namespace {
     std::string systemError(const std::string& path, const char* what, int error)
     {
         return path + ": " + what + ": " + std::strerror(error);
-    }
-
-    std::string_view trimmed(std::string_view line)
-    {
-        while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-            line.remove_suffix(1);
-        while (!line.empty() && (line.front() == ' ' || line.front() == '\t'))
-            line.remove_prefix(1);
-        return line;
     }
 
     // Writes `text` to a new temporary file beside `path` with `mode`, then gives it the name `path`: link(2) fails
@@ -85,101 +76,27 @@ namespace {
 
 bool curveAvailable() { return zmq_has("curve") != 0; }
 
-bool isZ85Key(std::string_view key)
-{
-    if (key.size() != Z85KeyLength)
-        return false;
-    const std::string text(key);
-    uint8_t bytes[32];
-    return zmq_z85_decode(bytes, text.c_str()) != nullptr;
-}
-
-KeyResult readKeyFile(const std::string& path, KeyKind kind)
-{
-    KeyResult r;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        r.error = systemError(path, "cannot open the key file", errno);
-        return r;
-    }
-    struct stat st { };
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        r.error = path + ": not a key file (not a regular file)";
-        return r;
-    }
-    // The same rule as ssh for private keys: a secret that others can read is no secret (and the agent refuses
-    // its own the same way).
-    if (kind == KeyKind::Secret && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
-        ::close(fd);
-        char mode[8];
-        std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
-        r.error = path + ": the secret key file is readable by group or others (mode " + mode
-            + "); refusing it (chmod 600 it)";
-        return r;
-    }
-    std::string text;
-    char chunk[4096];
-    for (;;) {
-        const ssize_t n = ::read(fd, chunk, sizeof chunk);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            const int error = errno;
-            ::close(fd);
-            r.error = systemError(path, "cannot read the key file", error);
-            return r;
-        }
-        if (n == 0 || text.size() > 65536)
-            break;
-        text.append(chunk, size_t(n));
-    }
-    ::close(fd);
-    std::string_view rest(text);
-    while (!rest.empty()) {
-        const size_t newline = rest.find('\n');
-        const std::string_view line = trimmed(rest.substr(0, newline));
-        rest = newline == std::string_view::npos ? std::string_view() : rest.substr(newline + 1);
-        if (line.empty() || line.front() == '#')
-            continue;
-        if (!isZ85Key(line)) {
-            r.error = path
-                + ": not a CURVE key (expected 40 Z85 characters on the first line that is not empty or "
-                  "a comment, got "
-                + std::to_string(line.size()) + " characters"
-                + (line.size() == Z85KeyLength ? " that are not Z85)" : ")");
-            return r;
-        }
-        r.key = std::string(line);
-        return r;
-    }
-    r.error = path
-        + ": no key in the file (expected 40 Z85 characters on the first line that is not empty or a "
-          "comment)";
-    return r;
-}
-
 std::string publicKeyOf(std::string_view secret)
 {
-    if (!isZ85Key(secret))
+    if (!wire::isZ85Key(secret))
         return {};
     const std::string in(secret);
-    char out[Z85KeyLength + 1] = {};
+    char out[wire::Z85KeyLength + 1] = {};
     if (zmq_curve_public(out, in.c_str()) != 0)
         return {};
-    return std::string(out, Z85KeyLength);
+    return std::string(out, wire::Z85KeyLength);
 }
 
 KeyPair generateKeyPair()
 {
     KeyPair k;
-    char publicKey[Z85KeyLength + 1] = {}, secretKey[Z85KeyLength + 1] = {};
+    char publicKey[wire::Z85KeyLength + 1] = {}, secretKey[wire::Z85KeyLength + 1] = {};
     if (zmq_curve_keypair(publicKey, secretKey) != 0) {
         k.error = std::string("cannot generate a CURVE key pair: ") + zmq_strerror(zmq_errno());
         return k;
     }
-    k.publicKey.assign(publicKey, Z85KeyLength);
-    k.secretKey.assign(secretKey, Z85KeyLength);
+    k.publicKey.assign(publicKey, wire::Z85KeyLength);
+    k.secretKey.assign(secretKey, wire::Z85KeyLength);
     return k;
 }
 

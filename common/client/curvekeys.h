@@ -1,26 +1,15 @@
-// CURVE key files for the agent <-> viewer connection (CurveZMQ, ZeroMQ RFC 26; keys in Z85, RFC 32): reading,
-// checking and generating them. The format is shared with the agent's server side (MEMSCOPE_CURVE_SECRET,
-// MEMSCOPE_CURVE_CLIENTS): a key file holds one Z85-encoded 32-byte key, 40 characters, on its first line that is
-// neither empty nor starts with '#' (other '#' lines are comments); a secret key file must not be readable by group
-// or others. Plain functions over libzmq (zmq_z85_decode, zmq_curve_public, zmq_curve_keypair); any thread.
+// CURVE keys for the agent <-> viewer connection (CurveZMQ, ZeroMQ RFC 26; keys in Z85, RFC 32): what needs
+// libzmq (the public key of a secret key, new key pairs) and writing key files. Reading them is wire/keyfile.h's,
+// the one reader the agent's server side uses too. Plain functions over libzmq (zmq_curve_public,
+// zmq_curve_keypair); any thread.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
+#include "wire/keyfile.h"
+
 #include <string>
 #include <string_view>
 
 namespace memscope::client {
-
-constexpr size_t Z85KeyLength = 40; // 32 bytes in Z85 (5 characters per 4 bytes)
-
-enum class KeyKind : uint8_t { Public, Secret };
-
-struct KeyResult {
-    std::string key; // the 40 Z85 characters
-    std::string error; // "FILE: reason", one line; empty on success
-    bool ok() const { return error.empty(); }
-};
 
 struct KeyPair {
     std::string publicKey; // Z85, 40 characters
@@ -31,11 +20,6 @@ struct KeyPair {
 
 // True when this libzmq was built with CURVE (libsodium).
 bool curveAvailable();
-// True when `key` is 40 characters that decode as Z85.
-bool isZ85Key(std::string_view key);
-// Reads and checks a key file. A Secret file is refused when group or others may read it (checked on the opened
-// file, so a swap between check and read cannot get past it). Blocks on the file system.
-KeyResult readKeyFile(const std::string& path, KeyKind kind);
 // The public key that belongs to a Z85 secret key; empty when `secret` is not one.
 std::string publicKeyOf(std::string_view secret);
 // A new key pair from libsodium's random generator.

@@ -3,9 +3,9 @@
 // of max_split_size, merging, per-stream pools, deferred frees after recordStream, empty_cache, OOM -> release ->
 // retry -> OOM with the device's free memory, garbage collection, expandable segments, private pools, several
 // devices, statistics, the settings parser and the C API. Everything runs on the host backend (no GPU).
-#include "allocator.h"
-#include "config.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/config.h"
+#include "agent/hostbackend.h"
 #include "memscope/agent.h"
 #include "testutil.h"
 

@@ -4,10 +4,10 @@
 // the layout derives must be the allocator's for every event, and its segments and blocks (free ones and their
 // stale requested sizes included) the allocator's at the end and at checkpoints. A layout started from a state in
 // the middle of a run (rebased) must go on exactly as well.
-#include "allocator.h"
-#include "blocklayout.h"
-#include "config.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/blocklayout.h"
+#include "agent/config.h"
+#include "agent/hostbackend.h"
 
 #include <QTest>
 

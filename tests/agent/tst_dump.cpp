@@ -1,9 +1,9 @@
 // Snapshot dumps of the agent (agent/src/dump.h, memscope_dump_snapshot): a known pattern on the host backend is
 // dumped as a pickle, read back with memscope's own loader (io::loadSnapshot) and compared with the allocator's
 // state; memscope-cli stats reads it; MEMSCOPE_DUMP_ON=oom writes one when an allocation fails.
-#include "allocator.h"
-#include "dump.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/dump.h"
+#include "agent/hostbackend.h"
 #include "io/snapshotio.h"
 #include "memscope/agent.h"
 

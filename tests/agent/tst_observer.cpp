@@ -6,8 +6,8 @@
 // must be the allocator's, block for block (address, size, state, requested size of every active block), every
 // allocated block must carry the frames of its allocation's context, and every context memscope was handed must
 // be symbolised or released exactly once.
-#include "allocator.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/hostbackend.h"
 #include "io/snapshotio.h"
 #include "memscope/observe.h"
 #include "model/snapshot.h"

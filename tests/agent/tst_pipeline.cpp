@@ -8,9 +8,9 @@
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "statelines.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "viewer/recorder.h"
 #include "wire/protocol.h"
-#include "wire/recorder.h"
 
 #include <QCoreApplication>
 #include <QDir>
@@ -875,7 +875,7 @@ private Q_SLOTS:
     // Bad frames from the job: an event batch of another protocol version or of garbage costs that frame only; it
     // is skipped with one warning naming the endpoint and the reason, and the recording goes on (here until the fake
     // job goes away) and is written, status 0. A state reply of another version means an incompatible job: status
-    // 1, the reason, nothing to keep and no file. (tst_recordcommand's fake agent and tst_wire cover the decoder's
+    // 1, the reason, nothing to keep and no file. (tst_recordcommand's fake agent and tst_viewer cover the decoder's
     // other errors.)
     void badPublisher_data()
     {

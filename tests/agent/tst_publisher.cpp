@@ -5,12 +5,14 @@
 // not allocate, and native stacks (MEMSCOPE_STACKS): ids on records, each definition once and before its first use,
 // frames that name this file's functions (built with frame pointers and exported symbols for dladdr). Single test
 // thread (the publisher runs its own).
-#include "allocator.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/endpointpolicy.h"
+#include "agent/hostbackend.h"
+#include "agent/publisher.h"
+#include "agent/ring.h"
 #include "memscope/agent.h"
-#include "publisher.h"
-#include "ring.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "wire/endpoint.h"
 #include "wire/protocol.h"
 
 #include <QFile>
@@ -479,11 +481,41 @@ private Q_SLOTS:
         memscope_free(first, 0, 0, nullptr);
     }
 
-    void endpoints()
+    // The endpoints the agent refuses before binding anything, each with wire::endpointProblem's reason (the rule
+    // the viewers follow: tst_endpoint); the allocator goes on.
+    void endpointRefusals_data()
     {
-        QCOMPARE(Publisher::stateEndpointFor("ipc:///tmp/x"), std::string("ipc:///tmp/x-state"));
-        QCOMPARE(Publisher::stateEndpointFor("tcp://127.0.0.1:5555"), std::string("tcp://127.0.0.1:5556"));
-        QCOMPARE(Publisher::stateEndpointFor("tcp://127.0.0.1"), std::string());
+        QTest::addColumn<QString>("endpoint");
+        QTest::addColumn<QString>("reason");
+        QTest::newRow("inproc") << QStringLiteral("inproc://memscope")
+                                << QStringLiteral("inproc://memscope: not an ipc:// or tcp://HOST:PORT endpoint "
+                                                  "(inproc:// joins the sockets of one ZeroMQ context only");
+        QTest::newRow("another transport") << QStringLiteral("udp://127.0.0.1:5555")
+                                           << QStringLiteral("udp://127.0.0.1:5555: not an ipc:// or tcp://HOST:PORT "
+                                                             "endpoint");
+        QTest::newRow("tcp without port")
+            << QStringLiteral("tcp://127.0.0.1") << QStringLiteral("tcp://127.0.0.1: a tcp endpoint needs a port");
+        QTest::newRow("tcp port 65535") << QStringLiteral("tcp://127.0.0.1:65535")
+                                        << QStringLiteral("tcp://127.0.0.1:65535: the port must be a number from 1 to "
+                                                          "65534 (the state socket takes the next one)");
+        QTest::newRow("ipc without path")
+            << QStringLiteral("ipc://") << QStringLiteral("ipc://: not an ipc:// or tcp://HOST:PORT endpoint");
+    }
+    void endpointRefusals()
+    {
+        QFETCH(QString, endpoint);
+        QFETCH(QString, reason);
+        HostBackend backend;
+        CachingAllocator allocator(backend, {});
+        PublisherOptions options;
+        options.endpoint = endpoint.toStdString();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY(!publisher.start(&error));
+        QVERIFY2(QString::fromStdString(error).startsWith(reason), error.c_str());
+        QVERIFY(error.find('\n') == std::string::npos);
+        QVERIFY(!publisher.running());
+        QVERIFY(allocator.malloc(0, 4096, StreamId {}).status == Status::Ok);
     }
 
     void ringOverflow()
@@ -902,7 +934,7 @@ private Q_SLOTS:
                              QStringLiteral("No such file") };
         QTest::newRow("a group-readable secret key file")
             << QStringLiteral("0.0.0.0") << QStringLiteral("shared.secret") << QStringLiteral("good.keys")
-            << QStringList { QStringLiteral("shared.secret"), QStringLiteral("must not be readable by group"),
+            << QStringList { QStringLiteral("shared.secret"), QStringLiteral("is readable by group or others"),
                              QStringLiteral("chmod 600") };
         QTest::newRow("a secret key file without a key")
             << QStringLiteral("0.0.0.0") << QStringLiteral("comments.secret") << QStringLiteral("good.keys")
@@ -1126,7 +1158,7 @@ private Q_SLOTS:
         const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
         qunsetenv("XDG_RUNTIME_DIR");
         std::string error;
-        const std::string endpoint = Publisher::defaultEndpoint(&error);
+        const std::string endpoint = defaultEndpoint(&error);
         if (!saved.isNull())
             qputenv("XDG_RUNTIME_DIR", saved);
         QVERIFY2(!endpoint.empty(), error.c_str());
@@ -1164,7 +1196,7 @@ private Q_SLOTS:
         const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
         qputenv("XDG_RUNTIME_DIR", runtime.path().toLocal8Bit());
         std::string error;
-        const std::string endpoint = Publisher::defaultEndpoint(&error);
+        const std::string endpoint = defaultEndpoint(&error);
         if (saved.isNull())
             qunsetenv("XDG_RUNTIME_DIR");
         else
@@ -1379,7 +1411,7 @@ private Q_SLOTS:
     {
         const std::string endpoint = nextEndpoint();
         QCOMPARE(memscope_publish_start(endpoint.c_str()), 0);
-        Client client(endpoint, Publisher::stateEndpointFor(endpoint));
+        Client client(endpoint, wire::stateEndpointFor(endpoint));
         memscope_free(memscope_malloc(1000, 0, nullptr), 0, 0, nullptr);
         QVERIFY(client.receive([&] { return countNonHeartbeat(client.events) >= 3; }));
 
@@ -1423,7 +1455,7 @@ private Q_SLOTS:
         QCOMPARE(memscope_publish_start(endpoint.c_str()), 0);
         qunsetenv("MEMSCOPE_RING_RECORDS");
         QCOMPARE(memscope_publish_endpoint(), endpoint.c_str());
-        Client client(endpoint, Publisher::stateEndpointFor(endpoint));
+        Client client(endpoint, wire::stateEndpointFor(endpoint));
         // Bursts far larger than the ring, with pauses in which the publisher drains it.
         for (int round = 0; round < 10; ++round) {
             for (int i = 0; i < 200; ++i)

@@ -13,7 +13,8 @@
 #include "views/rankgroupview.h"
 
 #include "client/agentclient.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "wire/endpoint.h"
 
 #include <QApplication>
 #include <QCoreApplication>
@@ -786,7 +787,7 @@ void TestLive::malformedPublisher()
     pub.set(zmq::sockopt::linger, 0);
     router.set(zmq::sockopt::linger, 0);
     pub.bind(endpoint.toStdString());
-    router.bind(client::stateEndpointFor(endpoint.toStdString()));
+    router.bind(wire::stateEndpointFor(endpoint.toStdString()));
     // Answers every state request with a frame from a future protocol version.
     std::atomic<bool> stop { false };
     std::thread impostor([&] {

@@ -11,7 +11,7 @@
 #include "testutil.h"
 
 #include "io/snapshotio.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <QCoreApplication>
 #include <QDir>

@@ -1,8 +1,8 @@
 // The caching allocator's hot path on the host backend: malloc + free of a block that comes from (and returns to)
 // the cache, with an empty pool and with a thousand live blocks around it, through the C++ API and the C API, and
 // from two threads on two devices. The backend is never called in the timed loops.
-#include "allocator.h"
-#include "hostbackend.h"
+#include "agent/allocator.h"
+#include "agent/hostbackend.h"
 #include "memscope/agent.h"
 
 #include <benchmark/benchmark.h>

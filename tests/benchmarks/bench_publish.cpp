@@ -8,9 +8,9 @@
 // BM_mallocFree_stacks captures native stacks (MEMSCOPE_STACKS=N, frame-pointer walk + interning) with the loop
 // run 16 calls deep, so every record walks at least `depth` frames (this file is built with frame pointers).
 // Target: < 400 ns per pair with 16 frames.
-#include "allocator.h"
-#include "hostbackend.h"
-#include "publisher.h"
+#include "agent/allocator.h"
+#include "agent/hostbackend.h"
+#include "agent/publisher.h"
 
 #include <benchmark/benchmark.h>
 

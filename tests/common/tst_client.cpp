@@ -7,7 +7,9 @@
 #include "client/curvekeys.h"
 #include "io/snapshotio.h"
 #include "model/replay.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "wire/endpoint.h"
+#include "wire/keyfile.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -19,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 
 #include <sys/stat.h>
@@ -62,7 +65,7 @@ public:
         m_pub = socket(zmq::socket_type::pub);
         m_router = socket(zmq::socket_type::router);
         m_pub.bind(m_endpoint);
-        m_router.bind(client::stateEndpointFor(m_endpoint));
+        m_router.bind(wire::stateEndpointFor(m_endpoint));
     }
 
     // The job dies: its sockets close (the ipc files go), nothing is said.
@@ -408,23 +411,6 @@ Q_DECLARE_METATYPE(Send)
 class TestClient : public QObject {
     Q_OBJECT
 private Q_SLOTS:
-    void stateEndpoint_data()
-    {
-        QTest::addColumn<QString>("endpoint");
-        QTest::addColumn<QString>("state");
-        QTest::newRow("ipc path") << QStringLiteral("ipc:///tmp/x") << QStringLiteral("ipc:///tmp/x-state");
-        QTest::newRow("tcp port") << QStringLiteral("tcp://127.0.0.1:5555") << QStringLiteral("tcp://127.0.0.1:5556");
-        QTest::newRow("tcp without port") << QStringLiteral("tcp://127.0.0.1") << QString();
-        QTest::newRow("tcp bad port") << QStringLiteral("tcp://host:http") << QString();
-        QTest::newRow("other transport") << QStringLiteral("inproc://x") << QString();
-    }
-    void stateEndpoint()
-    {
-        QFETCH(QString, endpoint);
-        QFETCH(QString, state);
-        QCOMPARE(QString::fromStdString(client::stateEndpointFor(endpoint.toStdString())), state);
-    }
-
     // A gap (records not received, or dropped by the agent) makes the client fetch a fresh state by itself; the
     // Recorder's resync turns its state into it: the final state is the agent's exactly, the trace replays
     // without a warning, and an annotation pair names what was missing.
@@ -675,6 +661,29 @@ private Q_SLOTS:
         }
     }
 
+    // The endpoints wire::endpointProblem refuses, the agent refuses too (tst_publisher): the client fails at once
+    // with that reason and opens no socket.
+    void refusedEndpoints_data()
+    {
+        QTest::addColumn<QString>("endpoint");
+        QTest::newRow("inproc") << QStringLiteral("inproc://memscope");
+        QTest::newRow("abstract ipc") << QStringLiteral("ipc://@memscope");
+        QTest::newRow("tcp without port") << QStringLiteral("tcp://127.0.0.1");
+        QTest::newRow("another transport") << QStringLiteral("udp://127.0.0.1:5555");
+    }
+    void refusedEndpoints()
+    {
+        QFETCH(QString, endpoint);
+        Probe probe;
+        client::AgentClient c(fastOptions(endpoint.toStdString()), probe);
+        QVERIFY(!c.start());
+        QVERIFY(c.failed());
+        QCOMPARE(probe.errors.size(), size_t(1));
+        QCOMPARE(probe.errors.front().kind, client::ErrorKind::BadEndpoint);
+        QCOMPARE(probe.errors.front().message,
+                 endpoint.toStdString() + ": " + wire::endpointProblem(endpoint.toStdString()));
+    }
+
     void nobodyAnswers()
     {
         QTemporaryDir dir;
@@ -762,6 +771,41 @@ private Q_SLOTS:
         QCOMPARE(agent.requests(), 0); // nothing got through to the agent
     }
 
+    // The key-file reader's Z85 check (wire/keyfile.h, no ZeroMQ) says yes exactly where libzmq's decoder does:
+    // every character of the ASCII range in every position, and random keys over a wider alphabet.
+    void z85AgreesWithLibzmq()
+    {
+        auto libzmqAccepts = [](const std::string& key) {
+            uint8_t bytes[32];
+            return zmq_z85_decode(bytes, key.c_str()) != nullptr;
+        };
+        const client::KeyPair keys = client::generateKeyPair();
+        QVERIFY(keys.ok());
+        std::vector<std::string> cases { keys.publicKey,
+                                         keys.secretKey,
+                                         std::string(40, '0'),
+                                         std::string(35, '0') + "%nSc0",
+                                         std::string(35, '0') + "%nSc1",
+                                         std::string(35, '0') + "%%%%%",
+                                         std::string(40, '#') };
+        for (size_t position = 0; position < 40; position += 7)
+            for (int c = 1; c < 128; ++c) {
+                std::string key = keys.publicKey;
+                key[position] = char(c);
+                cases.push_back(key);
+            }
+        std::mt19937 random(2026);
+        std::uniform_int_distribution<int> character(33, 126);
+        for (int i = 0; i < 2000; ++i) {
+            std::string key(40, ' ');
+            for (char& c : key)
+                c = char(i % 2 ? character(random) : keys.publicKey[size_t(character(random)) % 40]);
+            cases.push_back(key);
+        }
+        for (const std::string& key : cases)
+            QVERIFY2(wire::isZ85Key(key) == libzmqAccepts(key), key.c_str());
+    }
+
     void keyFiles()
     {
         QTemporaryDir dir;
@@ -775,14 +819,14 @@ private Q_SLOTS:
         QCOMPARE(st.st_mode & 0777, 0600U);
         QCOMPARE(::stat((name + ".pub").c_str(), &st), 0);
         QCOMPARE(st.st_mode & 0777, 0644U);
-        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, keys.secretKey);
-        QCOMPARE(client::readKeyFile(name + ".pub", client::KeyKind::Public).key, keys.publicKey);
+        QCOMPARE(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key, keys.secretKey);
+        QCOMPARE(wire::readKeyFile(name + ".pub", wire::KeyKind::Public).key, keys.publicKey);
         // Never over an existing pair without force; with it, both are replaced.
         const client::KeyPair again = client::generateKeyPair();
         QCOMPARE(client::writeKeyPair(name, again, false), name + ".key: exists already (use --force to replace it)");
-        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, keys.secretKey);
+        QCOMPARE(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key, keys.secretKey);
         QCOMPARE(client::writeKeyPair(name, again, true), std::string());
-        QCOMPARE(client::readKeyFile(name + ".pub", client::KeyKind::Public).key, again.publicKey);
+        QCOMPARE(wire::readKeyFile(name + ".pub", wire::KeyKind::Public).key, again.publicKey);
         QCOMPARE(::stat((name + ".key").c_str(), &st), 0);
         QCOMPARE(st.st_mode & 0777, 0600U);
         // A public key file may be read by anyone; the wrong length is named.
@@ -790,7 +834,7 @@ private Q_SLOTS:
         QVERIFY(bad.open(QIODevice::WriteOnly));
         bad.write("# comment\n\nshort\n");
         bad.close();
-        const client::KeyResult r = client::readKeyFile(name + ".bad", client::KeyKind::Public);
+        const wire::KeyResult r = wire::readKeyFile(name + ".bad", wire::KeyKind::Public);
         QCOMPARE(r.error,
                  name + ".bad: not a CURVE key (expected 40 Z85 characters on the first line that is not empty or a "
                         "comment, got 5 characters)");

@@ -9,7 +9,9 @@
 #include "client/curvekeys.h"
 #include "keygencommand.h"
 #include "recordcommand.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
+#include "wire/endpoint.h"
+#include "wire/keyfile.h"
 
 #include <QDir>
 #include <QFile>
@@ -100,7 +102,7 @@ private:
         pub.set(zmq::sockopt::linger, 0);
         router.set(zmq::sockopt::linger, 0);
         pub.bind(m_endpoint);
-        router.bind(client::stateEndpointFor(m_endpoint));
+        router.bind(wire::stateEndpointFor(m_endpoint));
         m_bound = true;
 
         uint64_t sequence = 100;
@@ -249,23 +251,6 @@ Q_DECLARE_METATYPE(Ending)
 class TestRecordCommand : public QObject {
     Q_OBJECT
 private Q_SLOTS:
-    void stateEndpoint_data()
-    {
-        QTest::addColumn<QString>("endpoint");
-        QTest::addColumn<QString>("state");
-        QTest::newRow("ipc path") << QStringLiteral("ipc:///tmp/x") << QStringLiteral("ipc:///tmp/x-state");
-        QTest::newRow("tcp port") << QStringLiteral("tcp://127.0.0.1:5555") << QStringLiteral("tcp://127.0.0.1:5556");
-        QTest::newRow("tcp without port") << QStringLiteral("tcp://127.0.0.1") << QString();
-        QTest::newRow("tcp bad port") << QStringLiteral("tcp://host:http") << QString();
-        QTest::newRow("other transport") << QStringLiteral("inproc://x") << QString();
-    }
-    void stateEndpoint()
-    {
-        QFETCH(QString, endpoint);
-        QFETCH(QString, state);
-        QCOMPARE(QString::fromStdString(client::stateEndpointFor(endpoint.toStdString())), state);
-    }
-
     void record_data()
     {
         QTest::addColumn<Ending>("ending");
@@ -413,8 +398,8 @@ private Q_SLOTS:
         };
         const Run made = run({ name });
         QCOMPARE(made.status, 0);
-        const client::KeyResult secret = client::readKeyFile(name + ".key", client::KeyKind::Secret);
-        const client::KeyResult pub = client::readKeyFile(name + ".pub", client::KeyKind::Public);
+        const wire::KeyResult secret = wire::readKeyFile(name + ".key", wire::KeyKind::Secret);
+        const wire::KeyResult pub = wire::readKeyFile(name + ".pub", wire::KeyKind::Public);
         QVERIFY2(secret.ok() && pub.ok(), (secret.error + pub.error).c_str());
         QCOMPARE(made.out, QString::fromStdString(pub.key) + u'\n'); // prints the public key
         QCOMPARE(client::publicKeyOf(secret.key), pub.key);
@@ -426,10 +411,10 @@ private Q_SLOTS:
         QCOMPARE(again.status, 1);
         QVERIFY2(again.err.contains(QString::fromStdString(name + ".key: exists already (use --force to replace it)")),
                  qPrintable(again.err));
-        QCOMPARE(client::readKeyFile(name + ".key", client::KeyKind::Secret).key, secret.key);
+        QCOMPARE(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key, secret.key);
         const Run forced = run({ name, "--force" });
         QCOMPARE(forced.status, 0);
-        QVERIFY(client::readKeyFile(name + ".key", client::KeyKind::Secret).key != secret.key);
+        QVERIFY(wire::readKeyFile(name + ".key", wire::KeyKind::Secret).key != secret.key);
         QCOMPARE(run({}).status, 2);
         QCOMPARE(run({ name, "--what" }).status, 2);
         // No stray temporary files beside the keys.
@@ -480,7 +465,7 @@ private Q_SLOTS:
                              QStringLiteral("--curve-key"), QStringLiteral("k.key") }
             << QStringLiteral("--curve-server-key and --curve-key go together");
         QTest::newRow("unsupported transport") << QStringList { QStringLiteral("inproc://x"), QStringLiteral("-o"), QStringLiteral("f") }
-                                               << QStringLiteral("is not an ipc:// or tcp://HOST:PORT endpoint");
+                                               << QStringLiteral("inproc://x: not an ipc:// or tcp://HOST:PORT endpoint (inproc://");
     }
     void badCommandLine()
     {

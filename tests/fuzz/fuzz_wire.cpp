@@ -3,8 +3,8 @@
 // encoder's own compressed batches, which must round-trip); whatever decodes is fed to a Recorder and made into a
 // snapshot. Must never crash, hang or grow without bound, and every failure must explain itself. Built only with
 // -DMEMSCOPE_FUZZ=ON (clang).
-#include "wire/decoder.h"
-#include "wire/recorder.h"
+#include "viewer/decoder.h"
+#include "viewer/recorder.h"
 
 #include <cstddef>
 #include <cstdint>

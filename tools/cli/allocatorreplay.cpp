@@ -20,10 +20,10 @@
 // order of `free_completed` entries of one process_events pass may differ (PyTorch walks a hash map of streams).
 #include "allocatorreplay.h"
 
-#include "allocator.h"
-#include "config.h"
+#include "agent/allocator.h"
+#include "agent/config.h"
+#include "agent/hostbackend.h"
 #include "diffcommand.h"
-#include "hostbackend.h"
 #include "io/snapshotio.h"
 #include "model/snapshot.h"
 

@@ -7,10 +7,10 @@
 // sees the call tree, the insights and the leak point at lines of a program.
 #include "democommand.h"
 
-#include "allocator.h"
-#include "dump.h"
-#include "hostbackend.h"
-#include "publisher.h"
+#include "agent/allocator.h"
+#include "agent/dump.h"
+#include "agent/hostbackend.h"
+#include "agent/publisher.h"
 
 #include <chrono>
 #include <cstdio>

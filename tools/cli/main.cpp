@@ -19,7 +19,7 @@
 #include "model/consistency.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <algorithm>
 #include <cstdio>

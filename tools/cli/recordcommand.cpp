@@ -5,7 +5,8 @@
 
 #include "client/agentclient.h"
 #include "io/snapshotio.h"
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
+#include "wire/endpoint.h"
 
 #include <atomic>
 #include <cerrno>
@@ -201,8 +202,8 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         return usage("'record' needs an ENDPOINT (the job's MEMSCOPE_ENDPOINT, e.g. ipc:///tmp/memscope)");
     if (o.output.empty())
         return usage("'record' needs -o FILE");
-    if (client::stateEndpointFor(o.endpoint).empty())
-        return usage("'" + o.endpoint + "' is not an ipc:// or tcp://HOST:PORT endpoint");
+    if (const std::string why = wire::endpointProblem(o.endpoint); !why.empty())
+        return usage(o.endpoint + ": " + why);
     if (o.curveServerKey.empty() != o.curveKey.empty())
         return usage("--curve-server-key and --curve-key go together");
 

@@ -12,12 +12,13 @@
 // state lists them, with the request PyTorch leaves on each, and follow PyTorch's split and merge rules
 // (model/freeblocks.h), so the snapshot's free blocks are the job's own, stale requests included. Single-threaded:
 // one thread owns a Recorder.
-// No ZeroMQ (client::AgentClient in common/client is the ZeroMQ side).
+// The viewers' side of the protocol (common/viewer, library memscope-viewer): no ZeroMQ (client::AgentClient in
+// common/client is the ZeroMQ side), so `memscope-cli info` and the tests read recordings without it.
 #pragma once
 
 #include "model/freeblocks.h"
 #include "model/snapshot.h"
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
 #include "wire/protocol.h"
 
 #include <cstdint>

@@ -1,12 +1,12 @@
-// Tests of common/wire: the frame decoders (valid frames and every kind of malformed one, each with an error that
+// Tests of common/viewer: the frame decoders (valid frames and every kind of malformed one, each with an error that
 // names the reason and the byte offset) and the Recorder (a state plus events, stale, gapped and lost ones, become a
 // snapshot that reads back from its own pickle and replays to the same final state with no warnings).
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "model/replayextender.h"
 #include "testutil.h"
-#include "wire/decoder.h"
-#include "wire/recorder.h"
+#include "viewer/decoder.h"
+#include "viewer/recorder.h"
 
 #include <QDir>
 #include <QFile>
@@ -132,7 +132,7 @@ std::vector<uint8_t> validStackDef()
 
 } // namespace
 
-class TestWire : public QObject {
+class TestViewer : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void decodeBatch_data()
@@ -998,5 +998,5 @@ private Q_SLOTS:
     }
 };
 
-QTEST_GUILESS_MAIN(TestWire)
-#include "tst_wire.moc"
+QTEST_GUILESS_MAIN(TestViewer)
+#include "tst_viewer.moc"

@@ -1,7 +1,7 @@
 // Recorder (recorder.h): the allocator's state as maps of segments and active blocks per device plus its free
 // blocks (model::FreeBlocks), events applied in sequence order, and the snapshot made from them in the shape
 // PyTorch's torch.cuda.memory._snapshot() has. One thread (the Recorder's owner) calls it.
-#include "wire/recorder.h"
+#include "viewer/recorder.h"
 
 #include <algorithm>
 #include <cstdint>

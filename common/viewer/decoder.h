@@ -1,8 +1,10 @@
-// Decoding (and, for tests and tools, encoding) of the wire protocol's message frames (protocol.h): one function
+// Decoding (and, for tests and tools, encoding) of the wire protocol's message frames (wire/protocol.h): one function
 // per frame kind, each taking the frame's bytes and returning either views into them or an error naming the
 // reason and the byte offset. Decoders accept any byte sequence without crashing, reading past the end or
 // allocating in proportion to a count they were sent; they check every length against the frame before use.
-// Pure functions, no ZeroMQ; any thread (they share nothing).
+// The viewers' side of the protocol (common/viewer: the agent only encodes, with its own code): memscope-viewer,
+// which the ZeroMQ client, the tests and the fuzzers link; the names stay the protocol's (namespace wire). Pure
+// functions, no ZeroMQ; any thread (they share nothing).
 #pragma once
 
 #include "wire/protocol.h"

@@ -1,6 +1,6 @@
 // Frame decoders and encoders of the wire protocol (decoder.h). Every read is preceded by a length check against
 // the frame; counts are checked in 64-bit arithmetic, so no count can overflow a size or cause an allocation.
-#include "wire/decoder.h"
+#include "viewer/decoder.h"
 
 #include <lz4.h>
 
