@@ -214,6 +214,7 @@ namespace {
             return cut;
         }
 
+        size_t count() const { return m_liveGaps; }
         void setLabel(uint32_t start, uint32_t label) { m_gapLabel[start] = label; }
         // The label of the gap that holds coordinate k (None: k is not free).
         uint32_t labelAt(uint32_t k) const
@@ -850,7 +851,7 @@ private:
     void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
     {
         if (!m_r.recordState(index, { m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() }, m_liveAllocs,
-                             m_livePieces, nextAlloc, nextPiece, m_options, m_sortScratch))
+                             m_livePieces, m_gaps.count(), nextAlloc, nextPiece, m_options, m_sortScratch))
             return;
         m_sortScratch.clear();
         m_gaps.forEach([&](uint32_t, uint32_t end, uint32_t id) {
@@ -1021,8 +1022,9 @@ std::vector<Replay> Replay::buildAll(const Snapshot& snapshot, const ReplayOptio
 }
 
 bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
-                         std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
-                         const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+                         std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc,
+                         uint32_t nextPiece, const ReplayOptions& options,
+                         std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
 {
     ReplaySeries& s = m_series;
     s.allocated.push_back(totals.allocated);
@@ -1041,7 +1043,7 @@ bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<
     peak(m_peakReserved, totals.reserved);
 
     // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
-    const size_t live = liveAllocs.size() + livePieces.size();
+    const size_t live = liveAllocs.size() + livePieces.size() + freeBlocks;
     const size_t spacing = std::max<size_t>(options.minCheckpointInterval, options.checkpointSpacing * live);
     if (!m_checkpointIndex.empty() && size_t(index - m_checkpointIndex.back()) < spacing)
         return false;

@@ -172,7 +172,10 @@ struct ReplayIssue {
 struct ReplayOptions {
     // Checkpoint spacing: a checkpoint is kept once max(minCheckpointInterval, checkpointSpacing × live objects)
     // entries have passed since the previous one, so checkpoints cost about 4 / checkpointSpacing bytes per entry
-    // in total and a query replays at most that many entries. 0 and 0 keep one checkpoint per entry (tests).
+    // in total and a query replays at most that many entries. Live objects are the live allocations, the live
+    // segment pieces and the free blocks (a checkpoint lists each one's label), so a trace whose free blocks far
+    // outnumber its allocations does not pay for all of them at every few entries. 0 and 0 keep one checkpoint
+    // per entry (tests).
     uint32_t minCheckpointInterval = 1024;
     uint32_t checkpointSpacing = 4;
 };
@@ -245,14 +248,15 @@ private:
     // For both builders (ReplayBuilder's forward pass, ReplayExtender): appends the series values of state `index`
     // and updates the peaks; keeps a checkpoint when one is due (see ReplayOptions). `liveAllocs` / `livePieces`: what
     // is live at `index` (any order); `nextAlloc` / `nextPiece`: the first allocation / piece that begins at or
-    // after it. `scratch` is the caller's, reused.
+    // after it; `freeBlocks`: how many free blocks are live at `index` (the labels a checkpoint would list). `scratch`
+    // is the caller's, reused.
     struct StateTotals {
         ByteCount allocated, active, reserved, requested, largestFree;
     };
     // Returns true when it kept a checkpoint: the caller then calls checkpointLabels() for it with the labels of the
     // free blocks live at `index`.
     bool recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
-                     std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
+                     std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc, uint32_t nextPiece,
                      const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
     // The labels of the free blocks live at the checkpoint just kept: (end, label id) pairs, any order. Every
     // label made so far has an index at or before the checkpoint's.

@@ -507,7 +507,8 @@ void ReplayExtender::label(Replay& r, const FreeBlocks::Changes& changes, TraceI
 void ReplayExtender::recordState(Replay& r)
 {
     if (!r.recordState(TraceIndex(m_n), { m_allocated, m_active, m_reserved, m_requested, m_free.largest() },
-                       m_liveAllocs, m_livePieces, m_nextAlloc, uint32_t(r.m_pieces.size()), m_options, m_sortScratch))
+                       m_liveAllocs, m_livePieces, m_free.blocks().size(), m_nextAlloc, uint32_t(r.m_pieces.size()),
+                       m_options, m_sortScratch))
         return;
     m_sortScratch.clear();
     for (const auto& [start, block] : m_free.blocks())
