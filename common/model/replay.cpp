@@ -310,6 +310,7 @@ namespace {
 
     template <typename T> size_t bytesOf(const std::vector<T>& v) { return v.capacity() * sizeof(T); }
     template <typename T> size_t bytesOf(const GrowingArray<T>& v) { return v.memoryBytes(); }
+    size_t bytesOf(const PackedSeries& v) { return v.memoryBytes(); }
 
 } // namespace
 

@@ -12,6 +12,7 @@
 // number of threads may query one at once. It holds no reference to the Snapshot it was built from.
 #pragma once
 
+#include "model/packedseries.h"
 #include "model/snapshot.h"
 
 #include <cstddef>
@@ -140,13 +141,14 @@ struct ReplayState {
     std::vector<std::pair<DeviceAddr, uint32_t>> labelScratch; // likewise
 };
 
-// Per-state-index values, one per index 0..n (n + 1 values each). GrowingArrays: a live replay grows them.
+// Per-state-index values, one per index 0..n (n + 1 values each). Packed (model/packedseries.h: about 2-4 bytes a
+// value instead of 8, read back exactly); a live replay appends to them.
 struct ReplaySeries {
-    GrowingArray<ByteCount> allocated; // Σ active_allocated block bytes
-    GrowingArray<ByteCount> active; // + active_pending_free block bytes
-    GrowingArray<ByteCount> reserved; // Σ segment bytes (mapped bytes of expandable segments)
-    GrowingArray<ByteCount> requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
-    GrowingArray<ByteCount> largestFree; // largest inactive gap in any segment
+    PackedSeries allocated; // Σ active_allocated block bytes
+    PackedSeries active; // + active_pending_free block bytes
+    PackedSeries reserved; // Σ segment bytes (mapped bytes of expandable segments)
+    PackedSeries requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
+    PackedSeries largestFree; // largest inactive gap in any segment
 
     size_t size() const { return allocated.size(); }
     // External fragmentation: reserved bytes not backing an active block, in bytes and as a fraction of reserved

@@ -190,9 +190,6 @@ void ReplayExtender::append(Replay& r, std::span<const TraceEntry> entries, std:
     // A replay that is extended keeps growing: the next pages of its per-entry arrays are faulted in on another
     // thread meanwhile (model/prefault.h), about 60 ms of entries ahead at 2 M entries/s.
     constexpr size_t Ahead = size_t(1) << 17;
-    for (auto* series : { &r.m_series.allocated, &r.m_series.active, &r.m_series.reserved, &r.m_series.requested,
-                          &r.m_series.largestFree })
-        series->prefaultAhead(Ahead);
     r.m_entryAllocation.prefaultAhead(Ahead);
     r.m_allocations.prefaultAhead(Ahead / 2);
 }

@@ -811,7 +811,7 @@ void TestReplay::seriesMatchState()
         QVERIFY(series.fragmentationRatio(k) >= 0.0 && series.fragmentationRatio(k) <= 1.0);
     }
     // The peaks are the series' maxima, at their first index.
-    auto checkPeak = [](std::span<const ByteCount> v, model::Peak p) {
+    auto checkPeak = [](const model::PackedSeries& v, model::Peak p) {
         const auto it = std::max_element(v.begin(), v.end());
         return p.bytes == *it && p.index == it - v.begin();
     };
