@@ -344,6 +344,8 @@ public:
     {
         loadFinalState();
         undoTrace();
+        if (m_r.m_stopped)
+            return;
         orderAllocations();
         orderPieces();
         buildCoordinates();
@@ -352,6 +354,18 @@ public:
 
 private:
     TraceIndex n() const { return TraceIndex(m_n); }
+
+    // Reports progress every 2^20 entries of a pass (`done` entries of pass `pass`: 0 backward, 1 forward, the
+    // forward one weighing about twice as much); false once the caller asked to stop.
+    bool proceed(size_t done, int pass)
+    {
+        if ((done & ((size_t(1) << 20) - 1)) != 0 || !m_options.progress)
+            return true;
+        const double part = m_n == 0 ? 1.0 : double(done) / double(m_n);
+        if (!m_options.progress(pass == 0 ? part / 3 : 1.0 / 3 + part * 2 / 3))
+            m_r.m_stopped = true;
+        return !m_r.m_stopped;
+    }
 
     // Counts an inconsistency; keeps the earliest in trace order as the example (the final state counts as entry n;
     // the backward pass meets later entries first).
@@ -418,6 +432,8 @@ private:
     {
         m_entryRecord.assign(m_n, None);
         for (size_t j = m_n; j-- > 0;) {
+            if (!proceed(m_n - j, 0))
+                return;
             const TraceEntry& e = m_entries[j];
             const TraceIndex index = TraceIndex(j);
             switch (e.action) {
@@ -912,6 +928,8 @@ private:
         size_t nextEnd = 0;
         const auto& entryAllocation = m_r.m_entryAllocation;
         for (size_t j = 0; j < m_n; ++j) {
+            if (!proceed(j + 1, 1))
+                return;
             const TraceIndex index = TraceIndex(j);
             const uint32_t id = entryAllocation[j];
             const TraceEntry& e = m_entries[j];

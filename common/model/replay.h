@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -180,6 +181,10 @@ struct ReplayOptions {
     // per entry (tests).
     uint32_t minCheckpointInterval = 1024;
     uint32_t checkpointSpacing = 4;
+    // Called now and then (every 2^20 entries of each pass) on the building thread with the share of the build
+    // done, in [0, 1]; returning false stops it: the replay is then incomplete (Replay::stopped()) and of no use
+    // but to be dropped. Empty: the build runs to the end unasked.
+    std::function<bool(double done)> progress;
 };
 
 class Replay {
@@ -230,6 +235,9 @@ public:
     Peak peakActive() const { return m_peakActive; }
     Peak peakReserved() const { return m_peakReserved; }
 
+    // Whether ReplayOptions::progress stopped the build (the replay is then incomplete).
+    bool stopped() const { return m_stopped; }
+
     // Inconsistencies met while building (0 for a well-formed trace, truncated or not).
     uint64_t warnings() const { return m_warnings; }
     // The earliest of them in trace order (entry n: the final state itself); meaningful when warnings() > 0. What the
@@ -270,6 +278,7 @@ private:
     int64_t m_entryCount = 0;
     int64_t m_firstEntry = 0;
     uint64_t m_warnings = 0;
+    bool m_stopped = false;
     ReplayIssue m_firstWarning;
     GrowingArray<Allocation> m_allocations; // GrowingArrays: a live replay grows these per entry
     GrowingArray<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX
