@@ -211,18 +211,31 @@ private:
         }
     }
 
-    // Packs the full tail into a block. Differences are taken in uint64_t: exact for any two int64_t values.
+    template <typename T> void pack(const Block& block, uint8_t* p) const
+    {
+        for (size_t j = 0; j < BlockSize; ++j) {
+            const T d = T((uint64_t(m_tail[j]) - uint64_t(block.base)) >> block.shift);
+            std::memcpy(p + j * sizeof(T), &d, sizeof(T));
+        }
+    }
+
+    // Packs the full tail into a block, in one pass to measure it and one to write it. Differences are taken in
+    // uint64_t: exact for any two int64_t values. The zero bits all differences from the minimum share are those all
+    // differences from the first value share (either set's differences are the other's, less one of them).
     void seal()
     {
-        const int64_t base = *std::min_element(m_tail.begin(), m_tail.end());
+        int64_t lo = m_tail[0], hi = m_tail[0];
         uint64_t any = 0;
-        for (int64_t v : m_tail)
-            any |= uint64_t(v) - uint64_t(base);
+        for (int64_t v : m_tail) {
+            lo = std::min(lo, v);
+            hi = std::max(hi, v);
+            any |= uint64_t(v) - uint64_t(m_tail[0]);
+        }
         Block block;
-        block.base = base;
+        block.base = lo;
         block.offset = m_bytes.size();
         block.shift = any == 0 ? 0 : unsigned(std::countr_zero(any));
-        const uint64_t largest = any >> block.shift; // >= every shifted difference (it has all of their bits)
+        const uint64_t largest = (uint64_t(hi) - uint64_t(lo)) >> block.shift;
         block.width = largest == 0  ? 0
             : largest <= UINT8_MAX  ? 1
             : largest <= UINT16_MAX ? 2
@@ -232,9 +245,19 @@ private:
             const size_t at = m_bytes.size();
             m_bytes.resize(at + BlockSize * block.width);
             uint8_t* p = m_bytes.data() + at;
-            for (size_t j = 0; j < BlockSize; ++j) {
-                const uint64_t d = (uint64_t(m_tail[j]) - uint64_t(base)) >> block.shift;
-                std::memcpy(p + j * block.width, &d, block.width); // little-endian: the low bytes first
+            switch (block.width) {
+            case 1:
+                pack<uint8_t>(block, p);
+                break;
+            case 2:
+                pack<uint16_t>(block, p);
+                break;
+            case 4:
+                pack<uint32_t>(block, p);
+                break;
+            default:
+                pack<uint64_t>(block, p);
+                break;
             }
         }
         m_blocks.push_back(block);
