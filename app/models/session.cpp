@@ -16,13 +16,29 @@ namespace memscope::app {
 
 using namespace memscope::model;
 
-std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const Snapshot> snapshot)
+std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const Snapshot> snapshot,
+                                             const std::function<bool(double done)>& progress)
 {
     auto doc = std::make_shared<Document>();
     doc->path = std::move(path);
-    doc->replays.reserve(size_t(std::max(1, snapshot->deviceCount())));
-    for (int d = 0; d < std::max(1, snapshot->deviceCount()); ++d)
-        doc->replays.push_back(Replay::build(*snapshot, d));
+    const int devices = std::max(1, snapshot->deviceCount());
+    doc->replays.reserve(size_t(devices));
+    // Each device's share of the progress is its share of the entries.
+    uint64_t total = 0, before = 0;
+    for (const auto& trace : snapshot->deviceTraces)
+        total += trace.size();
+    for (int d = 0; d < devices; ++d) {
+        const uint64_t entries
+            = size_t(d) < snapshot->deviceTraces.size() ? snapshot->deviceTraces[size_t(d)].size() : 0;
+        ReplayOptions options;
+        if (progress && total > 0)
+            options.progress
+                = [&](double done) { return progress((double(before) + done * double(entries)) / double(total)); };
+        doc->replays.push_back(Replay::build(*snapshot, d, options));
+        if (doc->replays.back().stopped())
+            return nullptr;
+        before += entries;
+    }
     doc->warnings = snapshot->warnings;
     WarningCollector replayIssues;
     addReplayWarnings(*snapshot, doc->replays, replayIssues);
@@ -302,9 +318,7 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
     const Allocation& a = replay().allocation(id);
     const Snapshot& s = snapshot();
     const auto& e = entries();
-    auto str = [&](StringId sid) {
-        return displayText(s.str(sid));
-    };
+    auto str = [&](StringId sid) { return displayText(s.str(sid)); };
     QString text = allocationName(id) + QLatin1String("  ") + formatBytes(a.requestedSize) + tr(" requested, ")
         + formatBytes(a.size) + (a.sizeIsExact ? tr(" block") : tr(" block (estimated)")) + QLatin1Char('\n');
     text += tr("address 0x%1, version %2\n").arg(QString::number(quint64(a.address), 16)).arg(a.version);

@@ -10,6 +10,7 @@
 #include <QObject>
 #include <QString>
 
+#include <functional>
 #include <memory>
 #include <set>
 #include <shared_mutex>
@@ -38,8 +39,10 @@ struct Document {
     bool isLive() const { return growth != nullptr; }
 };
 
-// Builds a Document (replays of every device). Pure; any thread.
-std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const model::Snapshot> snapshot);
+// Builds a Document (replays of every device). Pure; any thread. `progress`, when given, is called now and then
+// with the share done, in [0, 1]; when it returns false the build stops and the result is null.
+std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const model::Snapshot> snapshot,
+                                             const std::function<bool(double done)>& progress = {});
 
 // A named time range from external_annotations (record_function START/END pairs), in state indices of one device.
 struct AnnotationSpan {
@@ -107,10 +110,7 @@ public:
     model::AllocationId hovered() const { return m_hovered; }
     void setHovered(model::AllocationId id);
     // The allocation whose details the details pane shows: the hovered one, else the selection.
-    model::AllocationId focused() const
-    {
-        return m_hovered != model::NoAllocation ? m_hovered : m_selection;
-    }
+    model::AllocationId focused() const { return m_hovered != model::NoAllocation ? m_hovered : m_selection; }
 
     // Filters: streams (raw handles) and pools hidden from every view. Empty sets show everything.
     bool isStreamVisible(int64_t stream) const { return !m_hiddenStreams.count(stream); }

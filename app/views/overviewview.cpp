@@ -18,14 +18,110 @@
 #include <QWheelEvent>
 
 #include <algorithm>
-#include <utility>
+#include <array>
 #include <cmath>
+#include <utility>
 
 namespace memscope::app {
 
 using namespace memscope::model;
 
 namespace overview {
+
+    namespace {
+
+        // values[first .. first + count) into out: a span's directly, a packed series' a block at a time.
+        void load(std::span<const int64_t> values, size_t first, size_t count, int64_t* out)
+        {
+            std::copy_n(values.data() + first, count, out);
+        }
+        void load(const PackedSeries& values, size_t first, size_t count, int64_t* out)
+        {
+            values.read(first, count, out);
+        }
+
+        template <typename Values> void extendBlocks(MinMaxBlocks& blocks, const Values& values, size_t size)
+        {
+            // The last block may have been partial: redo it, then the new ones.
+            const size_t from = blocks.minIndex.empty() ? 0 : blocks.minIndex.size() - 1;
+            blocks.samples = size;
+            const size_t count = (size + MinMaxBlocks::BlockSize - 1) / MinMaxBlocks::BlockSize;
+            blocks.minIndex.resize(count);
+            blocks.maxIndex.resize(count);
+            blocks.minValue.resize(count);
+            blocks.maxValue.resize(count);
+            std::array<int64_t, MinMaxBlocks::BlockSize> chunk;
+            for (size_t b = from; b < count; ++b) {
+                const size_t begin = b * MinMaxBlocks::BlockSize;
+                const size_t length = std::min(size - begin, size_t(MinMaxBlocks::BlockSize));
+                load(values, begin, length, chunk.data());
+                size_t lo = 0, hi = 0;
+                for (size_t i = 1; i < length; ++i) {
+                    if (chunk[i] < chunk[lo])
+                        lo = i;
+                    if (chunk[i] > chunk[hi])
+                        hi = i;
+                }
+                blocks.minIndex[b] = uint32_t(begin + lo);
+                blocks.maxIndex[b] = uint32_t(begin + hi);
+                blocks.minValue[b] = chunk[lo];
+                blocks.maxValue[b] = chunk[hi];
+            }
+        }
+
+        template <typename Values>
+        std::vector<SeriesPoint> downsample(const Values& values, size_t size, std::span<const int64_t> boundaries,
+                                            const MinMaxBlocks* blocks)
+        {
+            std::vector<SeriesPoint> out;
+            if (boundaries.size() < 2)
+                return out;
+            out.reserve((boundaries.size() - 1) * 2);
+            const int64_t n = int64_t(size);
+            constexpr int64_t B = MinMaxBlocks::BlockSize;
+            for (size_t k = 0; k + 1 < boundaries.size(); ++k) {
+                const int64_t begin = std::clamp<int64_t>(boundaries[k], 0, n);
+                const int64_t end = std::clamp<int64_t>(boundaries[k + 1], 0, n);
+                if (begin >= end)
+                    continue;
+                // Strict comparisons over ascending candidates keep the first occurrence, with or without blocks.
+                // A block is its minimum for the low side and its maximum for the high one (first occurrences
+                // each), read from the blocks so that a wide bucket walks them in order instead of jumping into the
+                // values.
+                int64_t lo = begin, hi = begin;
+                int64_t loValue = values[size_t(begin)], hiValue = loValue;
+                auto consider = [&](int64_t i) {
+                    const int64_t v = values[size_t(i)];
+                    if (v < loValue)
+                        lo = i, loValue = v;
+                    if (v > hiValue)
+                        hi = i, hiValue = v;
+                };
+                if (blocks && end - begin > 2 * B && size_t(end) <= blocks->samples) {
+                    const int64_t firstBlock = (begin + B - 1) / B, endBlock = end / B;
+                    for (int64_t i = begin + 1; i < firstBlock * B; ++i)
+                        consider(i);
+                    for (int64_t b = firstBlock; b < endBlock; ++b) {
+                        if (blocks->minValue[size_t(b)] < loValue)
+                            lo = blocks->minIndex[size_t(b)], loValue = blocks->minValue[size_t(b)];
+                        if (blocks->maxValue[size_t(b)] > hiValue)
+                            hi = blocks->maxIndex[size_t(b)], hiValue = blocks->maxValue[size_t(b)];
+                    }
+                    for (int64_t i = std::max(endBlock * B, begin + 1); i < end; ++i)
+                        consider(i);
+                } else {
+                    for (int64_t i = begin + 1; i < end; ++i)
+                        consider(i);
+                }
+                const int64_t first = std::min(lo, hi), second = std::max(lo, hi);
+                out.push_back({ first, values[size_t(first)] });
+                if (second != first)
+                    out.push_back({ second, values[size_t(second)] });
+            }
+            return out;
+        }
+
+    } // namespace
 
     MinMaxBlocks MinMaxBlocks::build(std::span<const int64_t> values)
     {
@@ -34,80 +130,26 @@ namespace overview {
         return out;
     }
 
-    void MinMaxBlocks::extend(std::span<const int64_t> values)
+    MinMaxBlocks MinMaxBlocks::build(const PackedSeries& values)
     {
-        // The last block may have been partial: redo it, then the new ones.
-        const size_t from = minIndex.empty() ? 0 : minIndex.size() - 1;
-        samples = values.size();
-        const size_t count = (values.size() + BlockSize - 1) / BlockSize;
-        minIndex.resize(count);
-        maxIndex.resize(count);
-        minValue.resize(count);
-        maxValue.resize(count);
-        for (size_t b = from; b < count; ++b) {
-            const size_t begin = b * BlockSize, end = std::min(values.size(), begin + BlockSize);
-            size_t lo = begin, hi = begin;
-            for (size_t i = begin + 1; i < end; ++i) {
-                if (values[i] < values[lo])
-                    lo = i;
-                if (values[i] > values[hi])
-                    hi = i;
-            }
-            minIndex[b] = uint32_t(lo);
-            maxIndex[b] = uint32_t(hi);
-            minValue[b] = values[lo];
-            maxValue[b] = values[hi];
-        }
+        MinMaxBlocks out;
+        out.extend(values);
+        return out;
     }
+
+    void MinMaxBlocks::extend(std::span<const int64_t> values) { extendBlocks(*this, values, values.size()); }
+    void MinMaxBlocks::extend(const PackedSeries& values) { extendBlocks(*this, values, values.size()); }
 
     std::vector<SeriesPoint> downsampleMinMax(std::span<const int64_t> values, std::span<const int64_t> boundaries,
                                               const MinMaxBlocks* blocks)
     {
-        std::vector<SeriesPoint> out;
-        if (boundaries.size() < 2)
-            return out;
-        out.reserve((boundaries.size() - 1) * 2);
-        const int64_t n = int64_t(values.size());
-        constexpr int64_t B = MinMaxBlocks::BlockSize;
-        for (size_t k = 0; k + 1 < boundaries.size(); ++k) {
-            const int64_t begin = std::clamp<int64_t>(boundaries[k], 0, n);
-            const int64_t end = std::clamp<int64_t>(boundaries[k + 1], 0, n);
-            if (begin >= end)
-                continue;
-            // Strict comparisons over ascending candidates keep the first occurrence, with or without blocks. A
-            // block is its minimum for the low side and its maximum for the high one (first occurrences each),
-            // read from the blocks so that a wide bucket walks them in order instead of jumping into the values.
-            int64_t lo = begin, hi = begin;
-            int64_t loValue = values[size_t(begin)], hiValue = loValue;
-            auto consider = [&](int64_t i) {
-                const int64_t v = values[size_t(i)];
-                if (v < loValue)
-                    lo = i, loValue = v;
-                if (v > hiValue)
-                    hi = i, hiValue = v;
-            };
-            if (blocks && end - begin > 2 * B && size_t(end) <= blocks->samples) {
-                const int64_t firstBlock = (begin + B - 1) / B, endBlock = end / B;
-                for (int64_t i = begin + 1; i < firstBlock * B; ++i)
-                    consider(i);
-                for (int64_t b = firstBlock; b < endBlock; ++b) {
-                    if (blocks->minValue[size_t(b)] < loValue)
-                        lo = blocks->minIndex[size_t(b)], loValue = blocks->minValue[size_t(b)];
-                    if (blocks->maxValue[size_t(b)] > hiValue)
-                        hi = blocks->maxIndex[size_t(b)], hiValue = blocks->maxValue[size_t(b)];
-                }
-                for (int64_t i = std::max(endBlock * B, begin + 1); i < end; ++i)
-                    consider(i);
-            } else {
-                for (int64_t i = begin + 1; i < end; ++i)
-                    consider(i);
-            }
-            const int64_t first = std::min(lo, hi), second = std::max(lo, hi);
-            out.push_back({ first, values[size_t(first)] });
-            if (second != first)
-                out.push_back({ second, values[size_t(second)] });
-        }
-        return out;
+        return downsample(values, values.size(), boundaries, blocks);
+    }
+
+    std::vector<SeriesPoint> downsampleMinMax(const PackedSeries& values, size_t count,
+                                              std::span<const int64_t> boundaries, const MinMaxBlocks* blocks)
+    {
+        return downsample(values, std::min(count, values.size()), boundaries, blocks);
     }
 
     std::vector<int64_t> uniformBoundaries(int64_t begin, int64_t end, int buckets)
@@ -444,9 +486,8 @@ void OverviewView::refresh()
     const bool steps = m_session->timeAxis() == TimeAxis::Time
         || (bounds.size() >= 2 && bounds.back() - bounds.front() <= width + 2);
     double yMax = 0;
-    auto fill = [&](QLineSeries* series, std::span<const ByteCount> values, const overview::MinMaxBlocks& blocks) {
-        const auto points = overview::downsampleMinMax(values.first(std::min(values.size(), size_t(samples))), bounds,
-                                                       &blocks);
+    auto fill = [&](QLineSeries* series, const PackedSeries& values, const overview::MinMaxBlocks& blocks) {
+        const auto points = overview::downsampleMinMax(values, size_t(samples), bounds, &blocks);
         QList<QPointF> list;
         list.reserve(qsizetype(points.size()) * (steps ? 2 : 1) + 1);
         for (const overview::SeriesPoint& p : points) {

@@ -42,8 +42,10 @@ namespace overview {
         std::vector<int64_t> minValue, maxValue; // values[minIndex[b]], values[maxIndex[b]]
         size_t samples = 0; // the values it covers (a live document's series may have grown past them)
         static MinMaxBlocks build(std::span<const int64_t> values); // O(samples); any thread
+        static MinMaxBlocks build(const model::PackedSeries& values);
         // The same as build(values) for `values` that grew (appended to) since this was built: O(new samples).
         void extend(std::span<const int64_t> values);
+        void extend(const model::PackedSeries& values);
     };
 
     // Min/max reduction: for every bucket [boundaries[k], boundaries[k + 1]) (ascending state indices, clamped to
@@ -52,6 +54,10 @@ namespace overview {
     // true maximum and minimum are among them. `blocks` (built from the same values) only makes it faster: the
     // result is the same. Pure; any thread; O(samples covered), or O(blocks covered + 2 × BlockSize per bucket).
     std::vector<SeriesPoint> downsampleMinMax(std::span<const int64_t> values, std::span<const int64_t> boundaries,
+                                              const MinMaxBlocks* blocks = nullptr);
+    // The same over the first `count` values of a replay's series.
+    std::vector<SeriesPoint> downsampleMinMax(const model::PackedSeries& values, size_t count,
+                                              std::span<const int64_t> boundaries,
                                               const MinMaxBlocks* blocks = nullptr);
 
     // `buckets` + 1 boundaries splitting [begin, end) into buckets of (almost) equal length.

@@ -19,6 +19,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace memscope::app {
@@ -592,11 +593,17 @@ void TimelineView::ensureOverview()
         while (first < lo.size() && m_overviewLo[first] == lo[first] && m_overviewHi[first] == hi[first])
             ++first;
     m_overview.resize(lo.size(), 0);
+    std::array<ByteCount, PackedSeries::BlockSize> chunk; // the series is packed: read a block at a time
     for (size_t x = first; x < lo.size(); ++x) {
         ByteCount best = 0;
-        if (m_geometry.domainBegin + double(x) * columnWidth < m_axis.domainEnd())
-            for (int64_t s = lo[x]; s < hi[x] && s <= entries; ++s)
-                best = std::max(best, values[size_t(s)]);
+        if (m_geometry.domainBegin + double(x) * columnWidth < m_axis.domainEnd()) {
+            const int64_t end = std::min(hi[x], entries + 1);
+            for (int64_t s = lo[x]; s < end; s += int64_t(chunk.size())) {
+                const size_t count = size_t(std::min<int64_t>(end - s, int64_t(chunk.size())));
+                values.read(size_t(s), count, chunk.data());
+                best = std::max(best, *std::max_element(chunk.begin(), chunk.begin() + ptrdiff_t(count)));
+            }
+        }
         m_overview[x] = best;
     }
     m_overviewMax = m_overview.empty() ? 0 : *std::max_element(m_overview.begin(), m_overview.end());

@@ -214,6 +214,7 @@ namespace {
             return cut;
         }
 
+        size_t count() const { return m_liveGaps; }
         void setLabel(uint32_t start, uint32_t label) { m_gapLabel[start] = label; }
         // The label of the gap that holds coordinate k (None: k is not free).
         uint32_t labelAt(uint32_t k) const
@@ -309,6 +310,7 @@ namespace {
 
     template <typename T> size_t bytesOf(const std::vector<T>& v) { return v.capacity() * sizeof(T); }
     template <typename T> size_t bytesOf(const GrowingArray<T>& v) { return v.memoryBytes(); }
+    size_t bytesOf(const PackedSeries& v) { return v.memoryBytes(); }
 
 } // namespace
 
@@ -342,6 +344,8 @@ public:
     {
         loadFinalState();
         undoTrace();
+        if (m_r.m_stopped)
+            return;
         orderAllocations();
         orderPieces();
         buildCoordinates();
@@ -350,6 +354,18 @@ public:
 
 private:
     TraceIndex n() const { return TraceIndex(m_n); }
+
+    // Reports progress every 2^20 entries of a pass (`done` entries of pass `pass`: 0 backward, 1 forward, the
+    // forward one weighing about twice as much); false once the caller asked to stop.
+    bool proceed(size_t done, int pass)
+    {
+        if ((done & ((size_t(1) << 20) - 1)) != 0 || !m_options.progress)
+            return true;
+        const double part = m_n == 0 ? 1.0 : double(done) / double(m_n);
+        if (!m_options.progress(pass == 0 ? part / 3 : 1.0 / 3 + part * 2 / 3))
+            m_r.m_stopped = true;
+        return !m_r.m_stopped;
+    }
 
     // Counts an inconsistency; keeps the earliest in trace order as the example (the final state counts as entry n;
     // the backward pass meets later entries first).
@@ -416,6 +432,8 @@ private:
     {
         m_entryRecord.assign(m_n, None);
         for (size_t j = m_n; j-- > 0;) {
+            if (!proceed(m_n - j, 0))
+                return;
             const TraceEntry& e = m_entries[j];
             const TraceIndex index = TraceIndex(j);
             switch (e.action) {
@@ -850,7 +868,7 @@ private:
     void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
     {
         if (!m_r.recordState(index, { m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() }, m_liveAllocs,
-                             m_livePieces, nextAlloc, nextPiece, m_options, m_sortScratch))
+                             m_livePieces, m_gaps.count(), nextAlloc, nextPiece, m_options, m_sortScratch))
             return;
         m_sortScratch.clear();
         m_gaps.forEach([&](uint32_t, uint32_t end, uint32_t id) {
@@ -910,6 +928,8 @@ private:
         size_t nextEnd = 0;
         const auto& entryAllocation = m_r.m_entryAllocation;
         for (size_t j = 0; j < m_n; ++j) {
+            if (!proceed(j + 1, 1))
+                return;
             const TraceIndex index = TraceIndex(j);
             const uint32_t id = entryAllocation[j];
             const TraceEntry& e = m_entries[j];
@@ -1021,8 +1041,9 @@ std::vector<Replay> Replay::buildAll(const Snapshot& snapshot, const ReplayOptio
 }
 
 bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
-                         std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
-                         const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+                         std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc,
+                         uint32_t nextPiece, const ReplayOptions& options,
+                         std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
 {
     ReplaySeries& s = m_series;
     s.allocated.push_back(totals.allocated);
@@ -1041,7 +1062,7 @@ bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<
     peak(m_peakReserved, totals.reserved);
 
     // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
-    const size_t live = liveAllocs.size() + livePieces.size();
+    const size_t live = liveAllocs.size() + livePieces.size() + freeBlocks;
     const size_t spacing = std::max<size_t>(options.minCheckpointInterval, options.checkpointSpacing * live);
     if (!m_checkpointIndex.empty() && size_t(index - m_checkpointIndex.back()) < spacing)
         return false;

@@ -12,10 +12,12 @@
 // number of threads may query one at once. It holds no reference to the Snapshot it was built from.
 #pragma once
 
+#include "model/packedseries.h"
 #include "model/snapshot.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -140,13 +142,14 @@ struct ReplayState {
     std::vector<std::pair<DeviceAddr, uint32_t>> labelScratch; // likewise
 };
 
-// Per-state-index values, one per index 0..n (n + 1 values each). GrowingArrays: a live replay grows them.
+// Per-state-index values, one per index 0..n (n + 1 values each). Packed (model/packedseries.h: about 2-4 bytes a
+// value instead of 8, read back exactly); a live replay appends to them.
 struct ReplaySeries {
-    GrowingArray<ByteCount> allocated; // Σ active_allocated block bytes
-    GrowingArray<ByteCount> active; // + active_pending_free block bytes
-    GrowingArray<ByteCount> reserved; // Σ segment bytes (mapped bytes of expandable segments)
-    GrowingArray<ByteCount> requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
-    GrowingArray<ByteCount> largestFree; // largest inactive gap in any segment
+    PackedSeries allocated; // Σ active_allocated block bytes
+    PackedSeries active; // + active_pending_free block bytes
+    PackedSeries reserved; // Σ segment bytes (mapped bytes of expandable segments)
+    PackedSeries requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
+    PackedSeries largestFree; // largest inactive gap in any segment
 
     size_t size() const { return allocated.size(); }
     // External fragmentation: reserved bytes not backing an active block, in bytes and as a fraction of reserved
@@ -172,9 +175,16 @@ struct ReplayIssue {
 struct ReplayOptions {
     // Checkpoint spacing: a checkpoint is kept once max(minCheckpointInterval, checkpointSpacing × live objects)
     // entries have passed since the previous one, so checkpoints cost about 4 / checkpointSpacing bytes per entry
-    // in total and a query replays at most that many entries. 0 and 0 keep one checkpoint per entry (tests).
+    // in total and a query replays at most that many entries. Live objects are the live allocations, the live
+    // segment pieces and the free blocks (a checkpoint lists each one's label), so a trace whose free blocks far
+    // outnumber its allocations does not pay for all of them at every few entries. 0 and 0 keep one checkpoint
+    // per entry (tests).
     uint32_t minCheckpointInterval = 1024;
     uint32_t checkpointSpacing = 4;
+    // Called now and then (every 2^20 entries of each pass) on the building thread with the share of the build
+    // done, in [0, 1]; returning false stops it: the replay is then incomplete (Replay::stopped()) and of no use
+    // but to be dropped. Empty: the build runs to the end unasked.
+    std::function<bool(double done)> progress;
 };
 
 class Replay {
@@ -225,6 +235,9 @@ public:
     Peak peakActive() const { return m_peakActive; }
     Peak peakReserved() const { return m_peakReserved; }
 
+    // Whether ReplayOptions::progress stopped the build (the replay is then incomplete).
+    bool stopped() const { return m_stopped; }
+
     // Inconsistencies met while building (0 for a well-formed trace, truncated or not).
     uint64_t warnings() const { return m_warnings; }
     // The earliest of them in trace order (entry n: the final state itself); meaningful when warnings() > 0. What the
@@ -245,14 +258,15 @@ private:
     // For both builders (ReplayBuilder's forward pass, ReplayExtender): appends the series values of state `index`
     // and updates the peaks; keeps a checkpoint when one is due (see ReplayOptions). `liveAllocs` / `livePieces`: what
     // is live at `index` (any order); `nextAlloc` / `nextPiece`: the first allocation / piece that begins at or
-    // after it. `scratch` is the caller's, reused.
+    // after it; `freeBlocks`: how many free blocks are live at `index` (the labels a checkpoint would list). `scratch`
+    // is the caller's, reused.
     struct StateTotals {
         ByteCount allocated, active, reserved, requested, largestFree;
     };
     // Returns true when it kept a checkpoint: the caller then calls checkpointLabels() for it with the labels of the
     // free blocks live at `index`.
     bool recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
-                     std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
+                     std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc, uint32_t nextPiece,
                      const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
     // The labels of the free blocks live at the checkpoint just kept: (end, label id) pairs, any order. Every
     // label made so far has an index at or before the checkpoint's.
@@ -264,6 +278,7 @@ private:
     int64_t m_entryCount = 0;
     int64_t m_firstEntry = 0;
     uint64_t m_warnings = 0;
+    bool m_stopped = false;
     ReplayIssue m_firstWarning;
     GrowingArray<Allocation> m_allocations; // GrowingArrays: a live replay grows these per entry
     GrowingArray<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX

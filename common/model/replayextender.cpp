@@ -190,9 +190,6 @@ void ReplayExtender::append(Replay& r, std::span<const TraceEntry> entries, std:
     // A replay that is extended keeps growing: the next pages of its per-entry arrays are faulted in on another
     // thread meanwhile (model/prefault.h), about 60 ms of entries ahead at 2 M entries/s.
     constexpr size_t Ahead = size_t(1) << 17;
-    for (auto* series : { &r.m_series.allocated, &r.m_series.active, &r.m_series.reserved, &r.m_series.requested,
-                          &r.m_series.largestFree })
-        series->prefaultAhead(Ahead);
     r.m_entryAllocation.prefaultAhead(Ahead);
     r.m_allocations.prefaultAhead(Ahead / 2);
 }
@@ -507,7 +504,8 @@ void ReplayExtender::label(Replay& r, const FreeBlocks::Changes& changes, TraceI
 void ReplayExtender::recordState(Replay& r)
 {
     if (!r.recordState(TraceIndex(m_n), { m_allocated, m_active, m_reserved, m_requested, m_free.largest() },
-                       m_liveAllocs, m_livePieces, m_nextAlloc, uint32_t(r.m_pieces.size()), m_options, m_sortScratch))
+                       m_liveAllocs, m_livePieces, m_free.blocks().size(), m_nextAlloc, uint32_t(r.m_pieces.size()),
+                       m_options, m_sortScratch))
         return;
     m_sortScratch.clear();
     for (const auto& [start, block] : m_free.blocks())

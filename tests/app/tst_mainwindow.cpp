@@ -4,6 +4,7 @@
 // and SVG, and `memscope --screenshot` renders every view of every real snapshot. Runs offscreen.
 #include "apptestutil.h"
 #include "ingest/resources.h"
+#include "ingest/snapshotloader.h"
 #include "views/diffwindow.h"
 #include "views/documentwindow.h"
 #include "views/mainwindow.h"
@@ -16,6 +17,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QProcess>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
@@ -24,6 +26,10 @@
 
 #include <algorithm>
 #include <set>
+
+// bench::repeated only; big_trace is read from the test data (memscope::test::snapshotPath).
+#define MEMSCOPE_DEFAULT_SHARED_DIR ""
+#include "../benchmarks/synthetic.h"
 
 using memscope::app::DocumentWindow;
 using memscope::app::MainWindow;
@@ -49,9 +55,26 @@ int colourVariety(const QImage& image)
     return int(colours.size());
 }
 
-QString snapshot(const char* name)
+QString snapshot(const char* name) { return QString::fromStdString(memscope::test::snapshotPath(name)); }
+
+// A real pickle of ~2.6 M entries (big_trace repeated 8 times, tests/benchmarks/synthetic.h), written once per run:
+// long enough that a load reports progress in every stage, replays included (every 2^20 entries of a pass).
+QString longSnapshot()
 {
-    return QString::fromStdString(memscope::test::snapshotPath(name));
+    static QTemporaryDir dir;
+    static const QString path = [] {
+        const QString p = dir.filePath(QStringLiteral("long.pickle"));
+        const memscope::io::LoadResult big
+            = memscope::io::loadSnapshot(memscope::test::snapshotPath("big_trace.pickle.xz"));
+        if (!big.ok())
+            qFatal("%s", big.error.toString().c_str());
+        auto s = memscope::bench::repeated(*big.snapshot, 8, memscope::bench::Survivors::Freed);
+        s->streams = big.snapshot->streams;
+        if (memscope::io::Error e = memscope::io::saveSnapshot(*s, p.toStdString()))
+            qFatal("%s", e.toString().c_str());
+        return p;
+    }();
+    return path;
 }
 
 } // namespace
@@ -208,6 +231,72 @@ private Q_SLOTS:
         QVERIFY(window.errorText().isEmpty()); // a cancel is not an error
     }
 
+    // A load stops wherever it is asked to: while reading, between reading and the replays, and inside the replays'
+    // backward and forward passes (a long trace's replays take as long as its reading). Progress only rises, a
+    // stopped load is a cancel (no document, no error to show) and one left alone reaches 100.
+    void loadStopsAtEveryStage_data()
+    {
+        QTest::addColumn<int>("stopAt"); // the first percentage at which progress returns false; 101: never
+        QTest::addRow("while reading") << 1;
+        QTest::addRow("after reading") << 50;
+        QTest::addRow("in the replay's backward pass") << 51;
+        QTest::addRow("in the replay's forward pass") << 80;
+        QTest::addRow("never") << 101;
+    }
+    void loadStopsAtEveryStage()
+    {
+        QFETCH(int, stopAt);
+        const QString path = longSnapshot();
+        std::vector<int> seen;
+        const memscope::app::LoadOutcome outcome = memscope::app::loadOutcome(path, [&](int percent) {
+            seen.push_back(percent);
+            return percent < stopAt;
+        });
+        QVERIFY(!seen.empty());
+        QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+        if (stopAt > 100) {
+            QVERIFY2(outcome.ok(), qPrintable(outcome.error));
+            QVERIFY(outcome.document);
+            QCOMPARE(seen.back(), 100);
+            // The replays reported on their way (percentages between reading's 50 and the end's 100).
+            QVERIFY(std::any_of(seen.begin(), seen.end(), [](int p) { return p > 50 && p < 80; }));
+            QVERIFY(std::any_of(seen.begin(), seen.end(), [](int p) { return p >= 80 && p < 100; }));
+            return;
+        }
+        QVERIFY(outcome.cancelled);
+        QVERIFY(!outcome.document);
+        QVERIFY(!outcome.snapshot);
+        QVERIFY2(outcome.error.contains(path), qPrintable(outcome.error));
+        QVERIFY(seen.back() >= stopAt);
+        QVERIFY2(seen.back() < 100, qPrintable(QString::number(seen.back())));
+    }
+
+    // The window shows a long load's progress as it goes, and its Cancel stops the load mid-way.
+    void cancelStopsALoadMidWay()
+    {
+        const QString path = longSnapshot();
+        MainWindow window;
+        window.show();
+        QSignalSpy spy(&window, &MainWindow::loadFinished);
+        window.openFile(path);
+        auto* bar = window.findChild<QProgressBar*>(QStringLiteral("loadProgress"));
+        auto* cancel = window.findChild<QWidget*>(QStringLiteral("cancelLoad"));
+        QVERIFY(bar && cancel);
+        QVERIFY(bar->isVisible());
+        QVERIFY(cancel->isVisible());
+        QTRY_VERIFY_WITH_TIMEOUT(bar->value() > 0 || !spy.isEmpty(), 60'000);
+        QVERIFY2(spy.isEmpty(), "the load ended before it showed any progress");
+        QVERIFY(bar->value() < 100);
+        QVERIFY(bar->text().contains(QStringLiteral("long.pickle")));
+        QMetaObject::invokeMethod(cancel, "click");
+        QVERIFY(spy.wait(120'000));
+        QCOMPARE(spy.first().at(0).toBool(), false);
+        QCOMPARE(window.documentCount(), 0);
+        QVERIFY(window.errorText().isEmpty()); // a cancel is not an error
+        QVERIFY(!bar->isVisible());
+        QVERIFY(!cancel->isVisible());
+    }
+
     void keysMoveTheCursor()
     {
         MainWindow window;
@@ -239,7 +328,8 @@ private Q_SLOTS:
         QTest::keyClick(&window, Qt::Key_PageDown);
         QCOMPARE(session->cursor(), next);
         QTest::keyClick(&window, Qt::Key_PageUp);
-        QCOMPARE(session->cursor(), marks.front() < next ? *std::prev(std::lower_bound(marks.begin(), marks.end(), next)) : int64_t(0));
+        QCOMPARE(session->cursor(),
+                 marks.front() < next ? *std::prev(std::lower_bound(marks.begin(), marks.end(), next)) : int64_t(0));
         QTest::keyClick(&window, Qt::Key_End);
         QCOMPARE(session->cursor(), n);
         // The state the views draw is the replay's state at the cursor.
@@ -274,10 +364,10 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("file");
         QTest::addColumn<QString>("view");
-        const char* files[] = { "mlp_train.pickle", "transformer_train.pickle", "expandable_segments.pickle",
-                                "oom.pickle", "multistream.pickle", "cudagraph.pickle", "diff_before.pickle",
-                                "diff_after.pickle", "scripted_allocs.pickle", "two_device.pickle",
-                                "big_trace.pickle.xz" };
+        const char* files[]
+            = { "mlp_train.pickle",       "transformer_train.pickle", "expandable_segments.pickle", "oom.pickle",
+                "multistream.pickle",     "cudagraph.pickle",         "diff_before.pickle",         "diff_after.pickle",
+                "scripted_allocs.pickle", "two_device.pickle",        "big_trace.pickle.xz" };
         for (const char* f : files)
             for (const char* v : { "timeline", "segments", "tree", "events", "overview" })
                 QTest::addRow("%s %s", f, v) << snapshot(f) << QString::fromLatin1(v);
@@ -325,7 +415,8 @@ private Q_SLOTS:
         QCOMPARE(diff->session()->sideB().index, int64_t(4000));
         QVERIFY(diff->session()->result().sameTrace);
         QVERIFY(diff->timeline());
-        QCOMPARE(window.windowTitle(), QStringLiteral("memscope — Δ transformer_train.pickle@1000 → transformer_train.pickle@4000"));
+        QCOMPARE(window.windowTitle(),
+                 QStringLiteral("memscope — Δ transformer_train.pickle@1000 → transformer_train.pickle@4000"));
         // Export works on diff tabs too.
         QTemporaryDir dir;
         QCOMPARE(window.exportView(dir.filePath(QStringLiteral("diff.png"))), QString());
@@ -340,7 +431,8 @@ private Q_SLOTS:
         QVERIFY(spy.wait(60'000));
         QCOMPARE(spy.takeFirst().at(0).toBool(), true);
         QVERIFY(window.currentDiff());
-        QCOMPARE(window.currentDiff()->proxy()->index(0, 0).data().toString(), QStringLiteral("gen_snapshots.py:126:step"));
+        QCOMPARE(window.currentDiff()->proxy()->index(0, 0).data().toString(),
+                 QStringLiteral("gen_snapshots.py:126:step"));
         window.openRankGroup({ snapshot("diff_before.pickle"), snapshot("diff_after.pickle"), snapshot("oom.pickle") });
         QVERIFY(spy.wait(60'000));
         QCOMPARE(spy.takeFirst().at(0).toBool(), true);
@@ -364,11 +456,15 @@ private Q_SLOTS:
         QTest::addColumn<QString>("name");
         const QString before = snapshot("diff_before.pickle"), after = snapshot("diff_after.pickle");
         for (const char* v : { "diff-summary", "diff-tree", "diff-flame", "diff-segments" })
-            QTest::addRow("--diff %s", v) << QStringList { QStringLiteral("--diff"), before, after, QStringLiteral("--view"),
-                                                           QString::fromLatin1(v) }
+            QTest::addRow("--diff %s", v) << QStringList { QStringLiteral("--diff"), before, after,
+                                                           QStringLiteral("--view"), QString::fromLatin1(v) }
                                           << QStringLiteral("cli-") + QString::fromLatin1(v);
-        QTest::newRow("--ranks") << QStringList { QStringLiteral("--ranks"), before, after, snapshot("oom.pickle"),
-                                                  snapshot("multistream.pickle"), QStringLiteral("--view"),
+        QTest::newRow("--ranks") << QStringList { QStringLiteral("--ranks"),
+                                                  before,
+                                                  after,
+                                                  snapshot("oom.pickle"),
+                                                  snapshot("multistream.pickle"),
+                                                  QStringLiteral("--view"),
                                                   QStringLiteral("ranks") }
                                  << QStringLiteral("cli-ranks");
     }
@@ -395,7 +491,8 @@ private Q_SLOTS:
         QTest::addColumn<int>("status");
         QTest::addColumn<QString>("reason");
         QTest::newRow("unknown view") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
-                                                       QStringLiteral("--view"), QStringLiteral("pie"), snapshot("oom.pickle") }
+                                                       QStringLiteral("--view"), QStringLiteral("pie"),
+                                                       snapshot("oom.pickle") }
                                       << 2 << "unknown view 'pie'";
         QTest::newRow("bad index") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
                                                     QStringLiteral("--at"), QStringLiteral("-3"),
@@ -416,16 +513,16 @@ private Q_SLOTS:
         QTest::newRow("missing file") << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),
                                                        QStringLiteral("/nonexistent.pickle") }
                                       << 1 << "/nonexistent.pickle: ";
-        QTest::newRow("--diff with one file") << QStringList { QStringLiteral("--diff"), snapshot("oom.pickle") } << 2
-                                              << "--diff takes two files";
+        QTest::newRow("--diff with one file")
+            << QStringList { QStringLiteral("--diff"), snapshot("oom.pickle") } << 2 << "--diff takes two files";
         QTest::newRow("--diff, timeline of two files")
-            << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"), QStringLiteral("--view"),
+            << QStringList { QStringLiteral("--screenshot"),  QStringLiteral("x.png"),  QStringLiteral("--view"),
                              QStringLiteral("diff-timeline"), QStringLiteral("--diff"), snapshot("diff_before.pickle"),
                              snapshot("diff_after.pickle") }
             << 2 << "diff-timeline needs both sides from one file";
         QTest::newRow("--diff, unknown view")
-            << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"), QStringLiteral("--view"),
-                             QStringLiteral("pie"), QStringLiteral("--diff"), snapshot("diff_before.pickle"),
+            << QStringList { QStringLiteral("--screenshot"), QStringLiteral("x.png"),  QStringLiteral("--view"),
+                             QStringLiteral("pie"),          QStringLiteral("--diff"), snapshot("diff_before.pickle"),
                              snapshot("diff_after.pickle") }
             << 2 << "unknown view 'pie'";
     }

@@ -187,8 +187,8 @@ private Q_SLOTS:
         QVERIFY(showAndSettle(view));
         const int width = int(view.chart()->plotArea().width());
         const auto& series = s->replay().series();
-        const std::vector<const model::GrowingArray<model::ByteCount>*> values { &series.allocated, &series.active,
-                                                                         &series.reserved, &series.largestFree };
+        const std::vector<const model::PackedSeries*> values { &series.allocated, &series.active, &series.reserved,
+                                                               &series.largestFree };
         const auto charts = view.series();
         for (size_t k = 0; k < charts.size(); ++k) {
             const double trueMax

@@ -1,7 +1,9 @@
 // Benchmarks of the desktop app, offscreen: opening big_trace to every view painted; moving the cursor and
-// repainting every view; a full repaint of the timeline at 1920x1080 at several zoom levels; and the same on a
-// synthetic 10M-entry trace. Views are rendered into QImages (what a paint does, minus the screen).
+// repainting every view; a full repaint of the timeline at 1920x1080 at several zoom levels; the same on a
+// synthetic 10M-entry trace, and on bench_load's synthetic files (13.4 M and 67 M entries, read from disk as the
+// app reads them). Views are rendered into QImages (what a paint does, minus the screen).
 // GUI thread only; QApplication is created in main().
+#include "ingest/snapshotloader.h"
 #include "models/session.h"
 #include "synthetic.h"
 #include "views/documentwindow.h"
@@ -100,20 +102,27 @@ void BM_CursorMoveRepaintAllBigTrace(benchmark::State& state)
 }
 BENCHMARK(BM_CursorMoveRepaintAllBigTrace)->Unit(benchmark::kMillisecond);
 
-void timelineBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc)
+void timelineBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc, int64_t perMille)
 {
     app::Session session(doc);
     app::TimelineView view(&session);
     view.resize(1920, 1080);
     QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
     const int64_t n = session.entryCount();
-    // state.range(0): the visible fraction of the trace, in 1/1000.
-    const int64_t span = std::max<int64_t>(2, n * state.range(0) / 1000);
+    // perMille: the visible fraction of the trace, in 1/1000.
+    const int64_t span = std::max<int64_t>(2, n * perMille / 1000);
     std::mt19937_64 rng(11);
+    {
+        QPainter painter(&canvas);
+        view.render(&painter); // what is made once per document (colours, the overview strip), as after opening
+    }
+    bool shorter = false;
     for (auto _ : state) {
-        // A different range each time, so the cached plot is always re-rendered.
+        // A different range each time, so the cached plot is always re-rendered (the whole trace: one state less
+        // every other time).
         const int64_t first = n > span ? int64_t(rng() % uint64_t(n - span)) : 0;
-        view.zoomToRange(first, first + span);
+        shorter = !shorter;
+        view.zoomToRange(first, first + span - (shorter && n <= span ? 1 : 0));
         QPainter painter(&canvas);
         view.render(&painter);
         benchmark::DoNotOptimize(canvas.bits());
@@ -127,14 +136,14 @@ void BM_TimelineRepaintBigTrace(benchmark::State& state)
         io::LoadResult r = io::loadSnapshotFromMemory(bigTraceBytes(), "big_trace.pickle");
         return app::makeDocument(QStringLiteral("big_trace.pickle"), r.snapshot);
     }();
-    timelineBenchmark(state, doc);
+    timelineBenchmark(state, doc, state.range(0));
 }
 BENCHMARK(BM_TimelineRepaintBigTrace)->Arg(1000)->Arg(100)->Arg(10)->Arg(1)->Unit(benchmark::kMillisecond);
 
 std::shared_ptr<const app::Document> synthetic10M()
 {
-    static auto doc = app::makeDocument(QStringLiteral("synthetic-10M"),
-                                        shared(synthetic(10'000'000, Survivors::Freed)));
+    static auto doc
+        = app::makeDocument(QStringLiteral("synthetic-10M"), shared(synthetic(10'000'000, Survivors::Freed)));
     return doc;
 }
 
@@ -157,8 +166,87 @@ BENCHMARK(BM_OpenSynthetic10MToPainted)->Unit(benchmark::kMillisecond)->Iteratio
 void BM_CursorMoveRepaintAllSynthetic10M(benchmark::State& state) { cursorBenchmark(state, synthetic10M()); }
 BENCHMARK(BM_CursorMoveRepaintAllSynthetic10M)->Unit(benchmark::kMillisecond);
 
-void BM_TimelineRepaintSynthetic10M(benchmark::State& state) { timelineBenchmark(state, synthetic10M()); }
+void BM_TimelineRepaintSynthetic10M(benchmark::State& state)
+{
+    timelineBenchmark(state, synthetic10M(), state.range(0));
+}
 BENCHMARK(BM_TimelineRepaintSynthetic10M)->Arg(1000)->Arg(10)->Unit(benchmark::kMillisecond);
+
+// The synthetic pickles bench_load writes (build/bench-data/synthetic-<reps>x.pickle: 40 repetitions of big_trace
+// are 13.4 M entries and 1.05 GB, 200 are 67 M and 5.2 GB); made by `bench_load --benchmark_filter=LoadFile/<reps>`.
+std::string benchFile(int64_t reps)
+{
+    return std::string(MEMSCOPE_BENCH_DATA_DIR) + "/synthetic-" + std::to_string(reps) + "x.pickle";
+}
+
+// The document of one such file, loaded as the app loads it (the loader's own function); one at a time.
+std::shared_ptr<const app::Document> fileDocument(int64_t reps, QString& error)
+{
+    static int64_t cachedReps = -1;
+    static std::shared_ptr<const app::Document> cached;
+    if (reps != cachedReps) {
+        cached.reset();
+        app::LoadOutcome outcome = app::loadOutcome(QString::fromStdString(benchFile(reps)));
+        error = outcome.error;
+        cached = outcome.document;
+        cachedReps = cached ? reps : -1;
+    }
+    return cached;
+}
+
+// From a file on disk to a window whose every view has painted once, as `memscope FILE` does it minus the event
+// loop's waits: load (read, parse, build, replays), window, paint.
+void BM_OpenFileToPainted(benchmark::State& state)
+{
+    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
+    for (auto _ : state) {
+        app::LoadOutcome outcome = app::loadOutcome(QString::fromStdString(benchFile(state.range(0))));
+        if (!outcome.ok()) {
+            state.SkipWithError(qPrintable(outcome.error + QStringLiteral(" (run bench_load first)")));
+            return;
+        }
+        DocumentWindow window(outcome.document);
+        window.resize(1920, 1080);
+        window.setAttribute(Qt::WA_DontShowOnScreen);
+        window.show();
+        QCoreApplication::processEvents();
+        renderAll(window, canvas);
+        benchmark::DoNotOptimize(canvas.bits());
+        state.counters["entries"] = double(outcome.document->snapshot->entryCount());
+    }
+}
+BENCHMARK(BM_OpenFileToPainted)->Arg(40)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Moving the cursor anywhere, then repainting every view, on a file's document (Arg: repetitions, as above).
+void BM_CursorMoveRepaintAllFile(benchmark::State& state)
+{
+    QString error;
+    const auto doc = fileDocument(state.range(0), error);
+    if (!doc) {
+        state.SkipWithError(qPrintable(error + QStringLiteral(" (run bench_load first)")));
+        return;
+    }
+    state.counters["entries"] = double(doc->snapshot->entryCount());
+    cursorBenchmark(state, doc);
+}
+BENCHMARK(BM_CursorMoveRepaintAllFile)->Arg(40)->Arg(200)->Unit(benchmark::kMillisecond)->Iterations(100);
+
+// A full repaint of the timeline at 1920x1080 on a file's document: the whole trace, and 1/100 of it.
+void BM_TimelineRepaintFile(benchmark::State& state)
+{
+    QString error;
+    const auto doc = fileDocument(state.range(0), error);
+    if (!doc) {
+        state.SkipWithError(qPrintable(error + QStringLiteral(" (run bench_load first)")));
+        return;
+    }
+    timelineBenchmark(state, doc, state.range(1));
+}
+BENCHMARK(BM_TimelineRepaintFile)
+    ->Args({ 40, 1000 })
+    ->Args({ 200, 1000 })
+    ->Args({ 200, 10 })
+    ->Unit(benchmark::kMillisecond);
 
 } // namespace
 

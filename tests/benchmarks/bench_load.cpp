@@ -3,10 +3,10 @@
 // and ~10M entries (big_trace repeated, written by our own pickle writer), to show the cost grows linearly.
 // Counters: input MB/s and entries/s. Peak memory is measured outside (see the README: /usr/bin/time -v).
 //
-// The file benchmarks (LoadFile/4 ~ 110 MB, LoadFile/40 ~ 1.1 GB and 13.4 M entries: big_trace repeated, each
-// repetition freed before the next) write their pickle once into the build tree (build/bench-data/, never the
-// checkout) and load it from there as `memscope-cli` does (mapped); the same files serve the README's
-// `/usr/bin/time -v memscope-cli stats` and `pickle.load` comparisons.
+// The file benchmarks (LoadFile/4 ~ 110 MB, LoadFile/40 ~ 1.1 GB and 13.4 M entries, LoadFile/200 ~ 5.2 GB and
+// 67 M entries: big_trace repeated, each repetition freed before the next) write their pickle once into the build
+// tree (build/bench-data/, never the checkout) and load it from there as `memscope-cli` does (mapped); the same
+// files serve the README's `/usr/bin/time -v memscope-cli stats` and `pickle.load` comparisons, and the app's.
 #include "io/snapshotio.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
@@ -122,7 +122,8 @@ void BM_LoadSynthetic(benchmark::State& state)
 BENCHMARK(BM_LoadSynthetic)->Arg(1'200'000)->Unit(benchmark::kMillisecond);
 
 // What `memscope-cli stats` pays before it formats: load a file from disk (mapped) with every check. Arg: repetitions
-// of big_trace (4: ~110 MB, 1.3 M entries; 40: ~1.1 GB, 13.4 M entries).
+// of big_trace (4: ~110 MB, 1.3 M entries; 40: ~1.1 GB, 13.4 M entries; 200: ~5.2 GB, 67 M entries, about 10 GB
+// of memory while it is written and 5 GB of disk: run it by name, --benchmark_filter=LoadFile/200).
 void BM_LoadFile(benchmark::State& state)
 {
     const std::string path = syntheticFile(state.range(0));
@@ -143,7 +144,7 @@ void BM_LoadFile(benchmark::State& state)
     state.counters["entries"] = double(entries);
     state.counters["entries/s"] = benchmark::Counter(double(entries), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_LoadFile)->Arg(4)->Arg(40)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_LoadFile)->Arg(4)->Arg(40)->Arg(200)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 void BM_EncodePickleBigTrace(benchmark::State& state)
 {

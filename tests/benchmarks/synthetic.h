@@ -88,6 +88,9 @@ inline std::unique_ptr<model::Snapshot> repeated(const model::Snapshot& s, size_
             model::TraceEntry e = outTrace.back();
             e.stack = model::EmptyStack;
             e.hasFrames = false;
+            // The action as written is its action's own name (a writer writes actionName where there is one: the
+            // copied entry's would turn every free_requested below into that entry's action in the file).
+            e.actionName = model::EmptyString;
             for (const model::Segment& seg : s.segments) {
                 if (seg.device != 0)
                     continue;

@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+// bench::repeated only (a trace long enough for progress reports); big_trace is read from the test data.
+#define MEMSCOPE_DEFAULT_SHARED_DIR ""
+#include "../benchmarks/synthetic.h"
+
 using namespace memscope;
 using model::Action;
 using model::BlockState;
@@ -729,6 +733,7 @@ private Q_SLOTS:
     void simulatedAllocatorAtEveryIndex();
     void randomGarbageNeverCrashes_data();
     void randomGarbageNeverCrashes();
+    void progressReportsAndStops();
 };
 
 void TestReplay::finalStateMatchesSnapshot_data()
@@ -811,7 +816,7 @@ void TestReplay::seriesMatchState()
         QVERIFY(series.fragmentationRatio(k) >= 0.0 && series.fragmentationRatio(k) <= 1.0);
     }
     // The peaks are the series' maxima, at their first index.
-    auto checkPeak = [](std::span<const ByteCount> v, model::Peak p) {
+    auto checkPeak = [](const model::PackedSeries& v, model::Peak p) {
         const auto it = std::max_element(v.begin(), v.end());
         return p.bytes == *it && p.index == it - v.begin();
     };
@@ -1358,6 +1363,53 @@ void TestReplay::randomGarbageNeverCrashes()
         QCOMPARE(replay.liveAt(i), state.allocations);
     }
     QCOMPARE(replay.series().size(), size_t(replay.entryCount() + 1));
+}
+
+// ReplayOptions::progress: reports rise through both passes to the end without changing the replay, and returning
+// false stops the build in either pass (Replay::stopped).
+void TestReplay::progressReportsAndStops()
+{
+    const auto big = load("big_trace.pickle.xz");
+    QVERIFY(big);
+    // 1.3 M entries: a few reports per pass (every 2^20 entries).
+    const auto s = bench::repeated(*big, 4, bench::Survivors::Freed);
+    const auto plain = model::Replay::build(*s, 0);
+    QCOMPARE(plain.warnings(), 0u);
+
+    std::vector<double> seen;
+    model::ReplayOptions options;
+    options.progress = [&](double done) {
+        seen.push_back(done);
+        return true;
+    };
+    const auto reported = model::Replay::build(*s, 0, options);
+    QVERIFY(!reported.stopped());
+    QVERIFY(!plain.stopped());
+    QVERIFY(seen.size() >= 2);
+    QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    QVERIFY(seen.front() > 0 && seen.back() <= 1);
+    QVERIFY(std::any_of(seen.begin(), seen.end(), [](double d) { return d < 1.0 / 3; })); // the backward pass
+    QVERIFY(std::any_of(seen.begin(), seen.end(), [](double d) { return d > 1.0 / 3; })); // the forward pass
+    QVERIFY(reported.series().allocated == plain.series().allocated);
+    QVERIFY(reported.series().largestFree == plain.series().largestFree);
+    QCOMPARE(reported.checkpointCount(), plain.checkpointCount());
+    for (int64_t i : sampleIndices(plain.entryCount(), true, 50)) {
+        const std::string diff = difference(flatten(reported.stateAt(i)), flatten(plain.stateAt(i)));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+    }
+
+    for (double stopAt : { 0.0, 0.5 }) {
+        size_t asked = 0;
+        options.progress = [&](double done) {
+            ++asked;
+            return done < stopAt;
+        };
+        const auto stopped = model::Replay::build(*s, 0, options);
+        QVERIFY(stopped.stopped());
+        QCOMPARE(asked,
+                 stopAt == 0.0 ? size_t(1)
+                               : size_t(std::count_if(seen.begin(), seen.end(), [](double d) { return d < 0.5; }) + 1));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestReplay)
