@@ -913,7 +913,7 @@ void TestReplay::checkpointSpacingDoesNotChangeState()
     auto s = load(file.toStdString());
     QVERIFY(s);
     const auto reference = model::Replay::build(*s, 0);
-    const auto replay = model::Replay::build(*s, 0, { minInterval, spacing });
+    const auto replay = model::Replay::build(*s, 0, { .minCheckpointInterval = minInterval, .checkpointSpacing = spacing });
     if (minInterval == 0)
         QCOMPARE(int64_t(replay.checkpointCount()), replay.entryCount() + 1);
     if (minInterval == UINT32_MAX)
@@ -1303,7 +1303,7 @@ void TestReplay::simulatedAllocatorAtEveryIndex()
     auto& trace = s->deviceTraces[0];
     trace.erase(trace.begin(), trace.begin() + ptrdiff_t(cut));
     // Small checkpoint spacing, so queries start from many different checkpoints.
-    const auto replay = model::Replay::build(*s, 0, { 16, 1 });
+    const auto replay = model::Replay::build(*s, 0, { .minCheckpointInterval = 16, .checkpointSpacing = 1 });
     QCOMPARE(replay.warnings(), uint64_t(0));
     model::ReplayState state;
     for (int64_t i = 0; i <= replay.entryCount(); ++i) {
@@ -1356,7 +1356,7 @@ void TestReplay::randomGarbageNeverCrashes()
     for (int k = 0; k < 400; ++k)
         s.deviceTraces[0].push_back(entry(Action(pick(int(Action::Count))), addrs[pick(7)], sizes[pick(8)]));
 
-    const auto replay = model::Replay::build(s, 0, { uint32_t(pick(3)), uint32_t(pick(3)) });
+    const auto replay = model::Replay::build(s, 0, { .minCheckpointInterval = uint32_t(pick(3)), .checkpointSpacing = uint32_t(pick(3)) });
     model::ReplayState state;
     for (int64_t i = 0; i <= replay.entryCount(); ++i) {
         replay.stateAt(i, state);

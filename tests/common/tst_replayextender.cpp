@@ -133,7 +133,7 @@ void TestReplayExtender::matchesBuild()
 
         const model::Snapshot initial = model::snapshotOfState(ref.stateAt(k), device);
         model::Replay grown;
-        model::ReplayExtender extender({ 64, 2 });
+        model::ReplayExtender extender({ .minCheckpointInterval = 64, .checkpointSpacing = 2 });
         extender.start(grown, initial, device);
         QCOMPARE(grown.entryCount(), 0);
 

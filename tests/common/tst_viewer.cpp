@@ -750,7 +750,7 @@ private Q_SLOTS:
         QCOMPARE(back.streams, s.streams);
         for (size_t i = 0; i < s.blocks.size(); ++i)
             QCOMPARE(back.blocks[i].version, s.blocks[i].version);
-        const model::Replay replay = model::Replay::build(back, 0, { 0, 0 });
+        const model::Replay replay = model::Replay::build(back, 0, { .minCheckpointInterval = 0, .checkpointSpacing = 0 });
         QCOMPARE(replay.warnings(), 0ULL);
         QCOMPARE(replay.entryCount(), int64_t(11));
         const model::ReplayState end = replay.stateAt(replay.entryCount());
