@@ -132,14 +132,6 @@ namespace {
         e.poolSecond = int32_t(pool.second);
     }
 
-    // The engine's events and the Recorder's entries are one record, field for field (model/eventtrace.h), so that
-    // the Recorder can take model::TraceEvent as its Entry.
-    using Entry = LiveDocument::Entry;
-    static_assert(sizeof(TraceEvent) == sizeof(Entry) && offsetof(TraceEvent, addr) == offsetof(Entry, addr)
-                  && offsetof(TraceEvent, stack) == offsetof(Entry, stack)
-                  && offsetof(TraceEvent, blockSize) == offsetof(Entry, blockSize)
-                  && offsetof(TraceEvent, poolSecond) == offsetof(Entry, poolSecond));
-
     // Synthetic entries that turn `from` into `to` (two states of one device, from two sources: the earlier file
     // and the live recording), by the engine that does it after a resync (model::EventTrace::resync): removals,
     // then additions, then the free blocks whose stale requests are not yet `to`'s. Stacks of `from` are named
@@ -158,15 +150,8 @@ namespace {
         how.compareStacks = false;
         // (The earlier file's unmapped space is the replay's that reads these entries, not the state's.)
         how.unmappedKnown = false;
-        std::vector<TraceEvent> events;
-        engine.resync(std::move(target), how, events);
-        // The engine's events are the Recorder's entries field for field (model/eventtrace.h); one type once the
-        // Recorder takes model::TraceEvent as its Entry.
-        std::vector<LiveDocument::Entry> out;
-        out.reserve(events.size());
-        for (const TraceEvent& e : events)
-            out.push_back({ e.action, e.device, e.addr, e.size, e.stream, e.timeUs, e.stack, e.blockSize, e.poolFirst,
-                            e.poolSecond });
+        std::vector<LiveDocument::Entry> out; // (the engine's events are the Recorder's entries: one type)
+        engine.resync(std::move(target), how, out);
         return out;
     }
 

@@ -4,8 +4,8 @@
 // It starts from the allocator's state when the viewer joined (a Snapshot with segments and blocks and no trace)
 // and appends the Recorder's deltas as they are (wire::Recorder::Delta: its entries, notes and stack definitions,
 // queued by reference, never copied into a type of our own): entries go to the snapshot's device traces (with
-// PyTorch's address versions and stream numbers, as wire::Recorder::snapshot() assigns them) and to each device's
-// Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into the
+// PyTorch's address versions and stream numbers by model::TraceNumbering, as in wire::Recorder::snapshot()) and to each
+// device's Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into the
 // snapshot's tables.
 //
 // Threads: a LiveDocument and everything it grows belong to the GUI thread. Views read the Document between
@@ -37,7 +37,7 @@ public:
     // address, size, stream and time as the agent's unsigned 64-bit values) plus what the agent knows beyond them
     // (the block's bytes, the segment's pool); its stack is the agent's id (0: none), unique across restarts.
     using Delta = wire::Recorder::Delta;
-    using Entry = wire::Recorder::Entry;
+    using Entry = model::TraceEvent; // the Recorder's entries and the engine's events: one type
     using StackFrame = wire::Recorder::StackFrame;
 
     // `initial`: the state when the viewer joined (its segments and blocks, with their stacks; its traces are

@@ -6,9 +6,10 @@
 // as PyTorch's viewer does (TraceNumbering: address versions and stream numbers).
 //
 // Events are TraceEvents: PyTorch's trace fields as an agent sends them (unsigned 64-bit), plus what a live source
-// knows beyond them (the block's bytes, the segment's pool), with stack ids that are the source's own (0: none).
-// wire::Recorder::Entry has the same fields in the same order, so that the Recorder can take this type as its own.
-// Plain C++, no Qt; not thread-safe: one owner.
+// knows beyond them (the block's bytes, the segment's pool), with stack ids that are the source's own (0: none):
+// one type from the Recorder (its trace entries and deltas, common/viewer) to the live document. Users: the Recorder
+// (events applied, resyncs and restarts), the live document (the bridge to an earlier file, the numbering). Plain
+// C++, no Qt; not thread-safe: one owner.
 #pragma once
 
 #include "model/freeblocks.h"
@@ -16,6 +17,7 @@
 #include "model/snapshot.h"
 
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -54,6 +56,23 @@ private:
     std::unordered_map<int64_t, bool> m_streams;
 };
 
+// Whether [address, address + size) overlaps nothing in `map` (keys: start addresses; values with a `size`) and
+// does not wrap around the address space.
+template <class Map> bool rangeIsFree(const Map& map, uint64_t address, uint64_t size)
+{
+    if (size == 0 || address + size < address)
+        return false;
+    auto next = map.lower_bound(address);
+    if (next != map.end() && next->first < address + size)
+        return false;
+    if (next != map.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second.size > address)
+            return false;
+    }
+    return true;
+}
+
 class EventTrace {
 public:
     // A block in use (state 1 active_allocated, 2 active_pending_free); free blocks are in Device::free.
@@ -77,6 +96,7 @@ public:
         std::map<uint64_t, Segment> segments; // by address
         FreeBlocks free; // the inactive blocks, with the requests PyTorch leaves on them
     };
+    using Devices = std::vector<Device>; // by device index
     // PyTorch's small pool has 2 MiB segments (CUDACachingAllocator.cpp, kSmallBuffer).
     static constexpr uint64_t SmallSegmentSize = uint64_t(2) << 20;
 
@@ -84,9 +104,9 @@ public:
     // where it does not), stack ids as `stackBase | id` (0 stays 0). Its unmapped space is not known.
     static Device deviceOf(const ReplayState& state, uint64_t stackBase = 0);
 
-    const std::vector<Device>& devices() const { return m_devices; }
+    const Devices& devices() const { return m_devices; }
     // Replaces the state (e.g. an agent's state reply, or a replay's state by device).
-    void setState(std::vector<Device> devices) { m_devices = std::move(devices); }
+    void setState(Devices devices) { m_devices = std::move(devices); }
 
     // Applies `e` to the state; false (and the state unchanged) when it does not fit. `e.size` becomes what
     // PyTorch's trace records as the entry's size (CUDACachingAllocator.cpp, record_trace calls): the request for
@@ -116,14 +136,14 @@ public:
     // free_completed of the whole block with that request (free_block leaves it on the block). A block whose only
     // change is allocated -> pending free gets a free_requested. The state becomes `target`, with the free blocks
     // (and unmapped space) as the events leave them and the stacks of segments that stayed.
-    void resync(std::vector<Device> target, const Resync& how, std::vector<TraceEvent>& out);
+    void resync(Devices target, const Resync& how, std::vector<TraceEvent>& out);
 
 private:
     Device& device(uint8_t d);
     std::pair<uint64_t, Segment*> segmentAt(uint8_t d, uint64_t address, uint64_t size);
     void unmapFree(Device& dev, uint64_t address, uint64_t size);
 
-    std::vector<Device> m_devices;
+    Devices m_devices;
 };
 
 } // namespace memscope::model
