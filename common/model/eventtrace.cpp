@@ -7,34 +7,6 @@
 
 namespace memscope::model {
 
-uint32_t TraceNumbering::take(std::unordered_map<int64_t, uint32_t>& space, int64_t address, bool advance)
-{
-    auto [it, inserted] = space.emplace(address, 0);
-    const uint32_t v = it->second;
-    if (advance)
-        ++it->second;
-    return v;
-}
-
-uint32_t TraceNumbering::version(Action action, int64_t address)
-{
-    switch (action) {
-    case Action::FreeCompleted:
-        return take(m_blocks, address, true);
-    case Action::Alloc:
-    case Action::FreeRequested:
-        return take(m_blocks, address, false);
-    case Action::SegmentFree:
-    case Action::SegmentUnmap:
-        return take(m_segments, address, true);
-    case Action::SegmentAlloc:
-    case Action::SegmentMap:
-        return take(m_segments, address, false);
-    default:
-        return 0;
-    }
-}
-
 EventTrace::Device EventTrace::deviceOf(const ReplayState& state, uint64_t stackBase)
 {
     auto key = [stackBase](StackId id) { return raw(id) == 0 ? 0 : stackBase | raw(id); };

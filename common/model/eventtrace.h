@@ -8,10 +8,11 @@
 // Events are TraceEvents: PyTorch's trace fields as an agent sends them (unsigned 64-bit), plus what a live source
 // knows beyond them (the block's bytes, the segment's pool), with stack ids that are the source's own (0: none):
 // one type from the Recorder (its trace entries and deltas, common/viewer) to the live document. Users: the Recorder
-// (events applied, resyncs and restarts), the live document (the bridge to an earlier file, the numbering). Plain
-// C++, no Qt; not thread-safe: one owner.
+// (events applied, resyncs and restarts), the live document (the bridge to an earlier file, the numbering) and io's
+// builder (the numbering of a file read). Plain C++, no Qt; not thread-safe: one owner.
 #pragma once
 
+#include "model/addressmap.h"
 #include "model/freeblocks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
@@ -19,7 +20,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace memscope::model {
@@ -42,18 +43,56 @@ struct TraceEvent {
 class TraceNumbering {
 public:
     // The version of `action` at `address` (and the counter moved on after a free_completed, segment_free or
-    // segment_unmap); 0 for actions without one.
-    uint32_t version(Action action, int64_t address);
+    // segment_unmap); 0 for actions without one. Called once per trace entry on every load of a file: a flat map
+    // (model/addressmap.h), no allocation per entry.
+    uint32_t version(Action action, DeviceAddr address)
+    {
+        switch (action) {
+        case Action::FreeCompleted:
+            return take(m_blocks, address, true);
+        case Action::Alloc:
+        case Action::FreeRequested:
+            return take(m_blocks, address, false);
+        case Action::SegmentFree:
+        case Action::SegmentUnmap:
+            return take(m_segments, address, true);
+        case Action::SegmentAlloc:
+        case Action::SegmentMap:
+            return take(m_segments, address, false);
+        default:
+            return 0;
+        }
+    }
     // The current version of a final block or segment (nothing moves on).
-    uint32_t blockVersion(int64_t address) { return take(m_blocks, address, false); }
-    uint32_t segmentVersion(int64_t address) { return take(m_segments, address, false); }
-    // True the first time `stream` is seen (the caller appends it to Snapshot::streams).
-    bool addStream(int64_t stream) { return m_streams.emplace(stream, true).second; }
+    uint32_t blockVersion(DeviceAddr address) { return take(m_blocks, address, false); }
+    uint32_t segmentVersion(DeviceAddr address) { return take(m_segments, address, false); }
+    // True the first time `stream` is seen (the caller appends it to Snapshot::streams). Most entries are on the
+    // stream of the entry before, which costs one comparison.
+    bool addStream(int64_t stream)
+    {
+        if (m_anyStream && stream == m_lastStream)
+            return false;
+        m_anyStream = true;
+        m_lastStream = stream;
+        return m_streams.insert(stream).second;
+    }
 
 private:
-    static uint32_t take(std::unordered_map<int64_t, uint32_t>& space, int64_t address, bool advance);
-    std::unordered_map<int64_t, uint32_t> m_blocks, m_segments;
-    std::unordered_map<int64_t, bool> m_streams;
+    static uint32_t take(AddressMap& space, DeviceAddr address, bool advance)
+    {
+        const uint32_t current = space.find(address);
+        if (current == AddressMap::None) {
+            space.insert(address, advance ? 1 : 0);
+            return 0;
+        }
+        if (advance)
+            space.assign(address, current + 1);
+        return current;
+    }
+    AddressMap m_blocks { 1024 }, m_segments { 64 };
+    std::unordered_set<int64_t> m_streams;
+    int64_t m_lastStream = 0;
+    bool m_anyStream = false;
 };
 
 // Whether [address, address + size) overlaps nothing in `map` (keys: start addresses; values with a `size`) and
