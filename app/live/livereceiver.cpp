@@ -201,7 +201,7 @@ void LiveReceiver::run()
     auto takeDelta = [&]() -> std::shared_ptr<const wire::Recorder::Delta> {
         auto delta = std::make_shared<wire::Recorder::Delta>();
         listener.recorder().takeDelta(*delta);
-        if (delta->entries.empty() && delta->notes.empty() && delta->stacks.empty())
+        if (delta->entries.empty() && delta->notes.empty() && delta->stacks.empty() && !delta->settings)
             return nullptr;
         return delta;
     };

@@ -57,6 +57,7 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
         s.segments.push_back(seg);
     }
     s.streams = initial.streams;
+    s.allocatorSettings = initial.allocatorSettings;
     const int devices = std::max({ 1, deviceCount, s.deviceCount() });
     s.deviceTraces.assign(size_t(devices), {});
     s.hasDeviceTraces = true;
@@ -243,6 +244,7 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         if (size_t(d) < current.m_document->replays.size())
             merged->appendReplayed(now, current.m_document->replays[size_t(d)], CurrentStacks);
     }
+    merged->m_snapshot->allocatorSettings = now.allocatorSettings; // the live job's settings
     merged->adoptStacksAndQueue(current);
     merged->flush();
     return merged;
@@ -252,7 +254,7 @@ void LiveDocument::append(std::shared_ptr<const Delta> delta)
 {
     if (!delta)
         return;
-    if (!delta->stacks.empty() || !delta->notes.empty())
+    if (!delta->stacks.empty() || !delta->notes.empty() || delta->settings)
         m_pendingDefinitions.push_back(delta);
     if (!delta->entries.empty()) {
         m_queued += delta->entries.size();
@@ -298,6 +300,8 @@ void LiveDocument::applyDefinitions()
         }
     }
     for (const auto& delta : m_pendingDefinitions) {
+        if (delta->settings)
+            s.allocatorSettings = delta->settings; // the job's, as the Recorder's snapshot() has them
         for (const wire::Recorder::Note& n : delta->notes) {
             Annotation a;
             a.device = n.device;
@@ -359,6 +363,7 @@ std::shared_ptr<Snapshot> LiveDocument::copySnapshot() const
     out->deviceTraces = s.deviceTraces;
     out->annotations = s.annotations;
     out->streams = s.streams;
+    out->allocatorSettings = s.allocatorSettings;
     out->hasDeviceTraces = true;
     out->hasAnnotationsKey = true;
     writeFinalState(*out);

@@ -4,9 +4,9 @@
 // It starts from the allocator's state when the viewer joined (a Snapshot with segments and blocks and no trace)
 // and appends the Recorder's deltas as they are (wire::Recorder::Delta: its entries, notes and stack definitions,
 // queued by reference, never copied into a type of our own): entries go to the snapshot's device traces (with
-// PyTorch's address versions and stream numbers by model::TraceNumbering, as in wire::Recorder::snapshot()) and to each
-// device's Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into the
-// snapshot's tables.
+// PyTorch's address versions and stream numbers by model::TraceNumbering, as in wire::Recorder::snapshot()) and to
+// each device's Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into
+// the snapshot's tables.
 //
 // Threads: a LiveDocument and everything it grows belong to the GUI thread. Views read the Document between
 // events as they read a file's; work that reads it on another thread (a call tree job, an event filter job) holds
@@ -62,9 +62,10 @@ public:
 
     // Queues a delta of the Recorder (wire::Recorder::takeDelta), in order: its stack definitions (later entries
     // naming an id get its frames, innermost first), its notes (each one end of a named range, e.g. "memscope:
-    // resync after 120 missing records", as record_function's START and END annotations) and its entries. Nothing
-    // is copied: the document holds the delta until its entries are applied. Everything takes effect at the next
-    // flush(), definitions and notes before the entries queued.
+    // resync after 120 missing records", as record_function's START and END annotations), the allocator's settings
+    // (the snapshot's allocator_settings, so that a save holds what `memscope-cli record` writes) and its entries.
+    // Nothing is copied: the document holds the delta until its entries are applied. Everything takes effect at the
+    // next flush(), definitions and notes before the entries queued.
     void append(std::shared_ptr<const Delta> delta);
     // The same for one part of a delta.
     void defineStack(uint64_t agentId, std::vector<StackFrame> frames);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace memscope::wire {
 
@@ -341,6 +342,7 @@ void Recorder::setSettings(const DecodedSettings& settings)
         dict.entries.emplace_back(s.key, std::move(v));
     }
     m_settings = std::move(dict);
+    m_newSettings = true;
 }
 
 model::Snapshot Recorder::snapshot() const { return build(m_trace.devices(), m_entries.size(), m_notes.size()); }
@@ -366,6 +368,9 @@ void Recorder::takeDelta(Delta& out)
         if (auto it = m_stacks.find(key); it != m_stacks.end())
             out.stacks.emplace_back(key, it->second);
     m_newStacks.clear();
+    out.settings.reset();
+    if (std::exchange(m_newSettings, false))
+        out.settings = m_settings;
     if (!m_keepTaken) {
         // The taker keeps the history: the Recorder's memory stays the state, not the run.
         m_entries.clear();

@@ -158,8 +158,8 @@ public:
     // app/models/livedocument.h): joinSnapshot() is the state the first trace entry applies to (the first state
     // reply's, without entries), and takeDelta() hands over what was added since the previous call (since the
     // state, the first time): trace entries with what the agent knows beyond PyTorch's fields (block bytes,
-    // pools), annotations, and stack definitions. Stack ids in them are unique across job restarts (the restart
-    // count in the high half), so the model may intern them as they come.
+    // pools), annotations, stack definitions and the allocator's settings. Stack ids in them are unique across job
+    // restarts (the restart count in the high half), so the model may intern them as they come.
     // A trace entry: the engine's event (model/eventtrace.h), as applied (its size is PyTorch's trace size).
     using Entry = model::TraceEvent;
     struct Note {
@@ -176,6 +176,9 @@ public:
         std::vector<Entry> entries;
         std::vector<Note> notes;
         std::vector<std::pair<uint64_t, std::vector<StackFrame>>> stacks; // defined (or redefined) since
+        // The allocator's settings (snapshot()'s allocator_settings), when they came since the previous take; a
+        // model grown from deltas saves what snapshot() would.
+        std::optional<model::Value> settings;
     };
     model::Snapshot joinSnapshot() const;
     void takeDelta(Delta& out);
@@ -212,6 +215,7 @@ private:
         v.kind = model::Value::Kind::Dict;
         return v;
     }(); // allocator_settings: empty until the agent sends them
+    bool m_newSettings = false; // since the last takeDelta
     uint32_t m_epoch = 0; // job restarts seen
     uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)
     std::map<uint64_t, std::vector<StackFrame>> m_stacks; // by stackKey()

@@ -48,6 +48,7 @@ struct RecordedStream {
     std::shared_ptr<const model::Snapshot> file;
     model::Replay ref;
     int64_t begin = 0, end = -1; // the entries handed over (-1: to the end)
+    std::optional<model::Value> settings; // the allocator's, handed over in the first delta when set
 
     int64_t last() const { return end < 0 ? ref.entryCount() : end; }
     std::shared_ptr<const model::Snapshot> initial() const
@@ -70,6 +71,7 @@ struct RecordedStream {
             }
             delta->stacks.emplace_back(k + 1, std::move(frames));
         }
+        delta->settings = settings;
         for (int64_t i = begin; i < last(); ++i) {
             const model::TraceEntry& e = trace[size_t(ref.firstEntry() + i)];
             wire::Recorder::Entry l {};
@@ -93,7 +95,7 @@ struct RecordedStream {
                 delta = std::make_shared<wire::Recorder::Delta>();
             }
         }
-        if (!delta->entries.empty() || !delta->stacks.empty())
+        if (!delta->entries.empty() || !delta->stacks.empty() || delta->settings)
             out.push_back(std::move(delta));
         return out;
     }
@@ -260,6 +262,16 @@ void TestLiveController::savesInTheBackgroundAndReadsBackWhole()
     stream.file = load(test::snapshotPath("transformer_train.pickle"));
     QVERIFY(stream.file);
     stream.ref = model::Replay::build(*stream.file, 0);
+    // The allocator's settings as the Recorder hands them over (PyTorch's allocator_settings keys).
+    model::Value settings, expandable, conf;
+    settings.kind = model::Value::Kind::Dict;
+    expandable.kind = model::Value::Kind::Bool;
+    expandable.boolean = true;
+    conf.kind = model::Value::Kind::String;
+    conf.text = "expandable_segments:True";
+    settings.entries.emplace_back("expandable_segments", expandable);
+    settings.entries.emplace_back("PYTORCH_CUDA_ALLOC_CONF", conf);
+    stream.settings = settings;
     LiveController controller(QStringLiteral("ipc:///nonexistent/saved"));
     controller.setHistoryLimit(0, QString());
     feed(controller, stream, 1000);
@@ -291,6 +303,14 @@ void TestLiveController::savesInTheBackgroundAndReadsBackWhole()
     const std::optional<wire::RecordingInfo> info = wire::recordingInfoOf(*reread);
     QVERIFY(info);
     QCOMPARE(QString::fromStdString(info->endpoint), controller.endpoint());
+    // The job's allocator settings, as `memscope-cli record` (the Recorder's snapshot()) writes them.
+    QVERIFY(reread->allocatorSettings);
+    const model::Value* savedExpandable = reread->allocatorSettings->find("expandable_segments");
+    const model::Value* savedConf = reread->allocatorSettings->find("PYTORCH_CUDA_ALLOC_CONF");
+    QVERIFY(savedExpandable && savedConf);
+    QCOMPARE(savedExpandable->kind, model::Value::Kind::Bool);
+    QVERIFY(savedExpandable->boolean);
+    QCOMPARE(savedConf->text, std::string("expandable_segments:True"));
 }
 
 // A save that cannot be written says which file and why; the document is untouched and the next save holds

@@ -595,6 +595,14 @@ private Q_SLOTS:
         QCOMPARE(divisions->entries.size(), size_t(2));
         QCOMPARE(divisions->entries[0].first, std::string("1"));
         QCOMPARE(divisions->entries[0].second.integer, int64_t(4));
+        // A model grown from deltas (the app's live document) gets them once, in the next delta.
+        wire::Recorder::Delta delta;
+        recorder.takeDelta(delta);
+        QVERIFY(delta.settings);
+        QCOMPARE(delta.settings->entries.size(), size_t(5));
+        QCOMPARE(delta.settings->find("max_split_size")->integer, int64_t(134217728));
+        recorder.takeDelta(delta);
+        QVERIFY(!delta.settings);
     }
 
     // Trace entries, blocks and segments get the frames of their stack id, innermost first; an id never defined
