@@ -302,7 +302,7 @@ void LiveDocument::applyDefinitions()
     for (const auto& delta : m_pendingDefinitions) {
         if (delta->settings)
             s.allocatorSettings = delta->settings; // the job's, as the Recorder's snapshot() has them
-        for (const wire::Recorder::Note& n : delta->notes) {
+        for (const viewer::Recorder::Note& n : delta->notes) {
             Annotation a;
             a.device = n.device;
             a.name = s.strings.intern(n.name);
@@ -407,7 +407,7 @@ size_t LiveDocument::flush(size_t maxEntries)
     applyDefinitions();
     Snapshot& s = *m_snapshot;
     // Address versions and stream numbers as every path numbers a trace (model::TraceNumbering: as
-    // wire::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
+    // viewer::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
     const size_t applied = std::min(queued(), maxEntries);
     const size_t devices = m_extenders.size();
     size_t done = 0;

@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace memscope::wire {
+namespace memscope::viewer {
 
 namespace {
 
@@ -600,4 +600,4 @@ std::optional<RecordingInfo> recordingInfoOf(const model::Snapshot& snapshot)
     return std::nullopt;
 }
 
-} // namespace memscope::wire
+} // namespace memscope::viewer

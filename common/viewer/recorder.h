@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-namespace memscope::wire {
+namespace memscope::viewer {
 
 struct RecorderStats {
     uint64_t applied = 0; // events turned into trace entries (heartbeats not included)
@@ -222,4 +222,4 @@ private:
     RecorderStats m_stats;
 };
 
-} // namespace memscope::wire
+} // namespace memscope::viewer

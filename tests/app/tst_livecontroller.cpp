@@ -56,13 +56,13 @@ struct RecordedStream {
         return std::make_shared<const model::Snapshot>(model::snapshotOfState(ref.stateAt(begin), 0));
     }
 
-    std::vector<std::shared_ptr<const wire::Recorder::Delta>> deltas(int64_t chunk) const
+    std::vector<std::shared_ptr<const viewer::Recorder::Delta>> deltas(int64_t chunk) const
     {
-        std::vector<std::shared_ptr<const wire::Recorder::Delta>> out;
+        std::vector<std::shared_ptr<const viewer::Recorder::Delta>> out;
         const auto& trace = file->deviceTraces[0];
-        auto delta = std::make_shared<wire::Recorder::Delta>();
+        auto delta = std::make_shared<viewer::Recorder::Delta>();
         for (uint32_t k = 1; k < file->stackCount(); ++k) {
-            std::vector<wire::Recorder::StackFrame> frames;
+            std::vector<viewer::Recorder::StackFrame> frames;
             for (const model::FrameId* f = file->stackBegin(model::StackId { k });
                  f != file->stackEnd(model::StackId { k }); ++f) {
                 const model::Frame& fr = file->frame(*f);
@@ -74,7 +74,7 @@ struct RecordedStream {
         delta->settings = settings;
         for (int64_t i = begin; i < last(); ++i) {
             const model::TraceEntry& e = trace[size_t(ref.firstEntry() + i)];
-            wire::Recorder::Entry l {};
+            viewer::Recorder::Entry l {};
             l.action = e.action;
             l.device = 0;
             l.addr = uint64_t(e.addr);
@@ -92,7 +92,7 @@ struct RecordedStream {
             delta->entries.push_back(l);
             if (int64_t(delta->entries.size()) == chunk) {
                 out.push_back(std::move(delta));
-                delta = std::make_shared<wire::Recorder::Delta>();
+                delta = std::make_shared<viewer::Recorder::Delta>();
             }
         }
         if (!delta->entries.empty() || !delta->stacks.empty() || delta->settings)
@@ -300,7 +300,7 @@ void TestLiveController::savesInTheBackgroundAndReadsBackWhole()
     }
     QCOMPARE(test::stateLines(again.stateAt(0), test::StaleRequests::Ignore),
              test::stateLines(r.stateAt(0), test::StaleRequests::Ignore));
-    const std::optional<wire::RecordingInfo> info = wire::recordingInfoOf(*reread);
+    const std::optional<viewer::RecordingInfo> info = viewer::recordingInfoOf(*reread);
     QVERIFY(info);
     QCOMPARE(QString::fromStdString(info->endpoint), controller.endpoint());
     // The job's allocator settings, as `memscope-cli record` (the Recorder's snapshot()) writes them.
@@ -384,7 +384,7 @@ void TestLiveController::savesRunOneAfterAnother()
     QVERIFY(last->topLevelExtras.empty()); // the PyTorch save came last
     const std::shared_ptr<const model::Snapshot> recording = load(other.toStdString());
     QVERIFY(recording);
-    QVERIFY(wire::recordingInfoOf(*recording));
+    QVERIFY(viewer::recordingInfoOf(*recording));
     compareTraces(*last, *recording);
 }
 
@@ -428,7 +428,7 @@ void TestLiveController::boundedHistoryAndTriggers()
         QVERIFY(part.startsWith(folder));
         const std::shared_ptr<const model::Snapshot> s = load(part.toStdString());
         QVERIFY(s);
-        const std::optional<wire::RecordingInfo> info = wire::recordingInfoOf(*s);
+        const std::optional<viewer::RecordingInfo> info = viewer::recordingInfoOf(*s);
         QVERIFY(info);
         QCOMPARE(info->part, ++number);
         const model::Replay r = model::Replay::build(*s, 0);
@@ -454,7 +454,7 @@ void TestLiveController::boundedHistoryAndTriggers()
     QCOMPARE(controller.triggeredFiles().front(), fired);
     const std::shared_ptr<const model::Snapshot> firedFile = load(fired.toStdString());
     QVERIFY(firedFile);
-    QVERIFY(wire::recordingInfoOf(*firedFile));
+    QVERIFY(viewer::recordingInfoOf(*firedFile));
 }
 
 // A recording's first third, saved by one controller, prepended (read on the thread pool) to another that joined
