@@ -356,7 +356,7 @@ void LiveController::prependLoaded(const QString& path, std::shared_ptr<const mo
 model::Extras LiveController::recordingInfo(int part) const
 {
     const LiveUpdate& u = m_receiver->latest();
-    wire::RecordingInfo info;
+    viewer::RecordingInfo info;
     info.endpoint = endpoint().toStdString();
     info.host = u.host.toStdString();
     info.pid = u.pid;
@@ -369,7 +369,7 @@ model::Extras LiveController::recordingInfo(int part) const
     info.restarts = u.stats.restarts;
     info.part = part;
     info.savedAtUs = QDateTime::currentMSecsSinceEpoch() * 1000;
-    return wire::recordingExtras(info);
+    return viewer::recordingExtras(info);
 }
 
 void LiveController::save(const QString& path, SaveFormat format)

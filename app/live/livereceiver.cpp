@@ -1,5 +1,5 @@
 // LiveReceiver (livereceiver.h): a client::AgentClient (the same client as `memscope-cli record`) feeding a
-// wire::Recorder on its own QThread; the GUI thread only ever sees immutable LiveUpdates, delivered through queued
+// viewer::Recorder on its own QThread; the GUI thread only ever sees immutable LiveUpdates, delivered through queued
 // calls at most every ~250 ms (coalesced, never one per batch).
 #include "live/livereceiver.h"
 
@@ -27,7 +27,7 @@ namespace {
     // What the client reports, kept for the receiver loop (all on the receiver thread).
     class Listener : public client::RecordingListener {
     public:
-        void onState(const wire::DecodedState& state, const client::StateChange& change) override
+        void onState(const viewer::DecodedState& state, const client::StateChange& change) override
         {
             client::RecordingListener::onState(state, change);
             warning.clear(); // attached (again): what went wrong before is over
@@ -40,12 +40,12 @@ namespace {
             client::RecordingListener::onEvents(events);
             changed = true;
         }
-        void onStackDef(const wire::DecodedStackDef& def) override
+        void onStackDef(const viewer::DecodedStackDef& def) override
         {
             client::RecordingListener::onStackDef(def);
             changed = true;
         }
-        void onNote(const wire::DecodedNote& note) override
+        void onNote(const viewer::DecodedNote& note) override
         {
             client::RecordingListener::onNote(note);
             changed = true;
@@ -192,16 +192,16 @@ void LiveReceiver::run()
     listener.waitForJob = m_waitForJob;
     if (m_incremental)
         listener.recorder().setKeepTaken(false); // the GUI's LiveDocument keeps (and bounds) the history
-    const wire::Recorder& recorder = listener.recorder();
+    const viewer::Recorder& recorder = listener.recorder();
     client::AgentClient agent(options, listener);
     uint64_t serial = 0;
 
     // Incremental mode: what the recorder gained since the last update (null when nothing).
     bool sentInitial = false;
-    auto takeDelta = [&]() -> std::shared_ptr<const wire::Recorder::Delta> {
-        auto delta = std::make_shared<wire::Recorder::Delta>();
+    auto takeDelta = [&]() -> std::shared_ptr<const viewer::Recorder::Delta> {
+        auto delta = std::make_shared<viewer::Recorder::Delta>();
         listener.recorder().takeDelta(*delta);
-        if (delta->entries.empty() && delta->notes.empty() && delta->stacks.empty())
+        if (delta->entries.empty() && delta->notes.empty() && delta->stacks.empty() && !delta->settings)
             return nullptr;
         return delta;
     };

@@ -1,6 +1,6 @@
 // LiveReceiver: attaches to a running job's agent (docs/protocol.md, the Clone pattern). One QThread, started by
 // start() and owned by this object, owns a client::AgentClient (common/client: the SUB and DEALER sockets, decoding,
-// automatic resyncs after gaps, reconnection to a restarted job) feeding one wire::Recorder; nothing else touches
+// automatic resyncs after gaps, reconnection to a restarted job) feeding one viewer::Recorder; nothing else touches
 // them. The thread hands immutable LiveUpdates (counters, state, and what was recorded) to the GUI thread as queued
 // calls, which emit updated(): in incremental mode (the app's live tabs) the join state once and then the Recorder's
 // deltas about every 30 ms, the Recorder keeping only the allocator state; otherwise a copy of the Recorder's whole
@@ -40,7 +40,7 @@ struct LiveUpdate {
     LiveState state = LiveState::Connecting;
     std::shared_ptr<const model::Snapshot> snapshot; // null until the state reply arrived
     uint64_t snapshotSerial = 0; // +1 per new snapshot copy; 0: none yet
-    wire::RecorderStats stats; // stats.resyncs, stats.restarts: fresh states applied after gaps and restarts
+    viewer::RecorderStats stats; // stats.resyncs, stats.restarts: fresh states applied after gaps and restarts
     client::ClientStats clientStats; // state requests, malformed frames skipped, ...
     uint64_t lastSequence = 0;
     uint32_t pid = 0; // the job's, from its Hello (the current run's after a restart)
@@ -51,7 +51,7 @@ struct LiveUpdate {
     // that has one), `delta` what was recorded since the previous update (every update in order, none dropped),
     // `snapshot` the whole recording only at the end (Exited, Stopped) and after requestSnapshot().
     std::shared_ptr<const model::Snapshot> initial;
-    std::shared_ptr<const wire::Recorder::Delta> delta;
+    std::shared_ptr<const viewer::Recorder::Delta> delta;
     int deviceCount = 0; // the job's devices (its Hello)
 };
 
@@ -115,9 +115,9 @@ private:
     bool m_incremental = false;
     std::atomic<bool> m_wantSnapshot { false };
     // Written by the receiver thread as it ends (incremental mode), read by stop() after joining it.
-    std::shared_ptr<const wire::Recorder::Delta> m_lastDelta;
+    std::shared_ptr<const viewer::Recorder::Delta> m_lastDelta;
     std::shared_ptr<const model::Snapshot> m_lastSnapshot;
-    wire::RecorderStats m_lastStats;
+    viewer::RecorderStats m_lastStats;
     uint64_t m_lastSequence = 0;
     bool m_haveLast = false;
     QThread* m_thread = nullptr;

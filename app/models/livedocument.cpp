@@ -57,6 +57,7 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
         s.segments.push_back(seg);
     }
     s.streams = initial.streams;
+    s.allocatorSettings = initial.allocatorSettings;
     const int devices = std::max({ 1, deviceCount, s.deviceCount() });
     s.deviceTraces.assign(size_t(devices), {});
     s.hasDeviceTraces = true;
@@ -132,14 +133,6 @@ namespace {
         e.poolSecond = int32_t(pool.second);
     }
 
-    // The engine's events and the Recorder's entries are one record, field for field (model/eventtrace.h), so that
-    // the Recorder can take model::TraceEvent as its Entry.
-    using Entry = LiveDocument::Entry;
-    static_assert(sizeof(TraceEvent) == sizeof(Entry) && offsetof(TraceEvent, addr) == offsetof(Entry, addr)
-                  && offsetof(TraceEvent, stack) == offsetof(Entry, stack)
-                  && offsetof(TraceEvent, blockSize) == offsetof(Entry, blockSize)
-                  && offsetof(TraceEvent, poolSecond) == offsetof(Entry, poolSecond));
-
     // Synthetic entries that turn `from` into `to` (two states of one device, from two sources: the earlier file
     // and the live recording), by the engine that does it after a resync (model::EventTrace::resync): removals,
     // then additions, then the free blocks whose stale requests are not yet `to`'s. Stacks of `from` are named
@@ -158,15 +151,8 @@ namespace {
         how.compareStacks = false;
         // (The earlier file's unmapped space is the replay's that reads these entries, not the state's.)
         how.unmappedKnown = false;
-        std::vector<TraceEvent> events;
-        engine.resync(std::move(target), how, events);
-        // The engine's events are the Recorder's entries field for field (model/eventtrace.h); one type once the
-        // Recorder takes model::TraceEvent as its Entry.
-        std::vector<LiveDocument::Entry> out;
-        out.reserve(events.size());
-        for (const TraceEvent& e : events)
-            out.push_back({ e.action, e.device, e.addr, e.size, e.stream, e.timeUs, e.stack, e.blockSize, e.poolFirst,
-                            e.poolSecond });
+        std::vector<LiveDocument::Entry> out; // (the engine's events are the Recorder's entries: one type)
+        engine.resync(std::move(target), how, out);
         return out;
     }
 
@@ -258,6 +244,7 @@ std::unique_ptr<LiveDocument> LiveDocument::prepend(const Snapshot& earlier, con
         if (size_t(d) < current.m_document->replays.size())
             merged->appendReplayed(now, current.m_document->replays[size_t(d)], CurrentStacks);
     }
+    merged->m_snapshot->allocatorSettings = now.allocatorSettings; // the live job's settings
     merged->adoptStacksAndQueue(current);
     merged->flush();
     return merged;
@@ -267,7 +254,7 @@ void LiveDocument::append(std::shared_ptr<const Delta> delta)
 {
     if (!delta)
         return;
-    if (!delta->stacks.empty() || !delta->notes.empty())
+    if (!delta->stacks.empty() || !delta->notes.empty() || delta->settings)
         m_pendingDefinitions.push_back(delta);
     if (!delta->entries.empty()) {
         m_queued += delta->entries.size();
@@ -313,7 +300,9 @@ void LiveDocument::applyDefinitions()
         }
     }
     for (const auto& delta : m_pendingDefinitions) {
-        for (const wire::Recorder::Note& n : delta->notes) {
+        if (delta->settings)
+            s.allocatorSettings = delta->settings; // the job's, as the Recorder's snapshot() has them
+        for (const viewer::Recorder::Note& n : delta->notes) {
             Annotation a;
             a.device = n.device;
             a.name = s.strings.intern(n.name);
@@ -374,6 +363,7 @@ std::shared_ptr<Snapshot> LiveDocument::copySnapshot() const
     out->deviceTraces = s.deviceTraces;
     out->annotations = s.annotations;
     out->streams = s.streams;
+    out->allocatorSettings = s.allocatorSettings;
     out->hasDeviceTraces = true;
     out->hasAnnotationsKey = true;
     writeFinalState(*out);
@@ -417,7 +407,7 @@ size_t LiveDocument::flush(size_t maxEntries)
     applyDefinitions();
     Snapshot& s = *m_snapshot;
     // Address versions and stream numbers as every path numbers a trace (model::TraceNumbering: as
-    // wire::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
+    // viewer::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
     const size_t applied = std::min(queued(), maxEntries);
     const size_t devices = m_extenders.size();
     size_t done = 0;

@@ -2,11 +2,11 @@
 // new events plus the live state per refresh instead of a rebuild of everything recorded so far.
 //
 // It starts from the allocator's state when the viewer joined (a Snapshot with segments and blocks and no trace)
-// and appends the Recorder's deltas as they are (wire::Recorder::Delta: its entries, notes and stack definitions,
+// and appends the Recorder's deltas as they are (viewer::Recorder::Delta: its entries, notes and stack definitions,
 // queued by reference, never copied into a type of our own): entries go to the snapshot's device traces (with
-// PyTorch's address versions and stream numbers, as wire::Recorder::snapshot() assigns them) and to each device's
-// Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into the
-// snapshot's tables.
+// PyTorch's address versions and stream numbers by model::TraceNumbering, as in viewer::Recorder::snapshot()) and to
+// each device's Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into
+// the snapshot's tables.
 //
 // Threads: a LiveDocument and everything it grows belong to the GUI thread. Views read the Document between
 // events as they read a file's; work that reads it on another thread (a call tree job, an event filter job) holds
@@ -36,14 +36,14 @@ public:
     // What the document grows by: the Recorder's own types. An entry is a trace entry (PyTorch's fields, the
     // address, size, stream and time as the agent's unsigned 64-bit values) plus what the agent knows beyond them
     // (the block's bytes, the segment's pool); its stack is the agent's id (0: none), unique across restarts.
-    using Delta = wire::Recorder::Delta;
-    using Entry = wire::Recorder::Entry;
-    using StackFrame = wire::Recorder::StackFrame;
+    using Delta = viewer::Recorder::Delta;
+    using Entry = model::TraceEvent; // the Recorder's entries and the engine's events: one type
+    using StackFrame = viewer::Recorder::StackFrame;
 
     // `initial`: the state when the viewer joined (its segments and blocks, with their stacks; its traces are
     // ignored). `deviceCount`: the job's devices (the agent's Hello); at least those `initial` has. Entries of a
     // device beyond it are dropped and counted. The document's snapshot keeps this state as its segments and
-    // blocks: the replays know every later state (wire::Recorder::snapshot() is the recording as a file).
+    // blocks: the replays know every later state (viewer::Recorder::snapshot() is the recording as a file).
     LiveDocument(QString path, const model::Snapshot& initial, int deviceCount);
     // Continues `previous` after its finish() (a bounded history rotates to a new document): the new join state is
     // its final state; its stack definitions, its address versions and what it still had queued carry over.
@@ -60,11 +60,12 @@ public:
 
     std::shared_ptr<const Document> document() const { return m_document; }
 
-    // Queues a delta of the Recorder (wire::Recorder::takeDelta), in order: its stack definitions (later entries
+    // Queues a delta of the Recorder (viewer::Recorder::takeDelta), in order: its stack definitions (later entries
     // naming an id get its frames, innermost first), its notes (each one end of a named range, e.g. "memscope:
-    // resync after 120 missing records", as record_function's START and END annotations) and its entries. Nothing
-    // is copied: the document holds the delta until its entries are applied. Everything takes effect at the next
-    // flush(), definitions and notes before the entries queued.
+    // resync after 120 missing records", as record_function's START and END annotations), the allocator's settings
+    // (the snapshot's allocator_settings, so that a save holds what `memscope-cli record` writes) and its entries.
+    // Nothing is copied: the document holds the delta until its entries are applied. Everything takes effect at the
+    // next flush(), definitions and notes before the entries queued.
     void append(std::shared_ptr<const Delta> delta);
     // The same for one part of a delta.
     void defineStack(uint64_t agentId, std::vector<StackFrame> frames);

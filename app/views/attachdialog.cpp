@@ -118,7 +118,7 @@ std::vector<FoundEndpoint> discoverEndpoints()
 AgentInfo queryAgent(const QString& endpoint, int timeoutMs)
 {
     struct Hello : client::Listener {
-        void onState(const wire::DecodedState& state, const client::StateChange&) override
+        void onState(const viewer::DecodedState& state, const client::StateChange&) override
         {
             info.answered = true;
             info.devices = state.hello.deviceCount;

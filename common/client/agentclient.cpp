@@ -39,7 +39,7 @@ namespace {
 
 } // namespace
 
-void RecordingListener::onState(const wire::DecodedState& state, const StateChange& change)
+void RecordingListener::onState(const viewer::DecodedState& state, const StateChange& change)
 {
     if (change.kind == StateKind::Initial && m_recorder.setState(state))
         return;
@@ -215,7 +215,7 @@ void AgentClient::trySendRequest(Clock::time_point now)
         return; // rate limit: timers() sends it when the interval is over
     try {
         openDealer();
-        const std::vector<uint8_t> request = wire::encodeRequest(wire::RequestType::State);
+        const std::vector<uint8_t> request = viewer::encodeRequest(wire::RequestType::State);
         // Not connected yet, the DEALER queues it (ZMQ_IMMEDIATE is off) and sends it once the ROUTER is there.
         (void)m_sockets->dealer.send(zmq::buffer(request), zmq::send_flags::dontwait);
     } catch (const zmq::error_t& e) {
@@ -348,7 +348,7 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         }
     }
     if (hasBody && topic == wire::EventsTopic) {
-        const wire::DecodedBatch batch = wire::decodeBatch(body);
+        const viewer::DecodedBatch batch = viewer::decodeBatch(body);
         if (!batch.ok()) {
             // One bad frame (another protocol version, a wrong magic, garbage) costs that frame, not the recording:
             // it is skipped and counted, and the records it held show up as a sequence gap at the next good batch
@@ -358,7 +358,7 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         }
         onBatch(batch.events);
     } else if (hasBody && topic == wire::StacksTopic) {
-        const wire::DecodedStackDef def = wire::decodeStackDef(body);
+        const viewer::DecodedStackDef def = viewer::decodeStackDef(body);
         if (!def.ok()) {
             malformed(1, def.error.toString(m_options.endpoint) + " (skipped)");
             return;
@@ -374,23 +374,23 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         }
     } else if (hasBody && topic == wire::NotesTopic) {
         // Timed, not sequenced: a note needs no state and is never held.
-        const wire::DecodedNotes notes = wire::decodeNotes(body);
+        const viewer::DecodedNotes notes = viewer::decodeNotes(body);
         if (!notes.ok()) {
             malformed(4, notes.error.toString(m_options.endpoint) + " (skipped)");
             return;
         }
-        for (const wire::DecodedNote& note : notes.notes)
+        for (const viewer::DecodedNote& note : notes.notes)
             if (!m_goodbye)
                 m_listener.onNote(note);
     } else if (hasBody && topic == wire::SettingsTopic) {
-        const wire::DecodedSettings settings = wire::decodeSettings(body);
+        const viewer::DecodedSettings settings = viewer::decodeSettings(body);
         if (!settings.ok()) {
             malformed(5, settings.error.toString(m_options.endpoint) + " (skipped)");
             return;
         }
         m_listener.onSettings(settings);
     } else if (hasBody && topic == wire::GoodbyeTopic) {
-        const wire::DecodedGoodbye bye = wire::decodeGoodbye(body);
+        const viewer::DecodedGoodbye bye = viewer::decodeGoodbye(body);
         if (!bye.ok())
             malformed(2, bye.error.toString(m_options.endpoint) + " (taken as a goodbye)");
         if (m_goodbye)
@@ -526,7 +526,7 @@ void AgentClient::releaseHeld()
             continue;
         }
         if (!h.stackDef.empty()) {
-            const wire::DecodedStackDef def = wire::decodeStackDef(h.stackDef);
+            const viewer::DecodedStackDef def = viewer::decodeStackDef(h.stackDef);
             if (def.ok())
                 m_listener.onStackDef(def);
         } else {
@@ -551,7 +551,7 @@ void AgentClient::flush()
     for (const Held& h : held) {
         if (!h.stackDef.empty()) {
             deliver(out);
-            const wire::DecodedStackDef def = wire::decodeStackDef(h.stackDef);
+            const viewer::DecodedStackDef def = viewer::decodeStackDef(h.stackDef);
             if (def.ok())
                 m_listener.onStackDef(def);
             continue;
@@ -602,7 +602,7 @@ void AgentClient::onStateReply(std::span<const uint8_t> frame)
 {
     ++m_stats.states;
     m_requestOutstanding = false;
-    const wire::DecodedState state = wire::decodeState(frame);
+    const viewer::DecodedState state = viewer::decodeState(frame);
     if (!state.ok()) {
         fail(ErrorKind::Incompatible, state.error.toString(m_stateEndpoint));
         return;
@@ -624,7 +624,7 @@ void AgentClient::onStateReply(std::span<const uint8_t> frame)
     } else if (m_goodbye || state.hello.pid != m_pid || last < m_applied) {
         change.kind = StateKind::Restarted;
         change.previousPid = m_pid;
-        change.reason.kind = wire::ResyncReason::Kind::Restart;
+        change.reason.kind = viewer::ResyncReason::Kind::Restart;
     } else if (!m_deliveredSinceFirstState) {
         change.kind = StateKind::Initial; // the slow joiner: nothing applied yet, so the fresher state replaces it
     } else {
@@ -652,7 +652,7 @@ void AgentClient::onStateReply(std::span<const uint8_t> frame)
 // loss, or by resyncInterval passing (resync).
 void AgentClient::settlePending(bool timedOut)
 {
-    const wire::DecodedState state = wire::decodeState(m_pendingState);
+    const viewer::DecodedState state = viewer::decodeState(m_pendingState);
     const HeldCheck c = checkHeld(state.header.lastSequence);
     if (c.complete) {
         m_pendingState.clear();
@@ -665,19 +665,19 @@ void AgentClient::settlePending(bool timedOut)
         return;
     std::vector<uint8_t> frame;
     frame.swap(m_pendingState);
-    const wire::DecodedState decoded = wire::decodeState(frame);
+    const viewer::DecodedState decoded = viewer::decodeState(frame);
     StateChange change;
     change.kind = StateKind::Resync;
     applyState(decoded, change);
 }
 
-void AgentClient::applyState(const wire::DecodedState& state, StateChange change)
+void AgentClient::applyState(const viewer::DecodedState& state, StateChange change)
 {
     const uint64_t last = state.header.lastSequence;
     if (change.kind == StateKind::Resync) {
         const HeldCheck c = checkHeld(last);
         change.reason = c.reason;
-        change.reason.kind = wire::ResyncReason::Kind::Gap;
+        change.reason.kind = viewer::ResyncReason::Kind::Gap;
         change.reason.lost = std::exchange(m_unreportedLost, 0);
         change.reason.timeNs = c.firstAfterNs != 0 ? std::min(c.firstAfterNs, wallClockNs()) : wallClockNs();
     } else if (change.kind == StateKind::Restarted) {

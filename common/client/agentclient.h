@@ -6,7 +6,7 @@
 // - onState: the agent's state. `Initial` for the first one (and, as long as no event has been delivered since,
 //   a fresher one that replaces it: ZeroMQ's slow joiner); `Resync` after a sequence jump or a record with
 //   lost > 0 (the client asked for it itself); `Restarted` when a job answers after a goodbye or silence with
-//   another pid or a lower lastSequence. With a StateChange::reason for wire::Recorder::resync().
+//   another pid or a lower lastSequence. With a StateChange::reason for viewer::Recorder::resync().
 // - onEvents: records, each exactly once, in sequence order, only those newer than the applied state, without
 //   jumps (a record after a jump or with lost > 0 waits, with everything after it, for a fresh state; those newer
 //   than it follow it). Heartbeats included. flush() is the one exception: see there.
@@ -59,7 +59,7 @@ enum class StateKind : uint8_t { Initial, Resync, Restarted };
 
 struct StateChange {
     StateKind kind = StateKind::Initial;
-    wire::ResyncReason reason; // for Resync and Restarted: what went missing, and when
+    viewer::ResyncReason reason; // for Resync and Restarted: what went missing, and when
     uint32_t previousPid = 0; // Restarted: the job before
 };
 
@@ -102,11 +102,11 @@ struct ClientStats {
 class Listener {
 public:
     virtual ~Listener() = default;
-    virtual void onState(const wire::DecodedState& state, const StateChange& change) = 0;
+    virtual void onState(const viewer::DecodedState& state, const StateChange& change) = 0;
     virtual void onEvents(std::span<const wire::EventRecord> events) = 0;
-    virtual void onStackDef(const wire::DecodedStackDef&) { }
-    virtual void onNote(const wire::DecodedNote&) { } // a named scope entered or left (topic "A")
-    virtual void onSettings(const wire::DecodedSettings&) { } // the allocator's settings (topic "C")
+    virtual void onStackDef(const viewer::DecodedStackDef&) { }
+    virtual void onNote(const viewer::DecodedNote&) { } // a named scope entered or left (topic "A")
+    virtual void onSettings(const viewer::DecodedSettings&) { } // the allocator's settings (topic "C")
     // Records the agent dropped (EventRecord::lost) that reach the listener neither on a delivered record nor in
     // a StateChange's reason (flush() at the end of a wait that no state ended). Every loss is reported exactly
     // once over the three.
@@ -117,22 +117,22 @@ public:
     virtual void onError(const ClientError&) { }
 };
 
-// A Listener that records into a wire::Recorder (Initial: setState; Resync and Restarted: resync). Override the
+// A Listener that records into a viewer::Recorder (Initial: setState; Resync and Restarted: resync). Override the
 // other callbacks (calling these ones' base versions is not needed: they only feed the Recorder).
 class RecordingListener : public Listener {
 public:
-    void onState(const wire::DecodedState& state, const StateChange& change) override;
+    void onState(const viewer::DecodedState& state, const StateChange& change) override;
     void onEvents(std::span<const wire::EventRecord> events) override { m_recorder.addEvents(events); }
-    void onStackDef(const wire::DecodedStackDef& def) override { m_recorder.addStackDef(def); }
-    void onNote(const wire::DecodedNote& note) override { m_recorder.addNote(note); }
-    void onSettings(const wire::DecodedSettings& settings) override { m_recorder.setSettings(settings); }
+    void onStackDef(const viewer::DecodedStackDef& def) override { m_recorder.addStackDef(def); }
+    void onNote(const viewer::DecodedNote& note) override { m_recorder.addNote(note); }
+    void onSettings(const viewer::DecodedSettings& settings) override { m_recorder.setSettings(settings); }
     void onGoodbye(const wire::Goodbye& goodbye) override { m_recorder.setGoodbye(goodbye); }
     void onLost(uint64_t records) override { m_recorder.addLost(records); }
-    wire::Recorder& recorder() { return m_recorder; }
-    const wire::Recorder& recorder() const { return m_recorder; }
+    viewer::Recorder& recorder() { return m_recorder; }
+    const viewer::Recorder& recorder() const { return m_recorder; }
 
 private:
-    wire::Recorder m_recorder;
+    viewer::Recorder m_recorder;
 };
 
 class AgentClient {
@@ -151,7 +151,7 @@ public:
     void poll(std::chrono::milliseconds timeout);
     // Delivers the records still held for a state that has not come (a recording ends while resyncing) as they
     // are: after a jump, or after the state they were held for never came. Only records newer than the last
-    // delivered one, in order. A wire::Recorder then applies what fits and counts the rest.
+    // delivered one, in order. A viewer::Recorder then applies what fits and counts the rest.
     void flush();
 
     Link link() const { return m_link; }
@@ -174,7 +174,7 @@ private:
         std::vector<uint8_t> stackDef; // or one stack definition frame
     };
     struct HeldCheck {
-        wire::ResyncReason reason; // gaps, missing and lost among the held records up to the state
+        viewer::ResyncReason reason; // gaps, missing and lost among the held records up to the state
         bool clean = true; // no jump and no loss among them
         bool complete = false; // clean, and every record up to the state is here
         uint64_t firstAfterNs = 0; // the time of the first held record after the state
@@ -195,7 +195,7 @@ private:
     void onBatch(std::span<const wire::EventRecord> events);
     void onStateReply(std::span<const uint8_t> frame);
     void settlePending(bool timedOut);
-    void applyState(const wire::DecodedState& state, StateChange change);
+    void applyState(const viewer::DecodedState& state, StateChange change);
     HeldCheck checkHeld(uint64_t lastSequence) const;
     void account(std::span<const wire::EventRecord> events); // losses, once per record (m_seen)
     // Walks records in order from the applied sequence: delivers contiguous ones, drops stale ones, and on a jump,

@@ -6,8 +6,8 @@
 
 #include "io/schema.h"
 
-#include "model/addressmap.h"
 #include "model/consistency.h"
+#include "model/eventtrace.h"
 
 #include <algorithm>
 #include <cstring>
@@ -308,7 +308,6 @@ private:
     std::vector<StringId> m_keys;
     std::vector<StringId> m_lastLayoutKeys;
     LayoutId m_lastLayout {};
-    std::unordered_map<int64_t, bool> m_streamSeen;
     WarningCollector m_warnings;
 
     // The direct path: its entries, and (in the builder that adopts them) its tables' ids mapped to this snapshot's.
@@ -1043,35 +1042,14 @@ Error Builder::build(NodeId root)
     if (m_direct && !m_direct->allTaken())
         return decline(); // entries of a list that is not the top level's device_traces
 
-    // Address versions and stream numbers exactly as PyTorch's viewer assigns them (torch/utils/viz/MemoryViz.js,
-    // annotate_snapshot): one version counter per block address and one per segment address, shared by all devices,
-    // walked over every device's trace in order and then the final segments. A free_completed (segment_free,
-    // segment_unmap) takes the current version and then moves it on, so an alloc and its frees share a version and
-    // the next use of the address gets the next one. Raw stream 0 is always stream 0; others count from 1 in order
-    // of first appearance.
-    AddressMap blockVersions(1024), segmentVersions(64);
-    auto version = [](AddressMap& space, DeviceAddr addr, bool increment) {
-        const uint32_t current = space.find(addr);
-        const uint32_t v = current == AddressMap::None ? 0 : current;
-        if (current == AddressMap::None)
-            space.insert(addr, increment ? 1 : 0);
-        else if (increment)
-            space.assign(addr, v + 1);
-        return v;
-    };
+    // Address versions and stream numbers by the one rule every path uses (model::TraceNumbering, after
+    // torch/utils/viz/MemoryViz.js annotate_snapshot): every device's trace in order, then the final segments.
+    model::TraceNumbering numbering;
     m_s.streams.push_back(0);
-    m_streamSeen.emplace(0, true);
-    // Once per entry: most entries are on the stream of the entry before, and emplace() makes (and frees) a node
-    // even for a key it has (callgrind on big_trace: a tenth of a load).
-    int64_t lastStream = 0;
+    numbering.addStream(0);
     auto seeStream = [&](int64_t stream) {
-        if (stream == lastStream)
-            return;
-        lastStream = stream;
-        if (m_streamSeen.find(stream) == m_streamSeen.end()) {
-            m_streamSeen.emplace(stream, true);
+        if (numbering.addStream(stream))
             m_s.streams.push_back(stream);
-        }
     };
     for (size_t device = 0; device < m_s.deviceTraces.size(); ++device) {
         auto& trace = m_s.deviceTraces[device];
@@ -1084,23 +1062,14 @@ Error Builder::build(NodeId root)
             // own over a large trace was a few percent of the load: its entries had left the cache).
             model::checkTraceEntry(m_s, e, device, j, m_warnings);
             seeStream(e.stream);
-            switch (e.action) {
-            case model::Action::FreeCompleted: e.version = version(blockVersions, e.addr, true); break;
-            case model::Action::FreeRequested:
-            case model::Action::Alloc: e.version = version(blockVersions, e.addr, false); break;
-            case model::Action::SegmentFree:
-            case model::Action::SegmentUnmap: e.version = version(segmentVersions, e.addr, true); break;
-            case model::Action::SegmentAlloc:
-            case model::Action::SegmentMap: e.version = version(segmentVersions, e.addr, false); break;
-            default: break;
-            }
+            e.version = numbering.version(e.action, e.addr);
         }
     }
     for (Segment& seg : m_s.segments) {
         seeStream(seg.stream);
-        seg.version = version(segmentVersions, seg.address, false);
+        seg.version = numbering.segmentVersion(seg.address);
         for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi)
-            m_s.blocks[bi].version = version(blockVersions, m_s.blocks[bi].address, false);
+            m_s.blocks[bi].version = numbering.blockVersion(m_s.blocks[bi].address);
     }
     m_warnings.appendTo(m_s.warnings);
     return {};

@@ -7,54 +7,6 @@
 
 namespace memscope::model {
 
-namespace {
-
-    // Whether [address, address + size) overlaps nothing in `map` (keys: start addresses; values with a size).
-    template <class Map> bool isFree(const Map& map, uint64_t address, uint64_t size)
-    {
-        if (size == 0 || address + size < address)
-            return false;
-        auto next = map.lower_bound(address);
-        if (next != map.end() && next->first < address + size)
-            return false;
-        if (next != map.begin()) {
-            auto prev = std::prev(next);
-            if (prev->first + prev->second.size > address)
-                return false;
-        }
-        return true;
-    }
-
-} // namespace
-
-uint32_t TraceNumbering::take(std::unordered_map<int64_t, uint32_t>& space, int64_t address, bool advance)
-{
-    auto [it, inserted] = space.emplace(address, 0);
-    const uint32_t v = it->second;
-    if (advance)
-        ++it->second;
-    return v;
-}
-
-uint32_t TraceNumbering::version(Action action, int64_t address)
-{
-    switch (action) {
-    case Action::FreeCompleted:
-        return take(m_blocks, address, true);
-    case Action::Alloc:
-    case Action::FreeRequested:
-        return take(m_blocks, address, false);
-    case Action::SegmentFree:
-    case Action::SegmentUnmap:
-        return take(m_segments, address, true);
-    case Action::SegmentAlloc:
-    case Action::SegmentMap:
-        return take(m_segments, address, false);
-    default:
-        return 0;
-    }
-}
-
 EventTrace::Device EventTrace::deviceOf(const ReplayState& state, uint64_t stackBase)
 {
     auto key = [stackBase](StackId id) { return raw(id) == 0 ? 0 : stackBase | raw(id); };
@@ -107,7 +59,7 @@ bool EventTrace::apply(TraceEvent& e)
     switch (e.action) {
     case Action::Alloc: {
         auto [base, seg] = segmentAt(d, e.addr, e.blockSize);
-        if (!seg || !isFree(seg->blocks, e.addr, e.blockSize))
+        if (!seg || !rangeIsFree(seg->blocks, e.addr, e.blockSize))
             return false;
         seg->blocks.emplace(e.addr, Block { e.blockSize, e.size, 1, e.stack });
         device(d).free.take(DeviceAddr(e.addr), DeviceAddr(e.addr + e.blockSize));
@@ -140,7 +92,7 @@ bool EventTrace::apply(TraceEvent& e)
     case Action::SegmentMap: {
         Device& dev = device(d);
         auto& segments = dev.segments;
-        if (!isFree(segments, e.addr, e.size))
+        if (!rangeIsFree(segments, e.addr, e.size))
             return false;
         auto next = segments.lower_bound(e.addr);
         auto prev = next == segments.begin() ? segments.end() : std::prev(next);
@@ -256,7 +208,7 @@ void EventTrace::unmapFree(Device& dev, uint64_t address, uint64_t size)
         dev.free.unmapped().forget(around.start, around.end);
 }
 
-void EventTrace::resync(std::vector<Device> target, const Resync& how, std::vector<TraceEvent>& out)
+void EventTrace::resync(Devices target, const Resync& how, std::vector<TraceEvent>& out)
 {
     const bool restart = how.restart;
     uint64_t entryUs = how.timeUs;

@@ -6,18 +6,21 @@
 // as PyTorch's viewer does (TraceNumbering: address versions and stream numbers).
 //
 // Events are TraceEvents: PyTorch's trace fields as an agent sends them (unsigned 64-bit), plus what a live source
-// knows beyond them (the block's bytes, the segment's pool), with stack ids that are the source's own (0: none).
-// wire::Recorder::Entry has the same fields in the same order, so that the Recorder can take this type as its own.
-// Plain C++, no Qt; not thread-safe: one owner.
+// knows beyond them (the block's bytes, the segment's pool), with stack ids that are the source's own (0: none):
+// one type from the Recorder (its trace entries and deltas, common/viewer) to the live document. Users: the Recorder
+// (events applied, resyncs and restarts), the live document (the bridge to an earlier file, the numbering) and io's
+// builder (the numbering of a file read). Plain C++, no Qt; not thread-safe: one owner.
 #pragma once
 
+#include "model/addressmap.h"
 #include "model/freeblocks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
 
 #include <cstdint>
+#include <iterator>
 #include <map>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace memscope::model {
@@ -40,19 +43,74 @@ struct TraceEvent {
 class TraceNumbering {
 public:
     // The version of `action` at `address` (and the counter moved on after a free_completed, segment_free or
-    // segment_unmap); 0 for actions without one.
-    uint32_t version(Action action, int64_t address);
+    // segment_unmap); 0 for actions without one. Called once per trace entry on every load of a file: a flat map
+    // (model/addressmap.h), no allocation per entry.
+    uint32_t version(Action action, DeviceAddr address)
+    {
+        switch (action) {
+        case Action::FreeCompleted:
+            return take(m_blocks, address, true);
+        case Action::Alloc:
+        case Action::FreeRequested:
+            return take(m_blocks, address, false);
+        case Action::SegmentFree:
+        case Action::SegmentUnmap:
+            return take(m_segments, address, true);
+        case Action::SegmentAlloc:
+        case Action::SegmentMap:
+            return take(m_segments, address, false);
+        default:
+            return 0;
+        }
+    }
     // The current version of a final block or segment (nothing moves on).
-    uint32_t blockVersion(int64_t address) { return take(m_blocks, address, false); }
-    uint32_t segmentVersion(int64_t address) { return take(m_segments, address, false); }
-    // True the first time `stream` is seen (the caller appends it to Snapshot::streams).
-    bool addStream(int64_t stream) { return m_streams.emplace(stream, true).second; }
+    uint32_t blockVersion(DeviceAddr address) { return take(m_blocks, address, false); }
+    uint32_t segmentVersion(DeviceAddr address) { return take(m_segments, address, false); }
+    // True the first time `stream` is seen (the caller appends it to Snapshot::streams). Most entries are on the
+    // stream of the entry before, which costs one comparison.
+    bool addStream(int64_t stream)
+    {
+        if (m_anyStream && stream == m_lastStream)
+            return false;
+        m_anyStream = true;
+        m_lastStream = stream;
+        return m_streams.insert(stream).second;
+    }
 
 private:
-    static uint32_t take(std::unordered_map<int64_t, uint32_t>& space, int64_t address, bool advance);
-    std::unordered_map<int64_t, uint32_t> m_blocks, m_segments;
-    std::unordered_map<int64_t, bool> m_streams;
+    static uint32_t take(AddressMap& space, DeviceAddr address, bool advance)
+    {
+        const uint32_t current = space.find(address);
+        if (current == AddressMap::None) {
+            space.insert(address, advance ? 1 : 0);
+            return 0;
+        }
+        if (advance)
+            space.assign(address, current + 1);
+        return current;
+    }
+    AddressMap m_blocks { 1024 }, m_segments { 64 };
+    std::unordered_set<int64_t> m_streams;
+    int64_t m_lastStream = 0;
+    bool m_anyStream = false;
 };
+
+// Whether [address, address + size) overlaps nothing in `map` (keys: start addresses; values with a `size`) and
+// does not wrap around the address space.
+template <class Map> bool rangeIsFree(const Map& map, uint64_t address, uint64_t size)
+{
+    if (size == 0 || address + size < address)
+        return false;
+    auto next = map.lower_bound(address);
+    if (next != map.end() && next->first < address + size)
+        return false;
+    if (next != map.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second.size > address)
+            return false;
+    }
+    return true;
+}
 
 class EventTrace {
 public:
@@ -77,6 +135,7 @@ public:
         std::map<uint64_t, Segment> segments; // by address
         FreeBlocks free; // the inactive blocks, with the requests PyTorch leaves on them
     };
+    using Devices = std::vector<Device>; // by device index
     // PyTorch's small pool has 2 MiB segments (CUDACachingAllocator.cpp, kSmallBuffer).
     static constexpr uint64_t SmallSegmentSize = uint64_t(2) << 20;
 
@@ -84,9 +143,9 @@ public:
     // where it does not), stack ids as `stackBase | id` (0 stays 0). Its unmapped space is not known.
     static Device deviceOf(const ReplayState& state, uint64_t stackBase = 0);
 
-    const std::vector<Device>& devices() const { return m_devices; }
+    const Devices& devices() const { return m_devices; }
     // Replaces the state (e.g. an agent's state reply, or a replay's state by device).
-    void setState(std::vector<Device> devices) { m_devices = std::move(devices); }
+    void setState(Devices devices) { m_devices = std::move(devices); }
 
     // Applies `e` to the state; false (and the state unchanged) when it does not fit. `e.size` becomes what
     // PyTorch's trace records as the entry's size (CUDACachingAllocator.cpp, record_trace calls): the request for
@@ -116,14 +175,14 @@ public:
     // free_completed of the whole block with that request (free_block leaves it on the block). A block whose only
     // change is allocated -> pending free gets a free_requested. The state becomes `target`, with the free blocks
     // (and unmapped space) as the events leave them and the stacks of segments that stayed.
-    void resync(std::vector<Device> target, const Resync& how, std::vector<TraceEvent>& out);
+    void resync(Devices target, const Resync& how, std::vector<TraceEvent>& out);
 
 private:
     Device& device(uint8_t d);
     std::pair<uint64_t, Segment*> segmentAt(uint8_t d, uint64_t address, uint64_t size);
     void unmapFree(Device& dev, uint64_t address, uint64_t size);
 
-    std::vector<Device> m_devices;
+    Devices m_devices;
 };
 
 } // namespace memscope::model

@@ -2,7 +2,7 @@
 // by the rules c10/cuda/CUDACachingAllocator.cpp applies to its Block objects when they are split and merged. A
 // snapshot's inactive block carries the `requested_size` of the Block object behind it, which is whatever the last
 // user of that object asked for; these rules say which object survives each step, so an engine that sees every
-// allocator event from a known state on (wire::Recorder, model::ReplayExtender) knows every free block's request,
+// allocator event from a known state on (viewer::Recorder, model::ReplayExtender) knows every free block's request,
 // stale ones included, exactly as the job's own snapshot shows it. The expandable segments' unmapped address space
 // is kept too (UnmappedSpace, with the request its Block object carries), because mapping it again brings that
 // request back.

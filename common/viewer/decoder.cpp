@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace memscope::wire {
+namespace memscope::viewer {
 
 namespace {
 
@@ -740,4 +740,4 @@ std::vector<uint8_t> encodeSettings(std::string_view text)
     return out;
 }
 
-} // namespace memscope::wire
+} // namespace memscope::viewer

@@ -3,8 +3,8 @@
 // reason and the byte offset. Decoders accept any byte sequence without crashing, reading past the end or
 // allocating in proportion to a count they were sent; they check every length against the frame before use.
 // The viewers' side of the protocol (common/viewer: the agent only encodes, with its own code): memscope-viewer,
-// which the ZeroMQ client, the tests and the fuzzers link; the names stay the protocol's (namespace wire). Pure
-// functions, no ZeroMQ; any thread (they share nothing).
+// which the ZeroMQ client, the tests and the fuzzers link; namespace viewer, speaking the protocol's records (wire).
+// Pure functions, no ZeroMQ; any thread (they share nothing).
 #pragma once
 
 #include "wire/protocol.h"
@@ -16,7 +16,10 @@
 #include <string_view>
 #include <vector>
 
-namespace memscope::wire {
+namespace memscope::viewer {
+
+// The protocol's records and constants (wire/protocol.h) are what every decoder takes and returns.
+using namespace memscope::wire;
 
 // The highest device index a decoder accepts (records carry it in a byte); a larger one means a corrupt record.
 // No CUDA host has more devices than this in one process.
@@ -163,4 +166,4 @@ std::vector<uint8_t> encodeSettings(std::string_view text);
 // A Hello with magic and version set and the given host and agent version (truncated to fit, NUL-terminated).
 Hello makeHello(uint32_t pid, uint16_t deviceCount, std::string_view host, std::string_view agentVersion);
 
-} // namespace memscope::wire
+} // namespace memscope::viewer

@@ -1,20 +1,16 @@
-// Recorder (recorder.h): the allocator's state as maps of segments and active blocks per device plus its free
-// blocks (model::FreeBlocks), events applied in sequence order, and the snapshot made from them in the shape
-// PyTorch's torch.cuda.memory._snapshot() has. One thread (the Recorder's owner) calls it.
+// Recorder (recorder.h): a state reply loaded into model::EventTrace, events applied to it in sequence order, and
+// the snapshot made from them in the shape PyTorch's torch.cuda.memory._snapshot() has. One thread (the Recorder's
+// owner) calls it.
 #include "viewer/recorder.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <unordered_map>
+#include <utility>
 
-namespace memscope::wire {
+namespace memscope::viewer {
 
 namespace {
-
-    // PyTorch's small pool allocates 2 MiB segments (c10/cuda/CUDACachingAllocator.cpp: kSmallBuffer) and the large
-    // pool never does (requests below kMinLargeAlloc get kLargeBuffer = 20 MiB), so a 2 MiB segment is a small one.
-    constexpr uint64_t SmallSegmentSize = 2 << 20;
 
     model::Action actionOf(EventType type)
     {
@@ -42,49 +38,14 @@ namespace {
         return model::Action::Unknown;
     }
 
-    // True when [address, address + size) overlaps no entry of `map` (address -> object with a `size`), and does not
-    // wrap around the address space.
-    template <class Map> bool isFree(const Map& map, uint64_t address, uint64_t size)
-    {
-        if (size == 0 || address + size < address)
-            return false;
-        auto next = map.lower_bound(address);
-        if (next != map.end() && next->first < address + size)
-            return false;
-        if (next != map.begin()) {
-            auto prev = std::prev(next);
-            if (prev->first + prev->second.size > address)
-                return false;
-        }
-        return true;
-    }
-
 } // namespace
 
-Recorder::Device& Recorder::device(uint8_t d)
+model::EventTrace::Devices Recorder::loadState(const DecodedState& state)
 {
-    if (d >= m_devices.size())
-        m_devices.resize(size_t(d) + 1);
-    return m_devices[d];
-}
-
-std::pair<uint64_t, Recorder::Segment*> Recorder::segmentAt(uint8_t d, uint64_t address, uint64_t size)
-{
-    auto& segments = device(d).segments;
-    auto it = segments.upper_bound(address);
-    if (it == segments.begin())
-        return { 0, nullptr };
-    --it;
-    const uint64_t begin = it->first, end = it->first + it->second.size;
-    if (address < begin || address >= end || size > end - address)
-        return { 0, nullptr };
-    return { begin, &it->second };
-}
-
-std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
-{
-    std::vector<Device> devices;
-    auto deviceOf = [&](uint8_t d) -> Device& {
+    using Segment = model::EventTrace::Segment;
+    using Block = model::EventTrace::Block;
+    model::EventTrace::Devices devices;
+    auto deviceOf = [&](uint8_t d) -> model::EventTrace::Device& {
         if (d >= devices.size())
             devices.resize(size_t(d) + 1);
         return devices[d];
@@ -101,7 +62,7 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
         s.poolSecond = r.poolSecond;
         s.isExpandable = r.isExpandable != 0;
         s.isSmall = r.isSmall != 0;
-        if (isFree(deviceOf(r.device).segments, r.address, r.size))
+        if (model::rangeIsFree(deviceOf(r.device).segments, r.address, r.size))
             deviceOf(r.device).segments.emplace(uint64_t(r.address), std::move(s));
         else
             misfit();
@@ -126,7 +87,7 @@ std::vector<Recorder::Device> Recorder::loadState(const DecodedState& state)
             if (address < it->first + it->second.size && size <= it->first + it->second.size - address)
                 seg = &it->second;
         }
-        if (seg && isFree(seg->blocks, address, size))
+        if (seg && model::rangeIsFree(seg->blocks, address, size))
             seg->blocks.emplace(address, Block { size, r.requestedSize, r.state, stackKey(r.stackId) });
         else
             misfit();
@@ -178,8 +139,8 @@ bool Recorder::setState(const DecodedState& state)
     m_stats.joinedAfter = state.header.lastSequence;
     m_entries.clear();
     m_deltaEntries = 0;
-    m_devices = loadState(state);
-    m_joinDevices = m_devices;
+    m_trace.setState(loadState(state));
+    m_joinDevices = m_trace.devices();
     drain();
     return true;
 }
@@ -205,148 +166,19 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
     const size_t entriesBefore = m_entries.size();
     if (restart)
         ++m_epoch; // the new job's stack ids are its own (stackKey)
-    std::vector<Device> target = loadState(fresh);
-
+    model::EventTrace::Devices target = loadState(fresh);
+    const size_t devices = std::max(m_trace.devices().size(), target.size());
     // A restarted job is another allocator: everything the old one held goes, at the moment it was last heard
     // of (its memory drops to zero where it died, not when the new run was first heard), and the new run's state
-    // comes at its own time. Nothing is "kept" across a restart, even at the same addresses.
-    uint64_t entryUs = timeUs;
-    auto emit = [&](model::Action action, size_t d, uint64_t addr, uint64_t size, uint64_t stream, uint64_t stack) {
-        m_entries.push_back(Entry { action, uint8_t(d), addr, size, stream, entryUs, stack });
-    };
-    auto sameSegment = [](const Segment& a, const Segment& b) {
-        return a.size == b.size && a.isExpandable == b.isExpandable && a.stream == b.stream
-            && a.poolFirst == b.poolFirst && a.poolSecond == b.poolSecond;
-    };
-    auto sameBlock = [](const Block& a, const Block& b) {
-        return a.size == b.size && a.requestedSize == b.requestedSize && a.stack == b.stack;
-    };
-    const Device none;
-    const size_t devices = std::max(m_devices.size(), target.size());
-    for (size_t d = 0; d < devices; ++d) {
-        const Device& fromDevice = d < m_devices.size() ? m_devices[d] : none;
-        const Device& toDevice = d < target.size() ? target[d] : none;
-        const auto& from = fromDevice.segments;
-        const auto& to = toDevice.segments;
-        // The free blocks the synthetic entries leave, as anything applying PyTorch's rules to them derives them
-        // (a Replay of the recording, a live view's): they start as the Recorder's and follow every entry below.
-        model::FreeBlocks sim = fromDevice.free;
-        using model::DeviceAddr;
-        // The mapped ranges while the removals go on (for what an unmap releases, as unmapFree decides it).
-        std::map<uint64_t, uint64_t> mapped; // address -> end
-        for (const auto& [address, seg] : from)
-            if (seg.isExpandable)
-                mapped.emplace(address, address + seg.size);
-        auto unmap = [&](uint64_t address, uint64_t end) {
-            mapped.erase(address);
-            sim.unmap(DeviceAddr(address), DeviceAddr(end));
-            const model::UnmappedSpace::Range around = sim.unmapped().around(DeviceAddr(address));
-            auto before = mapped.lower_bound(uint64_t(around.start));
-            const bool left = before != mapped.begin() && std::prev(before)->second == uint64_t(around.start);
-            if (around.start < around.end && !left && !mapped.count(uint64_t(around.end)))
-                sim.unmapped().forget(around.start, around.end);
-        };
-        // Removals first, so that whatever replaces a block or segment finds its range free. A block that is
-        // still allocated gets a free_requested before its free_completed, as PyTorch records every free (and a
-        // Replay warns about a free_completed whose alloc has no free_requested).
-        entryUs = restart ? startUs : timeUs;
-        for (const auto& [address, seg] : from) {
-            auto kept = to.find(address);
-            const bool segmentKept = !restart && kept != to.end() && sameSegment(seg, kept->second);
-            for (const auto& [addr, block] : seg.blocks) {
-                if (segmentKept) {
-                    auto now = kept->second.blocks.find(addr);
-                    if (now != kept->second.blocks.end() && sameBlock(block, now->second)) {
-                        if (block.state == now->second.state)
-                            continue;
-                        if (block.state == 1 && now->second.state == 2) {
-                            emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
-                            continue;
-                        }
-                    }
-                }
-                if (block.state == 1)
-                    emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
-                emit(model::Action::FreeCompleted, d, addr, block.requestedSize, seg.stream, block.stack);
-                sim.release(DeviceAddr(addr), DeviceAddr(addr + block.size), model::ByteCount(block.requestedSize),
-                            addr > address, addr + block.size < address + seg.size);
-            }
-            if (!segmentKept) {
-                emit(seg.isExpandable ? model::Action::SegmentUnmap : model::Action::SegmentFree, d, address, seg.size,
-                     seg.stream, seg.stack);
-                if (seg.isExpandable)
-                    unmap(address, address + seg.size);
-                else
-                    sim.erase(DeviceAddr(address), DeviceAddr(address + seg.size));
-            }
-        }
-        // Then what is new: segments, then their blocks.
-        entryUs = timeUs;
-        for (const auto& [address, seg] : to) {
-            auto was = from.find(address);
-            if (restart || was == from.end() || !sameSegment(was->second, seg)) {
-                emit(seg.isExpandable ? model::Action::SegmentMap : model::Action::SegmentAlloc, d, address, seg.size,
-                     seg.stream, seg.stack);
-                m_entries.back().poolFirst = seg.poolFirst;
-                m_entries.back().poolSecond = seg.poolSecond;
-                // (A new mapped range never joins another: one it would join would be part of this segment.)
-                if (seg.isExpandable)
-                    sim.map(DeviceAddr(address), DeviceAddr(address + seg.size), false, false);
-                else
-                    sim.release(DeviceAddr(address), DeviceAddr(address + seg.size), 0, false, false);
-            }
-        }
-        for (const auto& [address, seg] : to) {
-            auto was = from.find(address);
-            const bool segmentKept = !restart && was != from.end() && sameSegment(was->second, seg);
-            for (const auto& [addr, block] : seg.blocks) {
-                if (segmentKept) {
-                    auto before = was->second.blocks.find(addr);
-                    if (before != was->second.blocks.end() && sameBlock(before->second, block)
-                        && (before->second.state == block.state || (before->second.state == 1 && block.state == 2)))
-                        continue; // kept (its free_requested, if any, is above)
-                }
-                emit(model::Action::Alloc, d, addr, block.requestedSize, seg.stream, block.stack);
-                m_entries.back().blockSize = block.size;
-                sim.take(DeviceAddr(addr), DeviceAddr(addr + block.size));
-                if (block.state == 2)
-                    emit(model::Action::FreeRequested, d, addr, block.requestedSize, seg.stream, block.stack);
-            }
-        }
-        // Last, the stale requests: a free block whose request the entries above do not leave as the fresh state
-        // shows it is handed out and freed again with that request (free_block leaves it on the block; its
-        // neighbours are in use or other segments, so it merges with nothing).
-        const auto& wanted = toDevice.free.blocks();
-        for (const auto& [start, block] : wanted) {
-            const model::FreeBlocks::Block* now = sim.at(start);
-            if (now && now->end == block.end && now->requested == block.requested)
-                continue;
-            auto seg = to.upper_bound(uint64_t(start));
-            if (seg == to.begin())
-                continue;
-            --seg;
-            const uint64_t addr = uint64_t(start), size = uint64_t(block.end - start);
-            emit(model::Action::Alloc, d, addr, uint64_t(block.requested), seg->second.stream, 0);
-            m_entries.back().blockSize = size;
-            emit(model::Action::FreeRequested, d, addr, uint64_t(block.requested), seg->second.stream, 0);
-            emit(model::Action::FreeCompleted, d, addr, uint64_t(block.requested), seg->second.stream, 0);
-            sim.take(start, block.end);
-            sim.release(start, block.end, block.requested, addr > seg->first,
-                        addr + size < seg->first + seg->second.size);
-        }
-        // The free blocks are now the fresh state's; what the Recorder keeps is what the entries leave (the same,
-        // with what they leave of the unmapped space), so that it goes on exactly as a Replay of its trace would.
-        if (d < target.size())
-            target[d].free = std::move(sim);
-    }
-
-    // Segments keep their own stack key; carry over those of segments that stayed (the state reply has none).
-    for (size_t d = 0; !restart && d < target.size() && d < m_devices.size(); ++d)
-        for (auto& [address, seg] : target[d].segments) {
-            auto was = m_devices[d].segments.find(address);
-            if (was != m_devices[d].segments.end() && sameSegment(was->second, seg))
-                seg.stack = was->second.stack;
-        }
+    // comes at its own time. Stack keys compare (both states use stackKey()), and the Recorder followed every
+    // event it applied, so its unmapped space is known.
+    model::EventTrace::Resync how;
+    how.restart = restart;
+    how.startUs = startUs;
+    how.timeUs = timeUs;
+    how.compareStacks = true;
+    how.unmappedKnown = true;
+    m_trace.resync(std::move(target), how, m_entries);
 
     const std::string name = restart
         ? "memscope: job restarted (pid " + std::to_string(fresh.hello.pid) + ", was " + std::to_string(previousPid)
@@ -358,7 +190,6 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
         m_notes.push_back(Note { model::Annotation::Stage::End, int32_t(d), timeUs, name });
     }
 
-    m_devices = std::move(target);
     m_hello = fresh.hello;
     m_lastSequence = fresh.header.lastSequence;
     m_lastTimeNs = std::max(m_lastTimeNs, timeUs * 1000);
@@ -441,184 +272,26 @@ void Recorder::apply(const EventRecord& e)
         ++m_stats.heartbeats;
         return;
     }
-    uint64_t traceSize = e.size;
-    if (!applyToState(e, traceSize)) {
+    // The engine's event: for an alloc, the request as the trace's size and the wire size as the block's bytes.
+    const bool alloc = e.type == uint8_t(EventType::Alloc);
+    Entry ev { actionOf(EventType(e.type)),
+               e.device,
+               e.address,
+               alloc ? uint64_t(e.requestedSize) : uint64_t(e.size),
+               e.stream,
+               e.timeNs / 1000,
+               stackKey(e.stackId) };
+    if (alloc)
+        ev.blockSize = e.size;
+    ev.poolFirst = e.poolFirst;
+    ev.poolSecond = e.poolSecond;
+    if (!m_trace.apply(ev)) {
         ++m_stats.inconsistent;
         ++m_stats.unsynced;
         return;
     }
     ++m_stats.applied;
-    m_entries.push_back(Entry { actionOf(EventType(e.type)), e.device, e.address, traceSize, e.stream, e.timeNs / 1000,
-                                stackKey(e.stackId) });
-    Entry& added = m_entries.back();
-    if (e.type == uint8_t(EventType::Alloc))
-        added.blockSize = e.size;
-    added.poolFirst = e.poolFirst;
-    added.poolSecond = e.poolSecond;
-}
-
-// Applies one event to the state; false (state unchanged) when it does not fit. `traceSize` is set to what
-// PyTorch's trace records as the entry's size (CUDACachingAllocator.cpp, record_trace calls): the requested size
-// for alloc, free_requested and free_completed; the segment size for segment actions; the request for oom.
-bool Recorder::applyToState(const EventRecord& e, uint64_t& traceSize)
-{
-    const uint8_t d = e.device;
-    using model::ByteCount;
-    using model::DeviceAddr;
-    switch (EventType(e.type)) {
-    case EventType::Alloc: {
-        auto [base, seg] = segmentAt(d, e.address, e.size);
-        if (!seg || !isFree(seg->blocks, e.address, e.size))
-            return false;
-        seg->blocks.emplace(uint64_t(e.address), Block { e.size, e.requestedSize, 1, stackKey(e.stackId) });
-        device(d).free.take(DeviceAddr(e.address), DeviceAddr(e.address + e.size));
-        traceSize = e.requestedSize;
-        return true;
-    }
-    case EventType::FreeRequested:
-    case EventType::FreeCompleted: {
-        auto [base, seg] = segmentAt(d, e.address, 1);
-        if (!seg)
-            return false;
-        auto it = seg->blocks.find(e.address);
-        if (it == seg->blocks.end())
-            return false;
-        traceSize = it->second.requestedSize;
-        if (EventType(e.type) == EventType::FreeRequested) {
-            if (it->second.state != 1)
-                return false;
-            it->second.state = 2;
-        } else {
-            // free_block: the block keeps its request and absorbs the free blocks beside it in its segment.
-            const uint64_t end = e.address + it->second.size;
-            device(d).free.release(DeviceAddr(e.address), DeviceAddr(end), ByteCount(it->second.requestedSize),
-                                   e.address > base, end < base + seg->size);
-            seg->blocks.erase(it);
-        }
-        return true;
-    }
-    case EventType::SegmentAlloc:
-    case EventType::SegmentMap: {
-        Device& dev = device(d);
-        auto& segments = dev.segments;
-        if (!isFree(segments, e.address, e.size))
-            return false;
-        auto next = segments.lower_bound(e.address);
-        auto prev = next == segments.begin() ? segments.end() : std::prev(next);
-        Segment s;
-        s.size = e.size;
-        s.stream = e.stream;
-        s.poolFirst = e.poolFirst;
-        s.poolSecond = e.poolSecond;
-        s.isExpandable = EventType(e.type) == EventType::SegmentMap;
-        s.isSmall = !s.isExpandable && e.size == SmallSegmentSize;
-        s.stack = stackKey(e.stackId);
-        traceSize = e.size;
-        if (!s.isExpandable) {
-            segments.emplace(uint64_t(e.address), std::move(s));
-            dev.free.release(DeviceAddr(e.address), DeviceAddr(e.address + e.size), 0, false, false);
-            return true;
-        }
-        // PyTorch reports one segment per contiguous mapped range of an expandable segment (CUDACachingAllocator.cpp
-        // snapshot()), so a mapping joins the mapped neighbours of its stream and pool.
-        auto joins = [&](const Segment& other) {
-            return other.isExpandable && other.stream == s.stream && other.poolFirst == s.poolFirst
-                && other.poolSecond == s.poolSecond;
-        };
-        uint64_t address = e.address;
-        const bool joinLeft
-            = prev != segments.end() && prev->first + prev->second.size == e.address && joins(prev->second);
-        const bool joinRight = next != segments.end() && next->first == e.address + e.size && joins(next->second);
-        if (joinLeft) {
-            address = prev->first;
-            prev->second.size += s.size;
-        } else {
-            segments.emplace(uint64_t(e.address), s);
-        }
-        Segment& merged = segments[address];
-        if (joinRight) {
-            merged.size += next->second.size;
-            merged.blocks.merge(next->second.blocks);
-            segments.erase(next);
-        }
-        dev.free.map(DeviceAddr(e.address), DeviceAddr(e.address + e.size), joinLeft, joinRight);
-        return true;
-    }
-    case EventType::SegmentFree: {
-        Device& dev = device(d);
-        auto it = dev.segments.find(e.address);
-        if (it == dev.segments.end() || !it->second.blocks.empty())
-            return false;
-        traceSize = it->second.size;
-        dev.free.erase(DeviceAddr(e.address), DeviceAddr(e.address + it->second.size));
-        dev.segments.erase(it);
-        return true;
-    }
-    case EventType::SegmentUnmap: {
-        Device& dev = device(d);
-        auto [base, seg] = segmentAt(d, e.address, e.size);
-        if (!seg || e.size == 0 || !seg->isExpandable)
-            return false;
-        for (const auto& [addr, b] : seg->blocks)
-            if (addr < e.address + e.size && addr + b.size > e.address)
-                return false; // an active block in the range: PyTorch unmaps free pages only
-        auto it = dev.segments.find(base);
-        const uint64_t begin = it->first, end = it->first + it->second.size;
-        Segment whole = std::move(it->second);
-        dev.segments.erase(it);
-        if (e.address > begin) {
-            Segment left = whole;
-            left.size = e.address - begin;
-            left.blocks.clear();
-            for (const auto& [addr, b] : whole.blocks)
-                if (addr < e.address)
-                    left.blocks.emplace(addr, b);
-            dev.segments.emplace(begin, std::move(left));
-        }
-        if (e.address + e.size < end) {
-            Segment right = whole;
-            right.size = end - (e.address + e.size);
-            right.blocks.clear();
-            for (const auto& [addr, b] : whole.blocks)
-                if (addr >= e.address + e.size)
-                    right.blocks.emplace(addr, b);
-            dev.segments.emplace(e.address + e.size, std::move(right));
-        }
-        unmapFree(dev, e.address, e.size);
-        traceSize = e.size;
-        return true;
-    }
-    case EventType::Oom:
-        return true; // address = free device bytes, size = the request: no state change
-    case EventType::Heartbeat:
-    case EventType::Count:
-        break;
-    }
-    return false;
-}
-
-// The free blocks of `dev` after [address, address + size) was unmapped (unmap_block), its segments already split.
-// An expandable segment left with nothing mapped beside the unmapped space is released with it
-// (CUDACachingAllocator.cpp release_blocks: an unmapped block with no prev and no next), and so is its address
-// space: a segment mapped there later starts from new Blocks.
-void Recorder::unmapFree(Device& dev, uint64_t address, uint64_t size)
-{
-    dev.free.unmap(model::DeviceAddr(address), model::DeviceAddr(address + size));
-    const model::UnmappedSpace::Range around = dev.free.unmapped().around(model::DeviceAddr(address));
-    if (around.start >= around.end)
-        return;
-    auto mapped = [&](uint64_t at, bool endsThere) {
-        auto it = dev.segments.lower_bound(at);
-        if (endsThere) {
-            if (it == dev.segments.begin())
-                return false;
-            --it;
-            return it->second.isExpandable && it->first + it->second.size == at;
-        }
-        return it != dev.segments.end() && it->first == at && it->second.isExpandable;
-    };
-    if (!mapped(uint64_t(around.start), true) && !mapped(uint64_t(around.end), false))
-        dev.free.unmapped().forget(around.start, around.end);
+    m_entries.push_back(ev);
 }
 
 void Recorder::addNote(const DecodedNote& note)
@@ -669,16 +342,17 @@ void Recorder::setSettings(const DecodedSettings& settings)
         dict.entries.emplace_back(s.key, std::move(v));
     }
     m_settings = std::move(dict);
+    m_newSettings = true;
 }
 
-model::Snapshot Recorder::snapshot() const { return build(m_devices, m_entries.size(), m_notes.size()); }
+model::Snapshot Recorder::snapshot() const { return build(m_trace.devices(), m_entries.size(), m_notes.size()); }
 
 void Recorder::dropHistory()
 {
     std::vector<Entry>().swap(m_entries); // the memory goes back now, not at the next growth
     std::vector<Note>().swap(m_notes);
     m_deltaEntries = m_deltaNotes = 0;
-    m_joinDevices = m_devices;
+    m_joinDevices = m_trace.devices();
 }
 
 model::Snapshot Recorder::joinSnapshot() const { return build(m_joinDevices, 0, 0); }
@@ -694,17 +368,20 @@ void Recorder::takeDelta(Delta& out)
         if (auto it = m_stacks.find(key); it != m_stacks.end())
             out.stacks.emplace_back(key, it->second);
     m_newStacks.clear();
+    out.settings.reset();
+    if (std::exchange(m_newSettings, false))
+        out.settings = m_settings;
     if (!m_keepTaken) {
         // The taker keeps the history: the Recorder's memory stays the state, not the run.
         m_entries.clear();
         m_notes.clear();
         m_deltaEntries = m_deltaNotes = 0;
-        m_joinDevices = m_devices;
+        m_joinDevices = m_trace.devices();
     }
 }
 
 // The snapshot of `devices` with the first `entries` trace entries and `notes` annotations.
-model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entries, size_t notes) const
+model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_t entries, size_t notes) const
 {
     model::Snapshot s;
     const model::StringId large = s.strings.intern("large");
@@ -828,51 +505,26 @@ model::Snapshot Recorder::build(const std::vector<Device>& devices, size_t entri
     s.hasAnnotationsKey = true;
     s.allocatorSettings = m_settings;
 
-    // Address versions and stream numbers as io::buildSnapshot assigns them to a file read back (see there and
+    // Address versions and stream numbers by the one rule (model::TraceNumbering, after
     // torch/utils/viz/MemoryViz.js annotate_snapshot), so a recorded snapshot equals its own pickle read back.
-    std::unordered_map<int64_t, uint32_t> blockVersions, segmentVersions;
-    auto version = [](std::unordered_map<int64_t, uint32_t>& space, int64_t addr, bool increment) {
-        auto [it, inserted] = space.emplace(addr, 0);
-        const uint32_t v = it->second;
-        if (increment)
-            ++it->second;
-        return v;
-    };
-    std::unordered_map<int64_t, bool> seen { { 0, true } };
+    model::TraceNumbering numbering;
     s.streams.push_back(0);
+    numbering.addStream(0);
     auto seeStream = [&](int64_t stream) {
-        if (seen.emplace(stream, true).second)
+        if (numbering.addStream(stream))
             s.streams.push_back(stream);
     };
     for (auto& trace : s.deviceTraces) {
         for (model::TraceEntry& e : trace) {
             seeStream(e.stream);
-            switch (e.action) {
-            case model::Action::FreeCompleted:
-                e.version = version(blockVersions, e.addr, true);
-                break;
-            case model::Action::FreeRequested:
-            case model::Action::Alloc:
-                e.version = version(blockVersions, e.addr, false);
-                break;
-            case model::Action::SegmentFree:
-            case model::Action::SegmentUnmap:
-                e.version = version(segmentVersions, e.addr, true);
-                break;
-            case model::Action::SegmentAlloc:
-            case model::Action::SegmentMap:
-                e.version = version(segmentVersions, e.addr, false);
-                break;
-            default:
-                break;
-            }
+            e.version = numbering.version(e.action, e.addr);
         }
     }
     for (model::Segment& seg : s.segments) {
         seeStream(seg.stream);
-        seg.version = version(segmentVersions, seg.address, false);
+        seg.version = numbering.segmentVersion(seg.address);
         for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi)
-            s.blocks[bi].version = version(blockVersions, s.blocks[bi].address, false);
+            s.blocks[bi].version = numbering.blockVersion(s.blocks[bi].address);
     }
     return s;
 }
@@ -948,4 +600,4 @@ std::optional<RecordingInfo> recordingInfoOf(const model::Snapshot& snapshot)
     return std::nullopt;
 }
 
-} // namespace memscope::wire
+} // namespace memscope::viewer

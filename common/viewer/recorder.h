@@ -10,13 +10,16 @@
 // are always the state with the applied events on top, and its device_traces are exactly those events (plus the
 // synthetic ones), so a Replay of it ends where the Recorder ends. Free (inactive) blocks are kept as the agent's
 // state lists them, with the request PyTorch leaves on each, and follow PyTorch's split and merge rules
-// (model/freeblocks.h), so the snapshot's free blocks are the job's own, stale requests included. Single-threaded:
-// one thread owns a Recorder.
+// (model/freeblocks.h), so the snapshot's free blocks are the job's own, stale requests included. The state, the
+// applying of events and the synthetic entries are the one engine's (model::EventTrace), and the snapshot's
+// numbering is model::TraceNumbering, so the Recorder, the live view and a file read back agree by construction;
+// the Recorder adds what is the protocol's: sequences, buffering before the state, stacks, notes and statistics.
+// Single-threaded: one thread owns a Recorder.
 // The viewers' side of the protocol (common/viewer, library memscope-viewer): no ZeroMQ (client::AgentClient in
 // common/client is the ZeroMQ side), so `memscope-cli info` and the tests read recordings without it.
 #pragma once
 
-#include "model/freeblocks.h"
+#include "model/eventtrace.h"
 #include "model/snapshot.h"
 #include "viewer/decoder.h"
 #include "wire/protocol.h"
@@ -28,7 +31,7 @@
 #include <string>
 #include <vector>
 
-namespace memscope::wire {
+namespace memscope::viewer {
 
 struct RecorderStats {
     uint64_t applied = 0; // events turned into trace entries (heartbeats not included)
@@ -123,14 +126,9 @@ public:
     // those it heard of but did not hand over): counted in stats().lost; the state may differ from the agent's.
     void addLost(uint64_t records);
     // Brings the Recorder to `fresh` (a state reply taken after the events applied so far, or a restarted job's
-    // first state) after events were applied. Appends synthetic entries that turn the current state into `fresh`,
-    // all at the reason's time, in an order a Replay can undo: per device, free_requested (blocks still
-    // allocated) and free_completed for blocks that vanished or changed, segment_free / segment_unmap for
-    // segments that vanished or changed, then segment_alloc / segment_map for new segments, alloc (and
-    // free_requested for pending-free ones) for new blocks, and last, for each free block whose request the
-    // entries so far would not leave as `fresh` shows it (by PyTorch's rules), an alloc, free_requested and
-    // free_completed of the whole block with that request (free_block leaves it on the block). A block whose only
-    // change is allocated -> pending free gets a free_requested. Adds an external annotation pair per device (START at
+    // first state) after events were applied. Appends the synthetic entries model::EventTrace::resync makes (all at
+    // the reason's time; a restart's removals at the last applied record's), which a Replay can undo and which leave
+    // the free blocks' stale requests as `fresh` lists them. Adds an external annotation pair per device (START at
     // the last applied record's time, END at the resync's) named "memscope: resync after N missing records" or
     // "memscope: job restarted (pid P)", so a timeline shows where data is missing. Buffered events at or below fresh's
     // lastSequence are dropped; later ones are applied. Before any state this is setState(). After a Restart, stack ids
@@ -160,16 +158,10 @@ public:
     // app/models/livedocument.h): joinSnapshot() is the state the first trace entry applies to (the first state
     // reply's, without entries), and takeDelta() hands over what was added since the previous call (since the
     // state, the first time): trace entries with what the agent knows beyond PyTorch's fields (block bytes,
-    // pools), annotations, and stack definitions. Stack ids in them are unique across job restarts (the restart
-    // count in the high half), so the model may intern them as they come.
-    struct Entry {
-        model::Action action;
-        uint8_t device;
-        uint64_t addr, size, stream, timeUs; // size: PyTorch's trace size (requested bytes for block actions)
-        uint64_t stack; // 0 or a stack id unique across restarts
-        uint64_t blockSize = 0; // alloc: the block's bytes
-        int32_t poolFirst = 0, poolSecond = 0; // the segment's pool (segment actions; 0 when not known)
-    };
+    // pools), annotations, stack definitions and the allocator's settings. Stack ids in them are unique across job
+    // restarts (the restart count in the high half), so the model may intern them as they come.
+    // A trace entry: the engine's event (model/eventtrace.h), as applied (its size is PyTorch's trace size).
+    using Entry = model::TraceEvent;
     struct Note {
         model::Annotation::Stage stage;
         int32_t device;
@@ -184,6 +176,9 @@ public:
         std::vector<Entry> entries;
         std::vector<Note> notes;
         std::vector<std::pair<uint64_t, std::vector<StackFrame>>> stacks; // defined (or redefined) since
+        // The allocator's settings (snapshot()'s allocator_settings), when they came since the previous take; a
+        // model grown from deltas saves what snapshot() would.
+        std::optional<model::Value> settings;
     };
     model::Snapshot joinSnapshot() const;
     void takeDelta(Delta& out);
@@ -193,39 +188,13 @@ public:
     void setKeepTaken(bool keep) { m_keepTaken = keep; }
 
 private:
-    struct Block {
-        uint64_t size = 0;
-        uint64_t requestedSize = 0;
-        uint8_t state = 1; // BlockRecord::state: 1 active_allocated, 2 active_pending_free
-        uint64_t stack = 0; // stackKey()
-    };
-    struct Segment {
-        uint64_t size = 0;
-        uint64_t stream = 0;
-        int32_t poolFirst = 0;
-        int32_t poolSecond = 0;
-        bool isExpandable = false;
-        bool isSmall = false;
-        uint64_t stack = 0; // stackKey()
-        std::map<uint64_t, Block> blocks; // active blocks by address; the inactive ones are in Device::free
-    };
-    struct Device {
-        std::map<uint64_t, Segment> segments; // by address
-        // The inactive blocks with the requests PyTorch leaves on them, kept by its rules (model/freeblocks.h).
-        model::FreeBlocks free;
-    };
-
     // A wire stack id made unique across job restarts: the restart count in the high half (0 stays "none").
     uint64_t stackKey(uint32_t wireId) const { return wireId == 0 ? 0 : (uint64_t(m_epoch) << 32) | wireId; }
-    std::vector<Device> loadState(const DecodedState& state);
-    model::Snapshot build(const std::vector<Device>& devices, size_t entries, size_t notes) const;
+    // The allocator state a state reply lists (records that do not fit it are counted as inconsistent).
+    model::EventTrace::Devices loadState(const DecodedState& state);
+    model::Snapshot build(const model::EventTrace::Devices& devices, size_t entries, size_t notes) const;
     void drain();
     void apply(const EventRecord& e);
-    bool applyToState(const EventRecord& e, uint64_t& traceSize);
-    void unmapFree(Device& dev, uint64_t address, uint64_t size);
-    Device& device(uint8_t d);
-    // The segment holding [address, address + size) and its address (nullptr: none).
-    std::pair<uint64_t, Segment*> segmentAt(uint8_t d, uint64_t address, uint64_t size);
 
     bool m_hasState = false;
     bool m_awaitingFresh = false;
@@ -234,9 +203,9 @@ private:
     Hello m_hello {};
     uint64_t m_lastSequence = 0;
     std::vector<EventRecord> m_buffer;
-    std::vector<Device> m_devices;
+    model::EventTrace m_trace; // the allocator's state, events applied and resyncs synthesised by the one engine
     std::vector<Entry> m_entries;
-    std::vector<Device> m_joinDevices; // the state the first entry applies to (joinSnapshot)
+    model::EventTrace::Devices m_joinDevices; // the state the first entry applies to (joinSnapshot)
     size_t m_deltaEntries = 0, m_deltaNotes = 0; // taken by takeDelta so far
     std::vector<uint64_t> m_newStacks; // stack keys defined since the last takeDelta
     bool m_keepTaken = true;
@@ -246,10 +215,11 @@ private:
         v.kind = model::Value::Kind::Dict;
         return v;
     }(); // allocator_settings: empty until the agent sends them
+    bool m_newSettings = false; // since the last takeDelta
     uint32_t m_epoch = 0; // job restarts seen
     uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)
     std::map<uint64_t, std::vector<StackFrame>> m_stacks; // by stackKey()
     RecorderStats m_stats;
 };
 
-} // namespace memscope::wire
+} // namespace memscope::viewer

@@ -265,7 +265,7 @@ private:
             if (!answered && router.recv(identity, zmq::recv_flags::dontwait)) {
                 while (identity.more() && router.recv(request, zmq::recv_flags::dontwait) && request.more()) { }
                 std::vector<uint8_t> state
-                    = wire::encodeState(wire::makeHello(4242, 1, "fakehost", "test"), sequence, {}, {});
+                    = viewer::encodeState(viewer::makeHello(4242, 1, "fakehost", "test"), sequence, {}, {});
                 if (m_bad == Bad::StateVersion2)
                     state[4] = 2; // Hello.version, little-endian u16 at byte 4
                 router.send(identity, zmq::send_flags::sndmore);
@@ -279,7 +279,7 @@ private:
                 wire::EventRecord e {};
                 e.sequence = ++sequence;
                 e.type = uint8_t(wire::EventType::Heartbeat);
-                std::vector<uint8_t> frame = wire::encodeBatch(std::vector { e });
+                std::vector<uint8_t> frame = viewer::encodeBatch(std::vector { e });
                 if (rounds <= 15 && m_bad == Bad::BatchVersion2)
                     frame[4] = 2; // BatchHeader.version
                 else if (rounds <= 15 && m_bad == Bad::GarbageBatch)
@@ -680,7 +680,7 @@ private Q_SLOTS:
         for (int i = 0; i < files.size(); ++i) {
             const auto part = load(files[i]);
             QVERIFY(part);
-            const auto info = wire::recordingInfoOf(*part);
+            const auto info = viewer::recordingInfoOf(*part);
             QVERIFY(info);
             QCOMPARE(info->part, int64_t(i + 1));
             QCOMPARE(QString::fromStdString(info->endpoint), e);

@@ -362,8 +362,8 @@ public:
             }
             if (topic.to_string_view() != wire::EventsTopic)
                 continue;
-            const wire::DecodedBatch batch
-                = wire::decodeBatch({ static_cast<const uint8_t*>(body.data()), body.size() });
+            const viewer::DecodedBatch batch
+                = viewer::decodeBatch({ static_cast<const uint8_t*>(body.data()), body.size() });
             if (!batch.ok()) {
                 ++badBatches;
                 continue;

@@ -800,7 +800,7 @@ void TestLive::malformedPublisher()
             (void)zmq::recv_multipart(router, std::back_inserter(request));
             if (request.empty())
                 continue;
-            std::vector<uint8_t> reply = wire::encodeState(wire::makeHello(1, 1, "impostor", "0"), 0, {}, {});
+            std::vector<uint8_t> reply = viewer::encodeState(viewer::makeHello(1, 1, "impostor", "0"), 0, {}, {});
             reply[4] = 0x63; // version 99
             router.send(zmq::buffer(request.front().data(), request.front().size()), zmq::send_flags::sndmore);
             router.send(zmq::buffer(reply), zmq::send_flags::none);

@@ -48,6 +48,7 @@ struct RecordedStream {
     std::shared_ptr<const model::Snapshot> file;
     model::Replay ref;
     int64_t begin = 0, end = -1; // the entries handed over (-1: to the end)
+    std::optional<model::Value> settings; // the allocator's, handed over in the first delta when set
 
     int64_t last() const { return end < 0 ? ref.entryCount() : end; }
     std::shared_ptr<const model::Snapshot> initial() const
@@ -55,13 +56,13 @@ struct RecordedStream {
         return std::make_shared<const model::Snapshot>(model::snapshotOfState(ref.stateAt(begin), 0));
     }
 
-    std::vector<std::shared_ptr<const wire::Recorder::Delta>> deltas(int64_t chunk) const
+    std::vector<std::shared_ptr<const viewer::Recorder::Delta>> deltas(int64_t chunk) const
     {
-        std::vector<std::shared_ptr<const wire::Recorder::Delta>> out;
+        std::vector<std::shared_ptr<const viewer::Recorder::Delta>> out;
         const auto& trace = file->deviceTraces[0];
-        auto delta = std::make_shared<wire::Recorder::Delta>();
+        auto delta = std::make_shared<viewer::Recorder::Delta>();
         for (uint32_t k = 1; k < file->stackCount(); ++k) {
-            std::vector<wire::Recorder::StackFrame> frames;
+            std::vector<viewer::Recorder::StackFrame> frames;
             for (const model::FrameId* f = file->stackBegin(model::StackId { k });
                  f != file->stackEnd(model::StackId { k }); ++f) {
                 const model::Frame& fr = file->frame(*f);
@@ -70,9 +71,10 @@ struct RecordedStream {
             }
             delta->stacks.emplace_back(k + 1, std::move(frames));
         }
+        delta->settings = settings;
         for (int64_t i = begin; i < last(); ++i) {
             const model::TraceEntry& e = trace[size_t(ref.firstEntry() + i)];
-            wire::Recorder::Entry l {};
+            viewer::Recorder::Entry l {};
             l.action = e.action;
             l.device = 0;
             l.addr = uint64_t(e.addr);
@@ -90,10 +92,10 @@ struct RecordedStream {
             delta->entries.push_back(l);
             if (int64_t(delta->entries.size()) == chunk) {
                 out.push_back(std::move(delta));
-                delta = std::make_shared<wire::Recorder::Delta>();
+                delta = std::make_shared<viewer::Recorder::Delta>();
             }
         }
-        if (!delta->entries.empty() || !delta->stacks.empty())
+        if (!delta->entries.empty() || !delta->stacks.empty() || delta->settings)
             out.push_back(std::move(delta));
         return out;
     }
@@ -260,6 +262,16 @@ void TestLiveController::savesInTheBackgroundAndReadsBackWhole()
     stream.file = load(test::snapshotPath("transformer_train.pickle"));
     QVERIFY(stream.file);
     stream.ref = model::Replay::build(*stream.file, 0);
+    // The allocator's settings as the Recorder hands them over (PyTorch's allocator_settings keys).
+    model::Value settings, expandable, conf;
+    settings.kind = model::Value::Kind::Dict;
+    expandable.kind = model::Value::Kind::Bool;
+    expandable.boolean = true;
+    conf.kind = model::Value::Kind::String;
+    conf.text = "expandable_segments:True";
+    settings.entries.emplace_back("expandable_segments", expandable);
+    settings.entries.emplace_back("PYTORCH_CUDA_ALLOC_CONF", conf);
+    stream.settings = settings;
     LiveController controller(QStringLiteral("ipc:///nonexistent/saved"));
     controller.setHistoryLimit(0, QString());
     feed(controller, stream, 1000);
@@ -288,9 +300,17 @@ void TestLiveController::savesInTheBackgroundAndReadsBackWhole()
     }
     QCOMPARE(test::stateLines(again.stateAt(0), test::StaleRequests::Ignore),
              test::stateLines(r.stateAt(0), test::StaleRequests::Ignore));
-    const std::optional<wire::RecordingInfo> info = wire::recordingInfoOf(*reread);
+    const std::optional<viewer::RecordingInfo> info = viewer::recordingInfoOf(*reread);
     QVERIFY(info);
     QCOMPARE(QString::fromStdString(info->endpoint), controller.endpoint());
+    // The job's allocator settings, as `memscope-cli record` (the Recorder's snapshot()) writes them.
+    QVERIFY(reread->allocatorSettings);
+    const model::Value* savedExpandable = reread->allocatorSettings->find("expandable_segments");
+    const model::Value* savedConf = reread->allocatorSettings->find("PYTORCH_CUDA_ALLOC_CONF");
+    QVERIFY(savedExpandable && savedConf);
+    QCOMPARE(savedExpandable->kind, model::Value::Kind::Bool);
+    QVERIFY(savedExpandable->boolean);
+    QCOMPARE(savedConf->text, std::string("expandable_segments:True"));
 }
 
 // A save that cannot be written says which file and why; the document is untouched and the next save holds
@@ -364,7 +384,7 @@ void TestLiveController::savesRunOneAfterAnother()
     QVERIFY(last->topLevelExtras.empty()); // the PyTorch save came last
     const std::shared_ptr<const model::Snapshot> recording = load(other.toStdString());
     QVERIFY(recording);
-    QVERIFY(wire::recordingInfoOf(*recording));
+    QVERIFY(viewer::recordingInfoOf(*recording));
     compareTraces(*last, *recording);
 }
 
@@ -408,7 +428,7 @@ void TestLiveController::boundedHistoryAndTriggers()
         QVERIFY(part.startsWith(folder));
         const std::shared_ptr<const model::Snapshot> s = load(part.toStdString());
         QVERIFY(s);
-        const std::optional<wire::RecordingInfo> info = wire::recordingInfoOf(*s);
+        const std::optional<viewer::RecordingInfo> info = viewer::recordingInfoOf(*s);
         QVERIFY(info);
         QCOMPARE(info->part, ++number);
         const model::Replay r = model::Replay::build(*s, 0);
@@ -434,7 +454,7 @@ void TestLiveController::boundedHistoryAndTriggers()
     QCOMPARE(controller.triggeredFiles().front(), fired);
     const std::shared_ptr<const model::Snapshot> firedFile = load(fired.toStdString());
     QVERIFY(firedFile);
-    QVERIFY(wire::recordingInfoOf(*firedFile));
+    QVERIFY(viewer::recordingInfoOf(*firedFile));
 }
 
 // A recording's first third, saved by one controller, prepended (read on the thread pool) to another that joined

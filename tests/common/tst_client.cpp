@@ -1,4 +1,4 @@
-// Tests of client::AgentClient (common/client) and its wire::Recorder (resync) against fake agents driven on the
+// Tests of client::AgentClient (common/client) and its viewer::Recorder (resync) against fake agents driven on the
 // test's own thread: a PUB and a ROUTER speaking protocol.h (docs/protocol.md) over a small allocator model, which
 // can skip sequence numbers (records not received), drop records as a full ring does (lost > 0), say goodbye, die,
 // be replaced by another run of the job at the same endpoint, send broken frames, and be a CURVE server with a ZAP
@@ -28,6 +28,7 @@
 
 using namespace memscope;
 using namespace memscope::wire;
+using namespace memscope::viewer;
 using namespace std::chrono_literals;
 
 namespace {

@@ -31,6 +31,7 @@
 
 using namespace memscope;
 using namespace memscope::wire;
+using namespace memscope::viewer;
 
 namespace {
 

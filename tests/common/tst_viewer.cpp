@@ -18,6 +18,7 @@
 
 using namespace memscope;
 using namespace memscope::wire;
+using namespace memscope::viewer;
 
 Q_DECLARE_METATYPE(std::vector<uint8_t>)
 Q_DECLARE_METATYPE(std::vector<memscope::wire::SegmentRecord>)
@@ -247,7 +248,7 @@ private Q_SLOTS:
         QFETCH(int, code);
         QFETCH(QString, reason);
         QFETCH(qulonglong, offset);
-        const DecodedBatch r = wire::decodeBatch(bytes);
+        const DecodedBatch r = viewer::decodeBatch(bytes);
         QCOMPARE(int(r.error.code), code);
         if (code == int(DecodeErrorCode::None)) {
             QCOMPARE(r.events.size(), size_t(r.header.count));
@@ -278,7 +279,7 @@ private Q_SLOTS:
         {
             const std::vector<uint8_t> frame = encodeBatch(events, uint16_t(BatchFlags::Compressed));
             wireBytes = frame.size();
-            DecodedBatch decoded = wire::decodeBatch(frame);
+            DecodedBatch decoded = viewer::decodeBatch(frame);
             QVERIFY2(decoded.ok(), decoded.error.message.c_str());
             QVERIFY(decoded.compressed());
             copied = decoded;
@@ -294,7 +295,7 @@ private Q_SLOTS:
         }
         // An uncompressed batch's copy still views the frame, as before.
         const std::vector<uint8_t> plain = encodeBatch(events);
-        const DecodedBatch p = wire::decodeBatch(plain);
+        const DecodedBatch p = viewer::decodeBatch(plain);
         const DecodedBatch pc = p;
         QVERIFY(pc.decompressed.empty());
         QCOMPARE(static_cast<const void*>(pc.events.data()), static_cast<const void*>(plain.data() + 24));
@@ -344,7 +345,7 @@ private Q_SLOTS:
         QFETCH(std::vector<uint8_t>, bytes);
         QFETCH(int, code);
         QFETCH(QString, reason);
-        const DecodedState r = wire::decodeState(bytes);
+        const DecodedState r = viewer::decodeState(bytes);
         QCOMPARE(int(r.error.code), code);
         if (code == int(DecodeErrorCode::None)) {
             QCOMPARE(r.header.lastSequence, 10ULL);
@@ -381,7 +382,7 @@ private Q_SLOTS:
     {
         QFETCH(std::vector<uint8_t>, bytes);
         QFETCH(int, code);
-        const DecodedGoodbye r = wire::decodeGoodbye(bytes);
+        const DecodedGoodbye r = viewer::decodeGoodbye(bytes);
         QCOMPARE(int(r.error.code), code);
         if (r.ok()) {
             QCOMPARE(r.goodbye.lastSequence, 99ULL);
@@ -437,7 +438,7 @@ private Q_SLOTS:
         QFETCH(std::vector<uint8_t>, frame);
         QFETCH(int, code);
         QFETCH(QString, reason);
-        const DecodedStackDef d = wire::decodeStackDef(frame);
+        const DecodedStackDef d = viewer::decodeStackDef(frame);
         QCOMPARE(int(d.error.code), code);
         QVERIFY(d.error.offset <= frame.size());
         if (code != int(DecodeErrorCode::None)) {
@@ -463,8 +464,8 @@ private Q_SLOTS:
         QTest::addColumn<int>("code");
         QTest::addColumn<QString>("reason");
         std::vector<uint8_t> two;
-        wire::appendNote(two, 0, 1, 5000, "step_0");
-        wire::appendNote(two, 1, 1, 9000, "step_0");
+        viewer::appendNote(two, 0, 1, 5000, "step_0");
+        viewer::appendNote(two, 1, 1, 9000, "step_0");
         QTest::newRow("two notes") << two << int(DecodeErrorCode::None) << QString();
         std::vector<uint8_t> empty;
         QTest::newRow("empty frame") << empty << int(DecodeErrorCode::Truncated) << QStringLiteral("note header");
@@ -484,7 +485,7 @@ private Q_SLOTS:
         poke<uint32_t>(magic, sizeof(NoteHeader) + 6, 0x12345678); // the second note's
         QTest::newRow("second note's magic") << magic << int(DecodeErrorCode::BadMagic) << QStringLiteral("note");
         std::vector<uint8_t> longName;
-        wire::appendNote(longName, 0, 0, 1, std::string(5000, 'n'));
+        viewer::appendNote(longName, 0, 0, 1, std::string(5000, 'n'));
         QTest::newRow("a name cut at 4096 by the encoder") << longName << int(DecodeErrorCode::None) << QString();
     }
     void decodeNotes()
@@ -492,7 +493,7 @@ private Q_SLOTS:
         QFETCH(std::vector<uint8_t>, frame);
         QFETCH(int, code);
         QFETCH(QString, reason);
-        const wire::DecodedNotes d = wire::decodeNotes(frame);
+        const viewer::DecodedNotes d = viewer::decodeNotes(frame);
         QCOMPARE(int(d.error.code), code);
         QVERIFY(d.error.offset <= frame.size());
         if (code != int(DecodeErrorCode::None)) {
@@ -540,8 +541,8 @@ private Q_SLOTS:
         QFETCH(int, code);
         QFETCH(int, count);
         const std::vector<uint8_t> frame
-            = wire::encodeSettings(std::string_view(text.constData(), size_t(text.size())));
-        const wire::DecodedSettings d = wire::decodeSettings(frame);
+            = viewer::encodeSettings(std::string_view(text.constData(), size_t(text.size())));
+        const viewer::DecodedSettings d = viewer::decodeSettings(frame);
         QCOMPARE(int(d.error.code), code);
         QCOMPARE(int(d.settings.size()), count);
         if (count == 5) {
@@ -552,27 +553,28 @@ private Q_SLOTS:
         // A header announcing more than it carries, or more than the limit.
         std::vector<uint8_t> cut = frame;
         poke<uint32_t>(cut, offsetof(SettingsHeader, textBytes), uint32_t(text.size() + 1));
-        QCOMPARE(int(wire::decodeSettings(cut).error.code), int(DecodeErrorCode::Truncated));
+        QCOMPARE(int(viewer::decodeSettings(cut).error.code), int(DecodeErrorCode::Truncated));
         poke<uint32_t>(cut, offsetof(SettingsHeader, textBytes), wire::MaxSettingsBytes + 1);
-        QCOMPARE(int(wire::decodeSettings(cut).error.code), int(DecodeErrorCode::Corrupt));
+        QCOMPARE(int(viewer::decodeSettings(cut).error.code), int(DecodeErrorCode::Corrupt));
     }
 
     // Notes become the snapshot's external_annotations in order, settings its allocator_settings dict with PyTorch's
     // types, whatever the order they came in relative to the state.
     void recorderNotesAndSettings()
     {
-        wire::Recorder recorder;
+        viewer::Recorder recorder;
         std::vector<uint8_t> notes;
-        wire::appendNote(notes, 0, 0, 1'000'000, "step_0");
-        for (const wire::DecodedNote& n : wire::decodeNotes(notes).notes)
+        viewer::appendNote(notes, 0, 0, 1'000'000, "step_0");
+        for (const viewer::DecodedNote& n : viewer::decodeNotes(notes).notes)
             recorder.addNote(n); // before any state
-        recorder.setSettings(wire::decodeSettings(wire::encodeSettings(
+        recorder.setSettings(viewer::decodeSettings(viewer::encodeSettings(
             "PYTORCH_CUDA_ALLOC_CONF=s:max_split_size_mb:128\nmax_split_size=i:134217728\n"
             "garbage_collection_threshold=f:0.5\nexpandable_segments=b:0\nroundup_power2_divisions=d:1:4,2:0\n")));
-        QVERIFY(recorder.setState(wire::decodeState(wire::encodeState(wire::makeHello(42, 1, "h", "v"), 0, {}, {}))));
+        QVERIFY(
+            recorder.setState(viewer::decodeState(viewer::encodeState(viewer::makeHello(42, 1, "h", "v"), 0, {}, {}))));
         notes.clear();
-        wire::appendNote(notes, 1, 0, 3'000'000, "step_0");
-        for (const wire::DecodedNote& n : wire::decodeNotes(notes).notes)
+        viewer::appendNote(notes, 1, 0, 3'000'000, "step_0");
+        for (const viewer::DecodedNote& n : viewer::decodeNotes(notes).notes)
             recorder.addNote(n);
         const model::Snapshot s = recorder.snapshot();
         QCOMPARE(s.annotations.size(), size_t(2));
@@ -595,6 +597,14 @@ private Q_SLOTS:
         QCOMPARE(divisions->entries.size(), size_t(2));
         QCOMPARE(divisions->entries[0].first, std::string("1"));
         QCOMPARE(divisions->entries[0].second.integer, int64_t(4));
+        // A model grown from deltas (the app's live document) gets them once, in the next delta.
+        viewer::Recorder::Delta delta;
+        recorder.takeDelta(delta);
+        QVERIFY(delta.settings);
+        QCOMPARE(delta.settings->entries.size(), size_t(5));
+        QCOMPARE(delta.settings->find("max_split_size")->integer, int64_t(134217728));
+        recorder.takeDelta(delta);
+        QVERIFY(!delta.settings);
     }
 
     // Trace entries, blocks and segments get the frames of their stack id, innermost first; an id never defined
@@ -602,8 +612,8 @@ private Q_SLOTS:
     void recorderStacks()
     {
         Recorder rec;
-        QVERIFY(rec.setState(wire::decodeState(validState())));
-        rec.addStackDef(wire::decodeStackDef(validStackDef()));
+        QVERIFY(rec.setState(viewer::decodeState(validState())));
+        rec.addStackDef(viewer::decodeStackDef(validStackDef()));
         QCOMPARE(rec.stackCount(), size_t(1));
         EventRecord seg = makeEvent(11, EventType::SegmentAlloc, B, 2 * MiB);
         seg.stackId = 7;
@@ -615,7 +625,7 @@ private Q_SLOTS:
         later.stackId = 8;
         rec.addEvents(std::vector { seg, alloc, unknown, later });
         const std::vector<DecodedFrame> laterFrames { { 0x500000, "later", "/bin/job", 3 } };
-        rec.addStackDef(wire::decodeStackDef(encodeStackDef(8, laterFrames)));
+        rec.addStackDef(viewer::decodeStackDef(encodeStackDef(8, laterFrames)));
         QCOMPARE(rec.stats().applied, 4ULL);
 
         const model::Snapshot s = rec.snapshot();
@@ -649,7 +659,7 @@ private Q_SLOTS:
         }
         QVERIFY(sawSegment && sawBlock);
         // A broken definition changes nothing.
-        DecodedStackDef broken = wire::decodeStackDef(std::vector<uint8_t>(3));
+        DecodedStackDef broken = viewer::decodeStackDef(std::vector<uint8_t>(3));
         rec.addStackDef(broken);
         QCOMPARE(rec.stackCount(), size_t(2));
     }
@@ -676,7 +686,7 @@ private Q_SLOTS:
                                   makeEvent(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000) };
         rec.addEvents(early);
         QCOMPARE(rec.bufferedEvents(), size_t(2));
-        const DecodedState state = wire::decodeState(stateFrame);
+        const DecodedState state = viewer::decodeState(stateFrame);
         QVERIFY(state.ok());
         QVERIFY(rec.setState(state));
         QCOMPARE(rec.bufferedEvents(), size_t(0));
@@ -775,13 +785,13 @@ private Q_SLOTS:
     void recorderAsksForFreshState()
     {
         Recorder rec;
-        QVERIFY(rec.setState(wire::decodeState(validState()))); // lastSequence 10
+        QVERIFY(rec.setState(viewer::decodeState(validState()))); // lastSequence 10
         rec.addEvents(std::vector { makeEvent(15, EventType::Alloc, A + 4 * MiB, 512, 10) });
         QVERIFY(rec.needsFreshState()); // 11..14 published before our subscription took effect
         QCOMPARE(rec.bufferedEvents(), size_t(1));
         const std::vector segs { segment(A, 20 * MiB) };
         const std::vector<BlockRecord> none;
-        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(1, 1, "h", "v"), 14, segs, none))));
+        QVERIFY(rec.setState(viewer::decodeState(encodeState(makeHello(1, 1, "h", "v"), 14, segs, none))));
         QVERIFY(!rec.needsFreshState());
         QCOMPARE(rec.stats().applied, 1ULL);
         QCOMPARE(rec.stats().gaps, 0ULL);
@@ -840,7 +850,7 @@ private Q_SLOTS:
         QFETCH(std::vector<EventRecord>, events);
         QFETCH(QString, inactive);
         Recorder rec;
-        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segments, blocks))));
+        QVERIFY(rec.setState(viewer::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segments, blocks))));
         rec.addEvents(events);
         QCOMPARE(rec.stats().inconsistent, 0ULL);
         const model::Snapshot s = rec.snapshot();
@@ -865,7 +875,7 @@ private Q_SLOTS:
         const std::vector segs { segment(A, 20 * MiB) };
         const std::vector before { block(A, MiB, 1000), block(A + MiB, MiB, 777, 0), block(A + 2 * MiB, MiB, 999),
                                    block(A + 3 * MiB, 17 * MiB, 555, 0) };
-        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, before))));
+        QVERIFY(rec.setState(viewer::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, before))));
         rec.addEvents(std::vector { makeEvent(11, EventType::Alloc, A + 3 * MiB, MiB, 10) });
         // The fresh state: the first block freed, its space and the next free block taken by one free block last
         // requested with 4242 (what a missed free and merge left), the 1 MiB allocation gone, its space merged with
@@ -877,7 +887,7 @@ private Q_SLOTS:
         // The decoded state's records are views into these bytes: they must outlive it.
         const std::vector<uint8_t> freshBytes
             = encodeState(makeHello(restart ? 43 : 42, 1, "node1", "0.1"), 20, fresh, freshBlocks);
-        const DecodedState state = wire::decodeState(freshBytes);
+        const DecodedState state = viewer::decodeState(freshBytes);
         ResyncReason reason;
         reason.kind = restart ? ResyncReason::Kind::Restart : ResyncReason::Kind::Gap;
         reason.missing = 8;
@@ -901,7 +911,7 @@ private Q_SLOTS:
         Recorder rec;
         const std::vector segs { segment(A, 20 * MiB) };
         const std::vector blocks { block(A, MiB, 1000), block(A + MiB, 19 * MiB, 777, 0) };
-        QVERIFY(rec.setState(wire::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks))));
+        QVERIFY(rec.setState(viewer::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks))));
         rec.addEvents(std::vector { makeEvent(11, EventType::Alloc, A + MiB, 2 * MiB, 2 * MiB) });
         const uint64_t diedUs = makeEvent(11, EventType::Alloc, 0, 0).timeNs / 1000;
         // The next run: the same segment address (a deterministic allocator), other blocks.
@@ -910,7 +920,7 @@ private Q_SLOTS:
         ResyncReason reason;
         reason.kind = ResyncReason::Kind::Restart;
         reason.timeNs = 9'000'000'000; // its first record, 8 s later
-        rec.resync(wire::decodeState(freshBytes), reason);
+        rec.resync(viewer::decodeState(freshBytes), reason);
         QCOMPARE(rec.stats().inconsistent, 0ULL);
         QCOMPARE(rec.stats().restarts, 1ULL);
         const model::Snapshot s = rec.snapshot();
@@ -958,7 +968,7 @@ private Q_SLOTS:
         QFETCH(qulonglong, address);
         QFETCH(qulonglong, size);
         Recorder rec;
-        QVERIFY(rec.setState(wire::decodeState(validState())));
+        QVERIFY(rec.setState(viewer::decodeState(validState())));
         rec.addEvents(std::vector { makeEvent(11, EventType(type), address, size, size) });
         QCOMPARE(rec.stats().inconsistent, 1ULL);
         QCOMPARE(rec.stats().applied, 0ULL);
@@ -981,7 +991,7 @@ private Q_SLOTS:
             const QByteArray bytes = f.readAll();
             const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.constData()),
                                                 size_t(bytes.size()));
-            const DecodedState state = wire::decodeState(data);
+            const DecodedState state = viewer::decodeState(data);
             Recorder rec;
             if (state.ok())
                 rec.setState(state);

@@ -12,6 +12,7 @@
 #include <vector>
 
 using namespace memscope::wire;
+using namespace memscope::viewer;
 
 namespace {
 

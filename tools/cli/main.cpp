@@ -322,7 +322,7 @@ std::string humanBytes(int64_t bytes)
 std::string info(const std::string& path, const model::Snapshot& s, std::vector<model::LoadWarning>& replayWarnings)
 {
     model::WarningCollector replayIssues;
-    const std::optional<wire::RecordingInfo> recording = wire::recordingInfoOf(s);
+    const std::optional<viewer::RecordingInfo> recording = viewer::recordingInfoOf(s);
     std::string out = path + "\n";
     auto line = [&](const std::string& key, const std::string& value) { out += "  " + key + ": " + value + "\n"; };
     int64_t reserved = 0, allocated = 0, active = 0;

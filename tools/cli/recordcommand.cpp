@@ -1,5 +1,5 @@
 // The `record` command (recordcommand.h): a client::AgentClient (common/client: the Clone pattern of the ZeroMQ
-// Guide, chapter 5, with resyncs and reconnection) feeding a wire::Recorder, then the snapshot written out.
+// Guide, chapter 5, with resyncs and reconnection) feeding a viewer::Recorder, then the snapshot written out.
 // Single-threaded: this thread owns the client and its sockets.
 #include "recordcommand.h"
 
@@ -110,7 +110,7 @@ public:
             recorder().addEvents({ &e, 1 });
         }
     }
-    void onState(const wire::DecodedState& state, const client::StateChange& change) override
+    void onState(const viewer::DecodedState& state, const client::StateChange& change) override
     {
         client::RecordingListener::onState(state, change);
         if (change.kind == client::StateKind::Restarted)
@@ -219,7 +219,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     options.curveSecretKeyFile = o.curveKey;
     RecordListener listener(err, o.events);
     listener.m_endpoint = o.endpoint;
-    wire::Recorder& recorder = listener.recorder();
+    viewer::Recorder& recorder = listener.recorder();
     client::AgentClient agent(options, listener);
     if (!agent.start()) {
         std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
@@ -247,8 +247,8 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     bool silent = false;
     // What the recording says of itself (the snapshot's "memscope_recording"), as of now.
     auto recordingInfo = [&](int64_t part, const char* ended) {
-        const wire::RecorderStats& st = recorder.stats();
-        wire::RecordingInfo info;
+        const viewer::RecorderStats& st = recorder.stats();
+        viewer::RecordingInfo info;
         info.endpoint = o.endpoint;
         info.host = recorder.hello().host;
         info.pid = recorder.hello().pid;
@@ -264,7 +264,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
         info.ended = ended;
-        return wire::recordingExtras(info);
+        return viewer::recordingExtras(info);
     };
     // Writes `snapshot` to `path`, else (the disk filled up, the folder went away) to the temporary folder: the
     // path written, or empty when neither took it (the reasons are on `err`).
@@ -366,7 +366,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                      "memscope-cli: warning: %s: the agent went silent (no goodbye, nothing for %lld s, the "
                      "connection still open: a hung or stopped job); keeping what was received\n",
                      o.endpoint.c_str(), static_cast<long long>(options.silenceLimit.count() / 1000));
-    const wire::RecorderStats& st = recorder.stats();
+    const viewer::RecorderStats& st = recorder.stats();
     if (st.resyncs > st.restarts)
         std::fprintf(err,
                      "memscope-cli: warning: %s: the recording missed allocator events and resynchronised %llu "
