@@ -90,33 +90,38 @@ void TimelineView::startBuild(uint8_t changes)
     if (!m_session)
         return;
     // A build under way is superseded: its result will be dropped, so this one does its work too.
-    if (m_buildPending)
+    if (m_buildWatcher)
         changes |= m_buildChanges;
     changes &= uint8_t(~TimelineDataRequest::Grown);
     m_buildChanges = changes;
-    m_buildPending = true;
     const uint64_t generation = ++m_buildGeneration;
     TimelineDataRequest request = makeTimelineDataRequest(*m_session, changes, m_data, ++m_revision);
-    m_build
-        = QtConcurrent::run([request = std::move(request)]() mutable { return buildTimelineData(std::move(request)); });
+    // The watcher of a superseded build goes (its job runs to its end; nothing waits for it).
+    if (m_buildWatcher)
+        m_buildWatcher->deleteLater();
     auto* watcher = new QFutureWatcher<std::shared_ptr<const TimelineData>>(this);
+    m_buildWatcher = watcher;
     connect(watcher, &QFutureWatcherBase::finished, this, [this, watcher, generation] {
-        watcher->deleteLater();
         // Stale (a newer build was asked for) or already shown by finishBuild(): dropped.
-        if (generation != m_buildGeneration || !m_buildPending)
+        if (generation != m_buildGeneration || watcher != m_buildWatcher)
             return;
-        m_buildPending = false;
-        adopt(watcher->result());
+        const auto data = watcher->result();
+        // The watcher's future holds the result too: it goes, so that a growth can extend the data in place.
+        m_buildWatcher = nullptr;
+        watcher->deleteLater();
+        adopt(data);
     });
-    watcher->setFuture(m_build);
+    watcher->setFuture(
+        QtConcurrent::run([request = std::move(request)]() mutable { return buildTimelineData(std::move(request)); }));
 }
 
 void TimelineView::finishBuild()
 {
-    if (!m_buildPending)
+    if (!m_buildWatcher)
         return;
-    m_buildPending = false;
-    adopt(m_build.result()); // waits; runs the job here if no pool thread has taken it yet
+    const auto data = m_buildWatcher->result(); // waits; runs the job here if no pool thread has taken it yet
+    delete std::exchange(m_buildWatcher, nullptr);
+    adopt(data);
 }
 
 void TimelineView::adopt(std::shared_ptr<const TimelineData> data)
@@ -125,6 +130,8 @@ void TimelineView::adopt(std::shared_ptr<const TimelineData> data)
         return;
     m_data = std::move(data);
     m_renderer.setData(m_data);
+    m_allocPiece.reset(); // grown data may be the same object, changed
+    m_allocPieceData = nullptr;
     m_hitGeneration = UINT64_MAX; // the hit stack is bound to the data's vectors
     update();
     Q_EMIT dataChanged();

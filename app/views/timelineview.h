@@ -24,7 +24,7 @@
 #include "views/timelinegeometry.h"
 #include "views/timelinerenderer.h"
 
-#include <QFuture>
+#include <QFutureWatcher>
 #include <QPointer>
 #include <QRegion>
 #include <QWidget>
@@ -62,7 +62,7 @@ public:
     // The data shown now (null before the first build finished): immutable, shareable with any thread.
     std::shared_ptr<const TimelineData> data() const { return m_data; }
     // Whether a build of the data is under way (the view shows the previous data, or "building", meanwhile).
-    bool isBuilding() const { return m_buildPending; }
+    bool isBuilding() const { return m_buildWatcher != nullptr; }
     // Waits for the build under way, if any, and shows its data. For screenshots and tests (finishTimelineBuilds).
     void finishBuild();
     const TimelineRenderer& renderer() const { return m_renderer; }
@@ -148,13 +148,12 @@ private:
     QToolButton* m_segmentsButton = nullptr;
     QToolButton* m_timeButton = nullptr;
 
-    // The data shown, and the build under way: its future, the generation of the newest request (an older one's
-    // result is dropped), and the changes it was asked for.
+    // The data shown, and the build under way: its watcher (null: none), the generation of the newest request (an
+    // older one's result is dropped), and the changes it was asked for.
     int m_device = -1;
     std::shared_ptr<const TimelineData> m_data;
-    QFuture<std::shared_ptr<const TimelineData>> m_build;
+    QFutureWatcher<std::shared_ptr<const TimelineData>>* m_buildWatcher = nullptr;
     uint64_t m_buildGeneration = 0;
-    bool m_buildPending = false;
     uint8_t m_buildChanges = 0;
     uint64_t m_revision = 0; // the last data revision handed out
     // The segment piece of each allocation, when the data has none (segments mode's selection needs it).

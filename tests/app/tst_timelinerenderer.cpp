@@ -218,13 +218,19 @@ private Q_SLOTS:
     void newestChangeWins_data()
     {
         QTest::addColumn<QString>("changes");
+        QTest::addColumn<bool>("shownFirst");
         QTest::addColumn<bool>("filtered");
         QTest::addColumn<int>("mode");
-        // Each while the view's first build (and each other) is under way.
-        QTest::newRow("hide a stream") << "hide" << true << int(ColorMode::Allocation);
-        QTest::newRow("hide a stream, show it again") << "hide show" << false << int(ColorMode::Allocation);
-        QTest::newRow("colour by stack, then hide a stream") << "stack hide" << true << int(ColorMode::Stack);
-        QTest::newRow("hide a stream, then colour by stream") << "hide stream" << true << int(ColorMode::Stream);
+        // Each while the view's first build (or, shownFirst, a build from data shown) and each other is under way.
+        QTest::newRow("hide a stream") << "hide" << false << true << int(ColorMode::Allocation);
+        QTest::newRow("hide a stream, show it again") << "hide show" << false << false << int(ColorMode::Allocation);
+        QTest::newRow("colour by stack, then hide a stream") << "stack hide" << false << true << int(ColorMode::Stack);
+        QTest::newRow("hide a stream, then colour by stream")
+            << "hide stream" << false << true << int(ColorMode::Stream);
+        QTest::newRow("shown: colour by stack, then hide a stream")
+            << "stack hide" << true << true << int(ColorMode::Stack);
+        QTest::newRow("shown: hide a stream, colour by stream, show it again")
+            << "hide stream show" << true << false << int(ColorMode::Stream);
     }
 
     // Changes made while builds are under way end with data of every change, and the superseded builds' results
@@ -232,6 +238,7 @@ private Q_SLOTS:
     void newestChangeWins()
     {
         QFETCH(QString, changes);
+        QFETCH(bool, shownFirst);
         QFETCH(bool, filtered);
         QFETCH(int, mode);
         auto session = test::loadSession("multistream.pickle");
@@ -239,9 +246,13 @@ private Q_SLOTS:
         const int64_t side = sideStream(*session);
         QVERIFY2(side >= 0, "multistream has a side stream");
         TimelineView view(session.get());
-        QSignalSpy shown(&view, &TimelineView::dataChanged);
         QVERIFY(view.isBuilding());
         QVERIFY(!view.data());
+        if (shownFirst) {
+            view.finishBuild();
+            QVERIFY(view.data());
+        }
+        QSignalSpy shown(&view, &TimelineView::dataChanged);
         for (const QString& change : changes.split(QLatin1Char(' '))) {
             if (change == QLatin1String("hide"))
                 session->setStreamVisible(side, false);
