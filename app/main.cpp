@@ -14,6 +14,7 @@
 #include "views/livewindow.h"
 #include "views/mainwindow.h"
 #include "views/rankgroupview.h"
+#include "views/timelineview.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -147,6 +148,9 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         target->resize(viewSize);
         target->show();
     }
+    // The timelines build their data in the background: the picture shows it finished.
+    memscope::app::finishTimelineBuilds(&window);
+    memscope::app::finishTimelineBuilds(target);
     QCoreApplication::sendPostedEvents(); // pending layout requests, so the grab shows the final geometry
     QCoreApplication::processEvents();
     const QString error = target ? window.exportView(out, target)
@@ -214,6 +218,8 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
         target->resize(viewSize);
         target->show();
     }
+    memscope::app::finishTimelineBuilds(&window);
+    memscope::app::finishTimelineBuilds(target);
     QCoreApplication::sendPostedEvents();
     QCoreApplication::processEvents();
     const QString error = target ? window.exportView(out, target)
@@ -278,6 +284,7 @@ int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& end
             QTimer::singleShot(700, &settle, &QEventLoop::quit);
             settle.exec();
         }
+    memscope::app::finishTimelineBuilds(&window);
     QCoreApplication::sendPostedEvents();
     QCoreApplication::processEvents();
     if (!window.grab().save(out)) {

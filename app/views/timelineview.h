@@ -11,17 +11,20 @@
 // drag the brush to move it, its edges to resize it, or drag elsewhere to draw a new one; a click centres it.
 // Keys: Left/Right move the cursor (Shift: by a tenth of the view), +/- zoom around the cursor, 0 shows everything.
 //
-// The plot is rendered into a cached QImage keyed by everything it depends on (range, size, device, filters, mode,
-// axis, palette); cursor, hover and selection are overlays, so moving them repaints without re-rendering (a cursor
-// move repaints two thin strips). GUI thread only; a render splits its columns over up to 4 threads of the global
-// QThreadPool (read-only work on the immutable Replay) and waits for them.
+// The data (views/timelinedata.h: items, colours, filters) is built in a job on the global QThreadPool whenever the
+// device, the colour mode or the filters change; meanwhile the view paints the data it has (or, before its first
+// data, a "building" state), and a newer request supersedes an older one, whose result is dropped. A live document's
+// growth extends the data on the GUI thread (O(new items)). Painting is TimelineRenderer's (views/timelinerenderer.h);
+// this widget handles input and keeps the axis and the geometry. GUI thread only.
 #pragma once
 
 #include "model/timeline.h"
 #include "models/session.h"
+#include "views/timelinedata.h"
 #include "views/timelinegeometry.h"
+#include "views/timelinerenderer.h"
 
-#include <QImage>
+#include <QFutureWatcher>
 #include <QPointer>
 #include <QRegion>
 #include <QWidget>
@@ -56,23 +59,33 @@ public:
     QRect axisRect() const { return m_layout.xAxis; }
     QRect overviewRect() const { return m_layout.overview; }
     const TimelineGeometry& geometry() const { return m_geometry; }
+    // The data shown now (null before the first build finished): immutable, shareable with any thread.
+    std::shared_ptr<const TimelineData> data() const { return m_data; }
+    // Whether a build of the data is under way (the view shows the previous data, or "building", meanwhile).
+    bool isBuilding() const { return m_buildWatcher != nullptr; }
+    // Waits for the build under way, if any, and shows its data. For screenshots and tests (finishTimelineBuilds).
+    void finishBuild();
+    const TimelineRenderer& renderer() const { return m_renderer; }
+
     // The state index the plot column at widget x shows (each column shows the state of its largest total among
-    // the states it covers); -1 outside the plot. Renders the plot first if needed.
+    // the states it covers); -1 outside the plot. Finishes a build under way and renders the plot first if needed.
     int64_t stateAtX(int x);
     // The allocation under a widget point: the one drawn there, or in segments mode the one at that address of the
-    // segment drawn there; NoAllocation if none.
+    // segment drawn there; NoAllocation if none. Finishes a build under way first, as segmentPieceAt.
     model::AllocationId allocationAt(QPoint pos);
     // The segment piece (index into Replay::segmentPieces()) under a point in segments mode, else -1.
     int64_t segmentPieceAt(QPoint pos);
     // Milliseconds the last full render of the plot took (sampling + rasterising), and how many it did.
-    double lastRenderMs() const { return m_renderMs; }
-    int renderCount() const { return m_renderCount; }
+    double lastRenderMs() const { return m_renderer.lastRenderMs(); }
+    int renderCount() const { return m_renderer.renderCount(); }
     // The first column the last render drew: 0 unless a live document grew (then only the columns it changed).
-    int lastRenderFirstColumn() const { return m_renderFirstColumn; }
+    int lastRenderFirstColumn() const { return m_renderer.lastRenderFirstColumn(); }
 
 Q_SIGNALS:
     void visibleRangeChanged(int64_t first, int64_t last);
     void showSegmentsChanged(bool on);
+    // New data is shown (a build finished, or a live document grew).
+    void dataChanged();
 
 protected:
     bool event(QEvent* event) override;
@@ -88,24 +101,6 @@ protected:
     void keyPressEvent(QKeyEvent* event) override;
 
 private:
-    // What the cached plot image was rendered for.
-    struct PlotKey {
-        double begin = 0, end = 0;
-        QSize pixels;
-        qreal dpr = 1;
-        int device = -1;
-        bool segments = false;
-        bool time = false;
-        uint64_t filterGeneration = 0;
-        QRgb base = 0, text = 0;
-        bool operator==(const PlotKey&) const = default;
-    };
-    // An item outlined across its lifetime: its offset at every column (-1 where not shown).
-    struct Outline {
-        model::TimelineItem item = model::NoTimelineItem;
-        uint64_t renderGeneration = 0;
-        std::vector<model::ByteCount> offsets;
-    };
     // What is under a point of the plot.
     struct Hit {
         model::TimelineItem item = model::NoTimelineItem;
@@ -116,14 +111,15 @@ private:
 
     void onDeviceChanged();
     void onGrown();
-    void itemsChanged(int64_t fromEntry = 0);
-    void fillColors();
     void onColorModeChanged();
     void onCursorChanged();
-    QString cursorLabel(int64_t cursor) const;
-    QRegion cursorRegion(int64_t cursor) const;
     void onFilterChanged();
     void onTimeAxisChanged();
+    // Starts a build of the data for `changes` (TimelineDataRequest::Change) on the global thread pool, superseding
+    // the one under way (whose changes it takes over).
+    void startBuild(uint8_t changes);
+    // Shows `data` (a build's result, or grown data).
+    void adopt(std::shared_ptr<const TimelineData> data);
     // How the axis is made again: from scratch (a new device, axis kind, ...) or after entries were appended.
     enum class AxisChange : uint8_t { Rebuilt, Grown };
     void rebuildAxis(AxisChange change = AxisChange::Rebuilt);
@@ -131,14 +127,14 @@ private:
     void setRange(double begin, double end);
     void emitRangeIfChanged();
 
-    const model::TimelineItems& items() const { return m_showSegments ? m_pieces : m_allocs; }
-    const std::vector<uint8_t>& visible() const { return m_showSegments ? m_pieceVisible : m_allocVisible; }
-    const std::vector<uint32_t>& itemColors() const { return m_showSegments ? m_pieceColors : m_allocColors; }
+    // Whether the data shown is the current device's.
+    bool hasData() const { return m_data && m_data->device == m_device; }
+    const model::TimelineItems& items() const { return m_data->items(m_showSegments); }
+    const std::vector<uint8_t>& visible() const { return m_data->visible(m_showSegments); }
     const std::vector<model::TimelineItem>& allocationPieces();
+    // What the renderer paints now, besides the data.
+    TimelineFrame frame();
 
-    void ensurePlot();
-    void ensureOverview();
-    void ensureOutline(Outline& outline, model::TimelineItem item);
     Hit hitTest(QPoint pos);
     int columnAt(double x) const;
     int64_t stateAtPixel(double x) const;
@@ -147,81 +143,41 @@ private:
     void updateHover(QPoint pos);
     QString tooltipText(QPoint pos);
 
-    void paintHeader(QPainter& p);
-    void paintYAxis(QPainter& p);
-    void paintXAxis(QPainter& p);
-    void paintAnnotations(QPainter& p);
-    void paintOutline(QPainter& p, const Outline& outline, const QColor& color, qreal width);
-    void paintCursor(QPainter& p);
-    void paintOverview(QPainter& p);
-
-    double overviewX(double coord) const;
-    double overviewCoord(double x) const;
-
     QPointer<Session> m_session;
     bool m_showSegments = false;
     QToolButton* m_segmentsButton = nullptr;
     QToolButton* m_timeButton = nullptr;
 
-    // Per device: the stacked items of both modes, their colours, visibility (empty = all visible).
+    // The data shown, and the build under way: its watcher (null: none), the generation of the newest request (an
+    // older one's result is dropped), and the changes it was asked for.
     int m_device = -1;
-    model::TimelineItems m_allocs, m_pieces;
-    std::vector<uint32_t> m_allocColors, m_pieceColors;
-    std::vector<uint8_t> m_allocVisible, m_pieceVisible;
-    std::vector<model::TimelineItem> m_allocPiece;
-    bool m_allocPieceValid = false;
-    uint64_t m_filterGeneration = 0;
-    std::vector<AnnotationSpan> m_annotations;
-    std::vector<int64_t> m_ooms;
+    std::shared_ptr<const TimelineData> m_data;
+    QFutureWatcher<std::shared_ptr<const TimelineData>>* m_buildWatcher = nullptr;
+    uint64_t m_buildGeneration = 0;
+    uint8_t m_buildChanges = 0;
+    uint64_t m_revision = 0; // the last data revision handed out
+    // The segment piece of each allocation, when the data has none (segments mode's selection needs it).
+    std::shared_ptr<const std::vector<model::TimelineItem>> m_allocPiece;
+    const TimelineData* m_allocPieceData = nullptr;
 
     StateAxis m_axis;
     TimelineGeometry m_geometry;
     // A live document's domain end, ahead of its data (rebuildAxis): x LiveDomainAhead of the data's length when
-    // the data reaches it. Its y scale keeps room to grow likewise (ensurePlot).
+    // the data reaches it. Its y scale keeps room to grow likewise (TimelineRenderer::LiveBytesAhead).
     static constexpr double LiveDomainAhead = 1.25;
-    static constexpr double LiveBytesAhead = 1.25;
     double m_liveDomainEnd = 0;
     TimelineLayout m_layout;
     std::pair<int64_t, int64_t> m_emittedRange { -1, -1 };
 
-    // The cached plot and what its columns show.
-    QImage m_plot;
-    PlotKey m_plotKey;
-    int64_t m_plotEntries = 0; // the entry count the plot was rendered with (a live document grows)
-    bool m_plotValid = false;
-    uint64_t m_renderGeneration = 0;
-    model::TimelineColumns m_columns;
-    std::vector<int64_t> m_lo, m_hi;
-    // One per rendering thread: a stack positioned at its first column, and working memory.
-    struct RenderPart {
-        model::TimelineStack stack;
-        model::TimelineRasterScratch scratch;
-        std::vector<model::AllocationId> live, liveScratch;
-        std::vector<model::TimelineItem> liveItems;
-    };
-    std::vector<std::unique_ptr<RenderPart>> m_parts;
-    std::vector<model::AllocationId> m_live, m_liveScratch;
-    std::vector<model::TimelineItem> m_liveItems;
-    double m_renderMs = 0;
-    int m_renderCount = 0;
-    int m_renderFirstColumn = 0;
+    TimelineRenderer m_renderer;
 
     // Hit testing reuses a stack positioned at the last column asked about.
     model::TimelineStack m_hitStack;
     uint64_t m_hitGeneration = UINT64_MAX;
+    const TimelineData* m_hitData = nullptr;
+    std::vector<model::AllocationId> m_live, m_liveScratch;
+    std::vector<model::TimelineItem> m_liveItems;
 
-    // The overview's envelope: the largest total per overview column.
-    std::vector<model::ByteCount> m_overview;
-    model::ByteCount m_overviewMax = 0;
-    QSize m_overviewKeySize;
-    int m_overviewKeyDevice = -1;
-    bool m_overviewKeySegments = false, m_overviewKeyTime = false;
-    double m_overviewKeyBegin = 0, m_overviewKeyEnd = 0;
-    int64_t m_overviewKeyEntries = -1;
-    std::vector<int64_t> m_overviewLo, m_overviewHi; // the state range of each overview column
-
-    Outline m_hoverOutline, m_selectOutline;
-    int64_t m_paintedCursor = -1; // the cursor the last paint drew (-1: none), for partial updates
     model::TimelineItem m_hoverPiece = model::NoTimelineItem; // segments mode: the piece under the mouse
 
     Drag m_drag = Drag::None;
@@ -230,5 +186,9 @@ private:
     double m_pressBegin = 0, m_pressEnd = 0; // the range when the drag began
     double m_pressCoord = 0; // the axis coordinate under the press (overview drags)
 };
+
+// Finishes the data builds of `root` and every TimelineView inside it (TimelineView::finishBuild), so that a grab
+// shows their finished data: what --screenshot and the tests call before rendering. GUI thread.
+void finishTimelineBuilds(QWidget* root);
 
 } // namespace memscope::app

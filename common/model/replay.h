@@ -184,7 +184,7 @@ struct ReplayOptions {
     // Called now and then (every 2^20 entries of each pass) on the building thread with the share of the build
     // done, in [0, 1]; returning false stops it: the replay is then incomplete (Replay::stopped()) and of no use
     // but to be dropped. Empty: the build runs to the end unasked.
-    std::function<bool(double done)> progress;
+    std::function<bool(double done)> progress {};
 };
 
 class Replay {

@@ -5,6 +5,7 @@
 #include "io/snapshotio.h"
 #include "models/session.h"
 #include "testutil.h"
+#include "views/timelineview.h"
 
 #include <QDir>
 #include <QWidget>
@@ -35,11 +36,13 @@ inline QString screenshotDir()
     return dir;
 }
 
-// Renders `widget` (shown offscreen at `size`) to <screenshotDir>/<name>.png; returns false if it could not.
+// Renders `widget` (shown offscreen at `size`) to <screenshotDir>/<name>.png, with the data its timelines build in
+// the background finished (as --screenshot does); returns false if it could not.
 inline bool saveScreenshot(QWidget& widget, const QString& name, QSize size = QSize(1200, 700))
 {
     widget.resize(size);
     widget.show();
+    app::finishTimelineBuilds(&widget);
     return widget.grab().save(screenshotDir() + QLatin1Char('/') + name + QLatin1String(".png"));
 }
 

@@ -317,13 +317,14 @@ void TestInsightsDock::colourByRecoloursTheTimeline()
 {
     auto w = window(QStringLiteral("transformer_train.pickle"));
     QWidget* timeline = w->view(DocumentWindow::View::Timeline);
+    app::finishTimelineBuilds(timeline);
     const QImage byAllocation = timeline->grab().toImage();
     w->session()->setColorMode(ColorMode::Stack);
-    QCoreApplication::processEvents();
+    app::finishTimelineBuilds(timeline); // the colours are built in the background
     const QImage byStack = timeline->grab().toImage();
     QVERIFY(byAllocation != byStack);
     w->session()->setColorMode(ColorMode::Allocation);
-    QCoreApplication::processEvents();
+    app::finishTimelineBuilds(timeline);
     QCOMPARE(timeline->grab().toImage(), byAllocation);
 }
 

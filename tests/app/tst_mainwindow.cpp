@@ -205,6 +205,7 @@ private Q_SLOTS:
             QVERIFY2(lines[i].startsWith(path + QLatin1String(": warning: ") + warnings[i]), qPrintable(lines[i]));
         }
         QVERIFY(QTest::qWaitForWindowExposed(&window));
+        memscope::app::finishTimelineBuilds(&window);
         QCoreApplication::processEvents();
         QVERIFY(window.grab().save(memscope::test::screenshotDir() + QLatin1String("/warnings-")
                                    + QFileInfo(path).baseName() + QLatin1String(".png")));

@@ -1029,6 +1029,7 @@ private Q_SLOTS:
             QVERIFY(std::count(visible.begin(), visible.end(), 0) > 0);
         }
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1062,6 +1063,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1094,6 +1096,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1133,6 +1136,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1161,6 +1165,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1218,6 +1223,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         session->setTimeAxis(time ? app::TimeAxis::Time : app::TimeAxis::Index);
         view.zoomToRange(first, last);
@@ -1238,6 +1244,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1263,6 +1270,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("multistream.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1276,6 +1284,7 @@ private Q_SLOTS:
         QCOMPARE(view.renderCount(), renders);
         // A filter does.
         session->setStreamVisible(firstSideStream(*session), false);
+        view.finishBuild();
         view.grab();
         QCOMPARE(view.renderCount(), renders + 1);
         // The toggle switches to segments (and re-renders).
@@ -1320,6 +1329,7 @@ private Q_SLOTS:
         auto session = openSession(file);
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.setShowSegments(segments);
         // Something to see beyond the plot: the cursor in the middle, the largest allocation selected.
         session->setCursor(session->entryCount() / 2);
@@ -1365,6 +1375,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("transformer_train.pickle"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(1200, 700);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));
@@ -1379,6 +1390,7 @@ private Q_SLOTS:
         QVERIFY(test::saveScreenshot(view, QStringLiteral("timeline-transformer_train-time")));
         auto big = openSession(QStringLiteral("big_trace.pickle.xz"));
         TimelineView bigView(big.get());
+        bigView.finishBuild(); // the data is built in the background
         bigView.zoomToRange(200000, 200600);
         QVERIFY(test::saveScreenshot(bigView, QStringLiteral("timeline-big_trace-zoomed")));
     }
@@ -1388,6 +1400,7 @@ private Q_SLOTS:
         auto session = openSession(QStringLiteral("big_trace.pickle.xz"));
         QVERIFY(session);
         TimelineView view(session.get());
+        view.finishBuild(); // the data is built in the background
         view.resize(1920, 1080);
         view.show();
         QVERIFY(QTest::qWaitForWindowExposed(&view));

@@ -1,0 +1,228 @@
+// Builds the memory timeline's data. See timelinedata.h.
+#include "views/timelinedata.h"
+
+#include "style/colors.h"
+
+#include <algorithm>
+
+namespace memscope::app {
+
+using namespace memscope::model;
+
+namespace {
+
+    // The segment piece holding each allocation, computed once per build when something needs it.
+    const std::vector<TimelineItem>& allocationPieces(TimelineData& data, const Replay& replay)
+    {
+        if (!data.allocPiece)
+            data.allocPiece = std::make_shared<const std::vector<TimelineItem>>(pieceOfAllocations(replay));
+        return *data.allocPiece;
+    }
+
+    // Colours of the items that have none yet, by the colour mode, as the segment map colours blocks: by address
+    // (MemoryViz.js hashes block addresses), by stack, or by the stream of the segment holding the allocation.
+    void fillColors(TimelineData& data, const Replay& replay, const Snapshot& snapshot)
+    {
+        const TimelineItems& allocs = *data.allocs;
+        const TimelineItems& pieceItems = *data.pieces;
+        const auto& pieces = replay.segmentPieces();
+        auto streamRgb = [&](int64_t stream) { return colors::stream(snapshot.streamNumber(stream)).rgb(); };
+        const size_t allocFrom = std::min(data.allocColors.size(), allocs.count());
+        data.allocColors.resize(allocs.count());
+        const std::vector<TimelineItem>* holder = nullptr;
+        if (data.colorMode == ColorMode::Stream && allocFrom < allocs.count())
+            holder = &allocationPieces(data, replay);
+        for (size_t k = allocFrom; k < allocs.count(); ++k) {
+            switch (data.colorMode) {
+            case ColorMode::Allocation:
+                data.allocColors[k] = colors::allocation(allocs.address[k]).rgb();
+                break;
+            case ColorMode::Stack:
+                data.allocColors[k] = colors::stack(replay.allocations()[k].stack).rgb();
+                break;
+            case ColorMode::Stream: {
+                const TimelineItem piece = k < holder->size() ? (*holder)[k] : NoTimelineItem;
+                data.allocColors[k] = streamRgb(piece != NoTimelineItem ? pieces[piece].stream : 0);
+                break;
+            }
+            }
+        }
+        const size_t pieceFrom = std::min(data.pieceColors.size(), pieceItems.count());
+        data.pieceColors.resize(pieceItems.count());
+        for (size_t k = pieceFrom; k < pieceItems.count(); ++k) {
+            switch (data.colorMode) {
+            case ColorMode::Allocation:
+                data.pieceColors[k] = colors::allocation(pieceItems.address[k]).rgb();
+                break;
+            case ColorMode::Stack:
+                data.pieceColors[k] = colors::stack(pieces[k].stack).rgb();
+                break;
+            case ColorMode::Stream:
+                data.pieceColors[k] = streamRgb(pieces[k].stream);
+                break;
+            }
+        }
+    }
+
+    // Which items the filters show: empty vectors when the filters hide nothing.
+    void fillVisibility(TimelineData& data, const TimelineDataRequest& request, const Replay& replay)
+    {
+        data.allocVisible.clear();
+        data.pieceVisible.clear();
+        if (request.hiddenStreams.empty() && request.hiddenPools.empty())
+            return;
+        // Few distinct (stream, pool) pairs: remember the last answer rather than look up two sets per item.
+        struct Key {
+            int64_t stream;
+            std::pair<int64_t, int64_t> pool;
+            bool operator==(const Key&) const = default;
+        };
+        auto isVisible = [&](const Key& key) {
+            return !request.hiddenStreams.count(key.stream) && !request.hiddenPools.count(key.pool);
+        };
+        Key lastKey { 0, { -1, -1 } };
+        bool lastVisible = isVisible(lastKey);
+        auto visibleFor = [&](const Key& key) {
+            if (!(key == lastKey)) {
+                lastKey = key;
+                lastVisible = isVisible(key);
+            }
+            return lastVisible;
+        };
+        const auto& pieces = replay.segmentPieces();
+        data.pieceVisible.resize(pieces.size());
+        for (size_t k = 0; k < pieces.size(); ++k)
+            data.pieceVisible[k] = visibleFor({ pieces[k].stream, pieces[k].poolId });
+        // An allocation's stream is its alloc entry's; its pool, and the stream of one alive before the trace, come
+        // from the segment piece holding it.
+        const auto& allocs = replay.allocations();
+        const auto& traces = request.document->snapshot->deviceTraces;
+        static const Trace none;
+        const Trace& entries = size_t(request.device) < traces.size() ? traces[size_t(request.device)] : none;
+        const auto& holder = allocationPieces(data, replay);
+        const int64_t first = replay.firstEntry();
+        data.allocVisible.resize(allocs.size());
+        for (size_t k = 0; k < allocs.size(); ++k) {
+            const TimelineItem piece = holder[k];
+            Key key { 0, { 0, 0 } };
+            if (piece != NoTimelineItem)
+                key = { pieces[piece].stream, pieces[piece].poolId };
+            const int64_t entry = first + allocs[k].allocIndex;
+            if (allocs[k].allocIndex >= 0 && entry < int64_t(entries.size()))
+                key.stream = entries[size_t(entry)].stream;
+            data.allocVisible[k] = visibleFor(key);
+        }
+    }
+
+    // `items` for changing: itself when nothing else holds it, else a copy.
+    std::shared_ptr<TimelineItems> mutableItems(std::shared_ptr<const TimelineItems>& items)
+    {
+        if (items.use_count() == 1)
+            return std::const_pointer_cast<TimelineItems>(std::exchange(items, nullptr));
+        return std::make_shared<TimelineItems>(*items);
+    }
+
+} // namespace
+
+TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t changes,
+                                            std::shared_ptr<const TimelineData> base, uint64_t revision)
+{
+    TimelineDataRequest r;
+    r.changes = changes;
+    r.base = std::move(base);
+    r.revision = revision;
+    r.document = session.documentPtr();
+    r.device = session.device();
+    r.colorMode = session.colorMode();
+    for (int64_t stream : session.streams())
+        if (!session.isStreamVisible(stream))
+            r.hiddenStreams.insert(stream);
+    for (const auto& pool : session.pools())
+        if (!session.isPoolVisible(pool))
+            r.hiddenPools.insert(pool);
+    r.annotations = session.annotations();
+    if ((changes & TimelineDataRequest::Grown) && r.base && r.base->allocs) {
+        // Only the new entries are looked at for OOMs.
+        r.ooms = r.base->ooms;
+        const std::vector<int64_t> more = session.oomIndices(r.base->allocs->entryCount);
+        r.ooms.insert(r.ooms.end(), more.begin(), more.end());
+    } else {
+        r.ooms = session.oomIndices();
+    }
+    return r;
+}
+
+std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request)
+{
+    const auto lock = request.document->readLock();
+    const Replay& replay = request.document->replays[size_t(request.device)];
+    const Snapshot& snapshot = *request.document->snapshot;
+    uint8_t changes = request.changes;
+    const TimelineData* base = request.base.get();
+    if (!base || base->document != request.document || base->device != request.device
+        || (changes & TimelineDataRequest::Items))
+        changes = TimelineDataRequest::Items | TimelineDataRequest::Colors | TimelineDataRequest::Visibility;
+    if (base && base->colorMode != request.colorMode)
+        changes |= TimelineDataRequest::Colors;
+
+    if (changes & TimelineDataRequest::Grown) {
+        // Items only append: their colours stay, the new ones get theirs; the filters are applied again.
+        std::shared_ptr<TimelineData> data = request.base.use_count() == 1
+            ? std::const_pointer_cast<TimelineData>(std::exchange(request.base, nullptr))
+            : std::make_shared<TimelineData>(*base);
+        auto allocs = mutableItems(data->allocs);
+        auto pieces = mutableItems(data->pieces);
+        allocs->extendAllocations(replay);
+        pieces->extendSegments(replay);
+        data->allocs = std::move(allocs);
+        data->pieces = std::move(pieces);
+        data->allocPiece.reset();
+        data->annotations = std::move(request.annotations);
+        data->ooms = std::move(request.ooms);
+        if (changes & TimelineDataRequest::Colors) {
+            data->colorMode = request.colorMode;
+            data->allocColors.clear();
+            data->pieceColors.clear();
+        }
+        fillColors(*data, replay, snapshot);
+        fillVisibility(*data, request, replay);
+        // The plot renders only the new columns unless the picture changed: other colours, or filtered items (whose
+        // flags are all new).
+        if ((changes & TimelineDataRequest::Colors) || data->filtered())
+            data->revision = request.revision;
+        return data;
+    }
+
+    auto data = std::make_shared<TimelineData>();
+    data->document = request.document;
+    data->device = request.device;
+    data->colorMode = request.colorMode;
+    data->annotations = std::move(request.annotations);
+    data->ooms = std::move(request.ooms);
+    if (changes & TimelineDataRequest::Items) {
+        data->allocs = std::make_shared<const TimelineItems>(TimelineItems::fromAllocations(replay));
+        data->pieces = std::make_shared<const TimelineItems>(TimelineItems::fromSegments(replay));
+    } else {
+        data->allocs = base->allocs;
+        data->pieces = base->pieces;
+        data->allocPiece = base->allocPiece;
+    }
+    if (changes & TimelineDataRequest::Colors) {
+        fillColors(*data, replay, snapshot);
+    } else {
+        data->allocColors = base->allocColors;
+        data->pieceColors = base->pieceColors;
+    }
+    if (changes & TimelineDataRequest::Visibility) {
+        fillVisibility(*data, request, replay);
+    } else {
+        data->allocVisible = base->allocVisible;
+        data->pieceVisible = base->pieceVisible;
+    }
+    const bool samePicture = !(changes & (TimelineDataRequest::Items | TimelineDataRequest::Colors))
+        && data->allocVisible == base->allocVisible && data->pieceVisible == base->pieceVisible;
+    data->revision = samePicture ? base->revision : request.revision;
+    return data;
+}
+
+} // namespace memscope::app

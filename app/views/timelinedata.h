@@ -1,0 +1,77 @@
+// The memory timeline's data: for one device of a Document, the stacked items of both modes (allocations and
+// segment pieces, model/timeline.h), their colours by the Session's colour mode, which of them the stream and pool
+// filters show, the segment piece holding each allocation, the annotations and the OOM marks. Immutable once built
+// and shared (std::shared_ptr<const TimelineData>): the timeline view paints it, and any view may read it on any
+// thread. buildTimelineData() makes it from a TimelineDataRequest, a plain copy of what it needs from the Session, so
+// that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and drops stale results).
+#pragma once
+
+#include "model/timeline.h"
+#include "models/session.h"
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace memscope::app {
+
+struct TimelineData {
+    std::shared_ptr<const Document> document; // keeps the replay alive
+    int device = -1;
+    // Changes whenever what the plot shows changes (items of another device, colours, visibility); kept when only
+    // entries were appended (a live document grew) or only the annotations changed, so that the plot renders only
+    // what is new.
+    uint64_t revision = 0;
+    ColorMode colorMode = ColorMode::Allocation;
+    std::shared_ptr<const model::TimelineItems> allocs, pieces;
+    std::vector<uint32_t> allocColors, pieceColors;
+    std::vector<uint8_t> allocVisible, pieceVisible; // empty: everything visible
+    // The segment piece holding each allocation (model::pieceOfAllocations), or null when nothing built needed it
+    // (the stream colours and the filters do): TimelineView computes it on demand then.
+    std::shared_ptr<const std::vector<model::TimelineItem>> allocPiece;
+    std::vector<AnnotationSpan> annotations;
+    std::vector<int64_t> ooms; // state indices
+
+    const model::Replay& replay() const { return document->replays[size_t(device)]; }
+    const model::TimelineItems& items(bool segments) const { return segments ? *pieces : *allocs; }
+    const std::vector<uint8_t>& visible(bool segments) const { return segments ? pieceVisible : allocVisible; }
+    const std::vector<uint32_t>& colors(bool segments) const { return segments ? pieceColors : allocColors; }
+    bool filtered() const { return !allocVisible.empty() || !pieceVisible.empty(); }
+};
+
+// What a build starts from: what changed since `base` (the data shown now, or null), and a copy of the Session's
+// state the data depends on. Made on the GUI thread (makeTimelineDataRequest); built on any thread.
+struct TimelineDataRequest {
+    enum Change : uint8_t {
+        Items = 1, // another device, or a new document: everything is built again
+        Colors = 2, // the colour mode
+        Visibility = 4, // the stream and pool filters
+        Grown = 8, // a live document grew: items extended, colours and visibility of the new items added
+    };
+    uint8_t changes = Items | Colors | Visibility;
+    std::shared_ptr<const TimelineData> base;
+    uint64_t revision = 0; // the new data's revision, when it differs from base's
+    std::shared_ptr<const Document> document;
+    int device = -1;
+    ColorMode colorMode = ColorMode::Allocation;
+    // The device's streams and pools the Session hides (Session::streams(), pools(): an allocation's stream is its
+    // segment's).
+    std::set<int64_t> hiddenStreams;
+    std::set<std::pair<int64_t, int64_t>> hiddenPools;
+    std::vector<AnnotationSpan> annotations;
+    std::vector<int64_t> ooms;
+};
+
+// A request for the Session's state now. GUI thread (reads the Session).
+TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t changes,
+                                            std::shared_ptr<const TimelineData> base, uint64_t revision);
+
+// Builds the data a request asks for, reusing from its base what did not change; returns the base itself when
+// nothing the data holds changed. Holds the document's read lock while it reads (a live document does not grow
+// meanwhile). Any thread; a Grown request must run on the GUI thread (it follows Session::grown), and extends the
+// base's items in place when nothing else holds them.
+std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request);
+
+} // namespace memscope::app

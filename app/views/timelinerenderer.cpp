@@ -1,0 +1,681 @@
+// Paints the memory timeline. See timelinerenderer.h.
+#include "views/timelinerenderer.h"
+
+#include "style/colors.h"
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QFuture>
+#include <QLocale>
+#include <QPainter>
+#include <QPainterPath>
+#include <QStringBuilder>
+#include <QThread>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+
+namespace memscope::app {
+
+using namespace memscope::model;
+
+namespace {
+
+    // Threads that rasterise one plot (the columns are split between them).
+    constexpr int MaxRenderThreads = 4;
+    // Headroom above the largest visible total.
+    constexpr double Headroom = 1.06;
+
+    uint64_t hashName(const QString& s) { return qHash(s); }
+
+    // The user-visible words are the timeline view's (one translation context for the widget and its painter).
+    QString tr(const char* text) { return QCoreApplication::translate("memscope::app::TimelineView", text); }
+
+} // namespace
+
+// ---- rendering ----------------------------------------------------------------------------------------------------
+
+void TimelineRenderer::ensurePlot(const TimelineFrame& frame)
+{
+    TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    const qreal dpr = frame.dpr;
+    const QRect plot = frame.layout.plot;
+    const QSize pixels(std::max(1, int(std::lround(plot.width() * dpr))),
+                       std::max(1, int(std::lround(plot.height() * dpr))));
+    const QPalette& pal = frame.palette;
+    const PlotKey key { g.begin,
+                        g.end,
+                        pixels,
+                        dpr,
+                        frame.device,
+                        frame.segments,
+                        axis.isTime(),
+                        m_data->revision,
+                        pal.color(QPalette::Base).rgb(),
+                        pal.color(QPalette::Text).rgb() };
+    // The entries the views were told of (Session::grown): a live document may have more already.
+    const TimelineItems& its = m_data->items(frame.segments);
+    const int64_t entries = its.entryCount;
+    if (m_plotValid && key == m_plotKey && m_plotEntries == entries)
+        return;
+
+    QElapsedTimer timer;
+    timer.start();
+    std::vector<int64_t> lo, hi;
+    axis.columnRanges(g.begin, g.end, pixels.width(), lo, hi);
+    // Columns that begin past the data (a live domain runs ahead of it) show nothing.
+    const double columnWidth = (g.end - g.begin) / pixels.width();
+    size_t dataColumns = lo.size();
+    while (dataColumns > 0 && g.begin + double(dataColumns - 1) * columnWidth >= axis.domainEnd())
+        --dataColumns;
+    lo.resize(dataColumns);
+    hi.resize(dataColumns);
+    // Only entries were appended since the last render, with the same range and everything else: the columns
+    // before the first whose state range changed are as they were (appending changes no earlier state).
+    size_t first = 0;
+    const bool grownOnly = m_plotValid && key == m_plotKey && m_plotEntries < entries;
+    if (grownOnly) {
+        const size_t common = std::min(m_lo.size(), lo.size());
+        while (first < common && m_lo[first] == lo[first] && m_hi[first] == hi[first])
+            ++first;
+    }
+    m_lo = std::move(lo);
+    m_hi = std::move(hi);
+    sampleColumns(its, m_data->visible(frame.segments), m_lo, m_hi, m_columns, first);
+    // Headroom above the largest total; with annotations or OOMs, enough for their label rows too, so that the
+    // labels never cover the data.
+    double headroom = Headroom;
+    if (!m_data->annotations.empty() || !m_data->ooms.empty()) {
+        const double reserved = LabelRows * (QFontMetrics(frame.font).height() + 3) + 6;
+        headroom = std::max(headroom, plot.height() / std::max(1.0, plot.height() - reserved));
+    }
+    // A live document's scale keeps room to grow (up to LiveBytesAhead × what its data needs), so that a new scale,
+    // which renders every column again, is rare; a render of everything keeps that scale too when it fits.
+    const double needed = std::max(double(m_columns.maxTotal) * headroom, 1024.0);
+    double bytesTop = needed;
+    if (frame.growing) {
+        const double kept = g.bytesTop;
+        bytesTop = kept >= needed && kept <= needed * LiveBytesAhead ? kept : needed * LiveBytesAhead;
+    }
+    if (bytesTop != g.bytesTop)
+        first = 0;
+    g.bytesTop = bytesTop;
+
+    if (m_plot.size() != pixels || m_plot.format() != QImage::Format_RGB32)
+        m_plot = QImage(pixels, QImage::Format_RGB32);
+    m_plot.setDevicePixelRatio(dpr);
+
+    const QColor base = pal.color(QPalette::Base), text = pal.color(QPalette::Text);
+    TimelineRaster raster;
+    raster.pixels = reinterpret_cast<uint32_t*>(m_plot.bits());
+    raster.stride = m_plot.bytesPerLine() / 4;
+    raster.width = pixels.width();
+    raster.height = pixels.height();
+    raster.bytesPerPixel = g.bytesTop / pixels.height();
+    raster.background = base.rgb();
+    raster.neutral = colors::mix(base, text, 0.45).rgb();
+    raster.pending = colors::pendingFree().rgb();
+    // The columns past the data: background.
+    const int width = pixels.width();
+    const int columns = int(dataColumns);
+    if (columns < width)
+        for (int y = 0; y < pixels.height(); ++y)
+            std::fill_n(raster.pixels + ptrdiff_t(y) * raster.stride + columns, width - columns, raster.background);
+
+    // Columns are independent given a stack at each part's first column: split them over the cores (the GUI
+    // thread takes the first part and waits for the rest; an idle pool thread or the GUI thread itself runs them).
+    // A render of the new columns only is small: one part.
+    const int from = int(first);
+    const int parts = columns - from >= 256 ? std::clamp(QThread::idealThreadCount(), 1, MaxRenderThreads) : 1;
+    while (int(m_parts.size()) < parts)
+        m_parts.push_back(std::make_unique<RenderPart>());
+    const Replay& replay = m_data->replay();
+    const bool segments = frame.segments;
+    auto renderPart = [&, this](int i) {
+        RenderPart& part = *m_parts[size_t(i)];
+        const int begin = from + (columns - from) * i / parts, end = from + (columns - from) * (i + 1) / parts;
+        if (begin >= end)
+            return;
+        part.stack.bind(&its, m_data->visible(frame.segments), m_data->colors(frame.segments));
+        part.stack.setColours(tallBytes(raster), raster.neutral, raster.pending); // before stacking: no re-stack
+        const int64_t state = m_columns.state[size_t(begin)];
+        if (segments) {
+            part.stack.reset(state);
+        } else {
+            // The replay's checkpoints find the live set faster than a scan of every earlier allocation.
+            replay.liveAt(state, part.live, part.liveScratch);
+            part.liveItems.resize(part.live.size());
+            std::transform(part.live.begin(), part.live.end(), part.liveItems.begin(),
+                           [](AllocationId a) { return raw(a); });
+            part.stack.reset(state, part.liveItems);
+        }
+        rasterize(part.stack, m_columns, raster, part.scratch, begin, end);
+    };
+    std::vector<QFuture<void>> futures;
+    for (int i = 1; i < parts; ++i)
+        futures.push_back(QtConcurrent::run(renderPart, i));
+    renderPart(0);
+    for (QFuture<void>& f : futures)
+        f.waitForFinished();
+
+    m_renderMs = double(timer.nsecsElapsed()) / 1e6;
+    m_renderFirstColumn = from;
+    ++m_renderCount;
+    ++m_renderGeneration;
+    m_plotKey = key;
+    m_plotEntries = entries;
+    m_plotValid = true;
+}
+
+void TimelineRenderer::ensureOverview(const TimelineFrame& frame)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    const QSize size = frame.layout.overview.size();
+    const int64_t entries = m_data->items(frame.segments).entryCount; // as ensurePlot
+    const bool same = size == m_overviewKeySize && frame.device == m_overviewKeyDevice
+        && frame.segments == m_overviewKeySegments && axis.isTime() == m_overviewKeyTime
+        && g.domainBegin == m_overviewKeyBegin && g.domainEnd == m_overviewKeyEnd;
+    if (same && entries == m_overviewKeyEntries)
+        return;
+    m_overviewKeySize = size;
+    m_overviewKeyDevice = frame.device;
+    m_overviewKeySegments = frame.segments;
+    m_overviewKeyTime = axis.isTime();
+    m_overviewKeyBegin = g.domainBegin;
+    m_overviewKeyEnd = g.domainEnd;
+    m_overviewKeyEntries = entries;
+    // ≈ one point per pixel: the largest value of each overview column (STYLE.md, charts reduced before painting).
+    // Over the whole domain (a live one runs ahead of the data: columns past it stay 0). When only entries were
+    // appended, the columns before the first whose state range changed keep their value.
+    const ReplaySeries& series = m_data->replay().series();
+    const auto& values = frame.segments ? series.reserved : series.active;
+    std::vector<int64_t> lo, hi;
+    const int width = std::max(size.width(), 1);
+    axis.columnRanges(g.domainBegin, g.domainEnd, width, lo, hi);
+    const double columnWidth = (g.domainEnd - g.domainBegin) / width;
+    size_t first = 0;
+    if (same && m_overviewLo.size() == lo.size())
+        while (first < lo.size() && m_overviewLo[first] == lo[first] && m_overviewHi[first] == hi[first])
+            ++first;
+    m_overview.resize(lo.size(), 0);
+    std::array<ByteCount, PackedSeries::BlockSize> chunk; // the series is packed: read a block at a time
+    for (size_t x = first; x < lo.size(); ++x) {
+        ByteCount best = 0;
+        if (g.domainBegin + double(x) * columnWidth < axis.domainEnd()) {
+            const int64_t end = std::min(hi[x], entries + 1);
+            for (int64_t s = lo[x]; s < end; s += int64_t(chunk.size())) {
+                const size_t count = size_t(std::min<int64_t>(end - s, int64_t(chunk.size())));
+                values.read(size_t(s), count, chunk.data());
+                best = std::max(best, *std::max_element(chunk.begin(), chunk.begin() + ptrdiff_t(count)));
+            }
+        }
+        m_overview[x] = best;
+    }
+    m_overviewMax = m_overview.empty() ? 0 : *std::max_element(m_overview.begin(), m_overview.end());
+    m_overviewLo = std::move(lo);
+    m_overviewHi = std::move(hi);
+}
+
+void TimelineRenderer::ensureOutline(const TimelineFrame& frame, Outline& outline, TimelineItem item)
+{
+    if (outline.item == item && outline.renderGeneration == m_renderGeneration)
+        return;
+    outline.item = item;
+    outline.renderGeneration = m_renderGeneration;
+    if (item == NoTimelineItem || item >= m_data->items(frame.segments).count())
+        outline.offsets.clear();
+    else
+        itemOffsets(m_data->items(frame.segments), m_data->visible(frame.segments), item, m_columns.state,
+                    outline.offsets);
+}
+
+// ---- painting -----------------------------------------------------------------------------------------------------
+
+void TimelineRenderer::prepare(const TimelineFrame& frame)
+{
+    if (!hasData(frame))
+        return;
+    ensurePlot(frame);
+    ensureOverview(frame);
+}
+
+void TimelineRenderer::paint(QPainter& p, const TimelineFrame& frame)
+{
+    const QPalette& pal = frame.palette;
+    p.fillRect(frame.bounds, pal.color(QPalette::Window));
+    if (!hasData(frame)) {
+        paintBuilding(p, frame);
+        return;
+    }
+    prepare(frame);
+
+    paintHeader(p, frame);
+    p.drawImage(frame.layout.plot.topLeft(), m_plot);
+    paintYAxis(p, frame);
+    paintAnnotations(p, frame);
+
+    p.save();
+    p.setClipRect(frame.layout.plot);
+    p.setRenderHint(QPainter::Antialiasing, true);
+    ensureOutline(frame, m_selectOutline, frame.selected);
+    paintOutline(p, frame, m_selectOutline, colors::selection(pal), 2.5);
+    if (frame.hovered != frame.selected) {
+        ensureOutline(frame, m_hoverOutline, frame.hovered);
+        paintOutline(p, frame, m_hoverOutline, pal.color(QPalette::Text), 1.5);
+    }
+    p.restore();
+
+    p.setPen(pal.color(QPalette::Mid));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(QRectF(frame.layout.plot).adjusted(-0.5, -0.5, 0.5, 0.5));
+    paintXAxis(p, frame);
+    paintOverview(p, frame);
+    paintCursor(p, frame);
+}
+
+QImage TimelineRenderer::render(const TimelineFrame& frame)
+{
+    QImage image(frame.bounds.size() * frame.dpr, QImage::Format_ARGB32_Premultiplied);
+    image.setDevicePixelRatio(frame.dpr);
+    image.fill(Qt::transparent);
+    QPainter p(&image);
+    p.setFont(frame.font);
+    p.setPen(frame.palette.color(QPalette::WindowText));
+    p.translate(-frame.bounds.topLeft());
+    paint(p, frame);
+    return image;
+}
+
+// No data for the device yet (its first build is under way): the frame and the title, and a word in the plot, so
+// that the view never flashes blank.
+void TimelineRenderer::paintBuilding(QPainter& p, const TimelineFrame& frame)
+{
+    const QPalette& pal = frame.palette;
+    p.fillRect(frame.layout.plot, pal.color(QPalette::Base));
+    p.setPen(pal.color(QPalette::Mid));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(QRectF(frame.layout.plot).adjusted(-0.5, -0.5, 0.5, 0.5));
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(frame.layout.plot, Qt::AlignCenter, tr("Building the timeline…"));
+}
+
+void TimelineRenderer::paintHeader(QPainter& p, const TimelineFrame& frame)
+{
+    const QPalette& pal = frame.palette;
+    QFont bold = frame.font;
+    bold.setBold(true);
+    p.setFont(bold);
+    p.setPen(pal.color(QPalette::WindowText));
+    const QString title = frame.segments ? tr("Active Cached Memory Timeline") : tr("Active Memory Timeline");
+    QRect r = frame.layout.header.adjusted(8, 0, 0, 0);
+    r.setRight(frame.titleRight);
+    p.drawText(r, Qt::AlignVCenter | Qt::AlignLeft, title);
+    const int titleWidth = QFontMetrics(bold).horizontalAdvance(title);
+    p.setFont(frame.font);
+    const QLocale locale;
+    QString detail;
+    if (frame.segments)
+        detail = (m_data->pieces->count() == 1
+                      ? tr("1 segment")
+                      : tr("%1 segments").arg(locale.toString(qulonglong(m_data->pieces->count()))))
+            + tr(", reserved bytes");
+    else
+        detail = (m_data->allocs->count() == 1
+                      ? tr("1 allocation")
+                      : tr("%1 allocations").arg(locale.toString(qulonglong(m_data->allocs->count()))))
+            + tr(", block bytes");
+    if (!m_data->allocVisible.empty() || !m_data->pieceVisible.empty())
+        detail += tr(" (filtered)");
+    detail += tr(" · largest in view %1").arg(Session::formatBytes(m_columns.maxTotal));
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(r.adjusted(titleWidth + 12, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
+               QFontMetrics(frame.font).elidedText(detail, Qt::ElideRight, std::max(0, r.width() - titleWidth - 12)));
+}
+
+void TimelineRenderer::paintYAxis(QPainter& p, const TimelineFrame& frame)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const QPalette& pal = frame.palette;
+    const QRect plot = frame.layout.plot;
+    const QFontMetrics fm(frame.font);
+    const int maxCount = std::max(1, plot.height() / (fm.height() * 3));
+    const auto values = ticks::bytes(g.bytesTop, maxCount);
+    QColor grid = pal.color(QPalette::Text);
+    grid.setAlpha(40);
+    for (int64_t v : values) {
+        const double y = std::round(g.yAt(double(v))) + 0.5;
+        // 1-pixel fills, here and for other translucent rules: the raster engine fills a rectangle ~50× faster than
+        // it strokes a translucent line (6 ms for this grid at 1920×1080).
+        if (v != 0)
+            p.fillRect(QRect(plot.left(), int(y), plot.width(), 1), grid);
+        p.setPen(pal.color(QPalette::WindowText));
+        const QRectF label(frame.layout.yAxis.left(), y - fm.height() / 2.0, frame.layout.yAxis.width() - 6,
+                           fm.height());
+        if (label.top() >= frame.layout.yAxis.top() - fm.height() / 2.0)
+            p.drawText(label, Qt::AlignRight | Qt::AlignVCenter, ticks::bytesLabel(v));
+    }
+}
+
+void TimelineRenderer::paintXAxis(QPainter& p, const TimelineFrame& frame)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const QPalette& pal = frame.palette;
+    const QRect axis = frame.layout.xAxis;
+    const QFontMetrics fm(frame.font);
+    const bool time = frame.axis->isTime();
+    const double origin = frame.axis->domainBegin();
+    // Fewer ticks until the widest label fits between neighbours.
+    int maxCount = std::max(1, axis.width() / (fm.horizontalAdvance(QStringLiteral("888.88 ms")) + 24));
+    std::vector<double> values;
+    std::vector<QString> labels;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        values = ticks::linear(g.begin, g.end, maxCount, time ? origin : 0.0);
+        const double step = values.size() > 1 ? values[1] - values[0] : g.span();
+        labels.clear();
+        int widest = 0;
+        for (double v : values) {
+            labels.push_back(time ? ticks::timeLabel(v, origin, step) : ticks::indexLabel(v));
+            widest = std::max(widest, fm.horizontalAdvance(labels.back()));
+        }
+        const double pixelStep = step / g.span() * axis.width();
+        if (pixelStep >= widest + 16 || maxCount == 1)
+            break;
+        maxCount = std::max(1, int(axis.width() / (widest + 16)));
+    }
+    p.setPen(pal.color(QPalette::WindowText));
+    for (size_t i = 0; i < values.size(); ++i) {
+        const double x = std::round(g.xAt(values[i])) + 0.5;
+        if (x < axis.left() || x > axis.right() + 1)
+            continue;
+        p.drawLine(QPointF(x, axis.top()), QPointF(x, axis.top() + 4));
+        const int w = fm.horizontalAdvance(labels[i]);
+        // Centred under the tick, kept inside the axis (the unit's label sits left of it).
+        const double left = std::clamp(x - w / 2.0, double(axis.left()), double(axis.right() + 1 - w));
+        p.drawText(QRectF(left, axis.top() + 4, w + 2, fm.height()), Qt::AlignLeft | Qt::AlignTop, labels[i]);
+    }
+    // The unit, left of the first label position.
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    p.drawText(QRect(0, axis.top() + 4, frame.layout.yAxis.width() - 6, fm.height()), Qt::AlignRight | Qt::AlignTop,
+               time ? tr("time") : tr("entry"));
+}
+
+void TimelineRenderer::paintAnnotations(QPainter& p, const TimelineFrame& frame)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    const QRect plot = frame.layout.plot;
+    const QFontMetrics fm(frame.font);
+    const bool time = axis.isTime();
+    struct Label {
+        double x;
+        QString text;
+        QColor color;
+        bool oom;
+    };
+    std::vector<Label> labels;
+    p.save();
+    p.setClipRect(plot);
+    // Bands: at most one per pixel column once they get thinner than a pixel (level of detail).
+    int lastLeft = INT_MIN, lastRight = INT_MIN;
+    for (const AnnotationSpan& span : m_data->annotations) {
+        const double c0 = time ? double(span.beginUs) : axis.stateBegin(span.begin);
+        const double c1 = time ? double(span.endUs) : axis.stateBegin(span.end);
+        const double x0 = g.xAt(c0), x1 = std::max(g.xAt(c1), x0 + 1);
+        if (x1 < plot.left() || x0 > plot.right() + 1)
+            continue;
+        QColor color = colors::categorical(hashName(span.name));
+        if (int(x0) == lastLeft && int(x1) <= lastRight + 1)
+            continue;
+        lastLeft = int(x0);
+        lastRight = int(x1);
+        QColor fill = color;
+        fill.setAlpha(34);
+        p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), fill);
+        QColor edge = color;
+        edge.setAlpha(150);
+        p.fillRect(QRect(int(std::round(x0)), plot.top(), 1, plot.height()), edge);
+        if (span.end != span.begin)
+            p.fillRect(QRect(int(std::round(x1)) - 1, plot.top(), 1, plot.height()), edge);
+        labels.push_back({ std::max(x0, double(plot.left())) + 3, span.name, color.darker(130), false });
+    }
+    // OOMs: a red line each, labelled.
+    const QColor red = colors::oom();
+    int lastOom = INT_MIN;
+    for (int64_t index : m_data->ooms) {
+        const double x = std::round(g.xAt(axis.stateMarker(index)));
+        if (x < plot.left() || x > plot.right() + 1 || int(x) == lastOom)
+            continue;
+        lastOom = int(x);
+        p.fillRect(QRect(int(x) - 1, plot.top(), 2, plot.height()), red);
+        labels.push_back({ x + 3, tr("OOM"), red, true });
+    }
+    // Labels in rows along the top, never overlapping; those without room are left out.
+    std::stable_sort(labels.begin(), labels.end(), [](const Label& a, const Label& b) { return a.x < b.x; });
+    std::vector<double> xs, widths;
+    for (const Label& l : labels) {
+        xs.push_back(l.x);
+        widths.push_back(fm.horizontalAdvance(l.text) + 6);
+    }
+    const std::vector<int> rows = placeLabels(xs, widths, LabelRows, 4);
+    const QPalette& pal = frame.palette;
+    QColor box = pal.color(QPalette::Base);
+    box.setAlpha(215);
+    for (size_t i = 0; i < labels.size(); ++i) {
+        if (rows[i] < 0)
+            continue;
+        const QRectF r(xs[i], plot.top() + 2 + rows[i] * (fm.height() + 3), widths[i], fm.height() + 1);
+        p.fillRect(r, box);
+        if (labels[i].oom) {
+            QFont bold = frame.font;
+            bold.setBold(true);
+            p.setFont(bold);
+        }
+        p.setPen(labels[i].oom ? labels[i].color : pal.color(QPalette::Text));
+        p.drawText(r, Qt::AlignCenter, labels[i].text);
+        p.setFont(frame.font);
+        p.fillRect(QRectF(r.left(), r.top(), 2, r.height()), labels[i].color);
+    }
+    p.restore();
+}
+
+void TimelineRenderer::paintOutline(QPainter& p, const TimelineFrame& frame, const Outline& outline,
+                                    const QColor& color, qreal width)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    if (outline.item == NoTimelineItem || outline.item >= m_data->items(frame.segments).count())
+        return;
+    const TimelineItems& its = m_data->items(frame.segments);
+    const double size = double(its.size[outline.item]);
+    const qreal dpr = frame.dpr;
+    const double left = frame.layout.plot.left();
+    QColor fill = color;
+    fill.setAlpha(50);
+    // A halo in the base colour under the line keeps it visible on any mix of allocation colours.
+    QColor halo = frame.palette.color(QPalette::Base);
+    halo.setAlpha(230);
+    const QPen haloPen(halo, width + 2.5), linePen(color, width);
+    auto draw = [&](const auto& shape) {
+        p.setBrush(Qt::NoBrush);
+        p.setPen(haloPen);
+        p.drawPolygon(shape);
+        p.setBrush(fill);
+        p.setPen(linePen);
+        p.drawPolygon(shape);
+    };
+    // One polygon per run of consecutive columns showing the item; a vertex only where its offset changes.
+    bool drawn = false;
+    QPolygonF top, bottom;
+    auto flush = [&] {
+        if (top.isEmpty())
+            return;
+        QPolygonF shape = top;
+        for (auto it = bottom.crbegin(); it != bottom.crend(); ++it)
+            shape << *it;
+        draw(shape);
+        top.clear();
+        bottom.clear();
+        drawn = true;
+    };
+    const auto& offsets = outline.offsets;
+    for (size_t x = 0; x < offsets.size(); ++x) {
+        if (offsets[x] < 0) {
+            flush();
+            continue;
+        }
+        const double x0 = left + double(x) / dpr, x1 = left + double(x + 1) / dpr;
+        const double yb = g.yAt(double(offsets[x])), yt = std::min(g.yAt(double(offsets[x]) + size), yb - 1);
+        if (!top.isEmpty() && x > 0 && offsets[x] == offsets[x - 1]) {
+            top.back().setX(x1);
+            bottom.back().setX(x1);
+            continue;
+        }
+        top << QPointF(x0, yt) << QPointF(x1, yt);
+        bottom << QPointF(x0, yb) << QPointF(x1, yb);
+    }
+    flush();
+    if (drawn)
+        return;
+    // Shown in no column (it lives between two columns' chosen states): mark where it lived, at its first offset.
+    const int64_t first = int64_t(its.begin[outline.item]) + 1;
+    std::vector<ByteCount> offset;
+    const int64_t state = first;
+    itemOffsets(its, m_data->visible(frame.segments), outline.item, std::span<const int64_t>(&state, 1), offset);
+    if (offset.empty() || offset[0] < 0)
+        return;
+    const double x0 = g.xAt(axis.stateBegin(first));
+    const double x1 = std::max(g.xAt(axis.stateBegin(int64_t(its.end[outline.item]) + 1)), x0 + 3);
+    const double yb = g.yAt(double(offset[0]));
+    const double yt = std::min(g.yAt(double(offset[0]) + size), yb - 3);
+    draw(QPolygonF(QRectF(QPointF(x0, yt), QPointF(x1, yb))));
+}
+
+QString TimelineRenderer::cursorLabel(const TimelineFrame& frame, int64_t cursor) const
+{
+    const StateAxis& axis = *frame.axis;
+    return axis.isTime()
+        ? tr("%1 · %2").arg(cursor).arg(ticks::timeLabel(axis.stateBegin(cursor), axis.domainBegin(), 1000))
+        : QString::number(cursor);
+}
+
+QRegion TimelineRenderer::cursorRegion(const TimelineFrame& frame, int64_t cursor) const
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    // What paintCursor touches: the line, its label on the x axis (kept inside the plot's width, so it may sit
+    // up to its width away), and the tick on the overview.
+    const int x = int(std::round(g.xAt(axis.stateMarker(cursor))));
+    const int w = QFontMetrics(frame.font).horizontalAdvance(cursorLabel(frame, cursor)) + 12;
+    const int ox = int(std::round(overviewX(frame.layout.overview, *frame.geometry, axis.stateMarker(cursor))));
+    QRegion region(QRect(x - 2, frame.layout.plot.top(), 5, frame.layout.plot.height() + 1));
+    region += QRect(x - w, frame.layout.xAxis.top(), 2 * w, frame.layout.xAxis.height());
+    region += QRect(ox - 2, frame.layout.overview.top(), 5, frame.layout.overview.height() + 1);
+    return region;
+}
+
+void TimelineRenderer::paintCursor(QPainter& p, const TimelineFrame& frame)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    const QPalette& pal = frame.palette;
+    const int64_t cursor = frame.cursor;
+    m_paintedCursor = cursor;
+    const QRect plot = frame.layout.plot;
+    const double x = std::round(g.xAt(axis.stateMarker(cursor))) + 0.5;
+    p.setRenderHint(QPainter::Antialiasing, false);
+    if (x >= plot.left() && x <= plot.right() + 1) {
+        p.setPen(QPen(colors::cursor(pal), 1));
+        p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom() + 1));
+        // Its label sits on the x axis, over the tick labels.
+        const QFontMetrics fm(frame.font);
+        const QString label = cursorLabel(frame, cursor);
+        const int w = fm.horizontalAdvance(label) + 8;
+        const QRectF r(std::clamp(x - w / 2.0, double(plot.left()), double(plot.right() + 1 - w)),
+                       frame.layout.xAxis.top() + 2, w, fm.height() + 2);
+        p.fillRect(r, colors::cursor(pal));
+        p.setPen(pal.color(QPalette::Base));
+        p.drawText(r, Qt::AlignCenter, label);
+    }
+    // And a tick on the overview.
+    const QRect ov = frame.layout.overview;
+    const double ox = std::round(overviewX(frame.layout.overview, *frame.geometry, axis.stateMarker(cursor))) + 0.5;
+    p.setPen(QPen(colors::cursor(pal), 1));
+    p.drawLine(QPointF(ox, ov.top()), QPointF(ox, ov.bottom() + 1));
+}
+
+double TimelineRenderer::overviewX(const QRect& ov, const TimelineGeometry& g, double coord)
+{
+    return ov.left() + (coord - g.domainBegin) / (g.domainEnd - g.domainBegin) * ov.width();
+}
+
+double TimelineRenderer::overviewCoord(const QRect& ov, const TimelineGeometry& g, double x)
+{
+    return g.domainBegin + (x - ov.left()) / std::max(ov.width(), 1) * (g.domainEnd - g.domainBegin);
+}
+
+void TimelineRenderer::paintOverview(QPainter& p, const TimelineFrame& frame)
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    const QPalette& pal = frame.palette;
+    const QRect ov = frame.layout.overview;
+    p.fillRect(ov, pal.color(QPalette::Base));
+    // The envelope, one step per column.
+    if (!m_overview.empty() && m_overviewMax > 0) {
+        QPolygonF shape;
+        shape.reserve(qsizetype(m_overview.size()) * 2 + 2);
+        const double scale = (ov.height() - 2) / double(m_overviewMax);
+        const double bottom = ov.bottom() + 1;
+        shape << QPointF(ov.left(), bottom);
+        for (size_t x = 0; x < m_overview.size(); ++x) {
+            const double y = bottom - double(m_overview[x]) * scale;
+            shape << QPointF(ov.left() + double(x), y) << QPointF(ov.left() + double(x + 1), y);
+        }
+        shape << QPointF(ov.left() + double(m_overview.size()), bottom);
+        QColor fill = colors::mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.4);
+        p.setPen(Qt::NoPen);
+        p.setBrush(fill);
+        p.drawPolygon(shape);
+    }
+    // OOM ticks.
+    p.setPen(QPen(colors::oom(), 1));
+    for (int64_t index : m_data->ooms) {
+        const double x = std::round(overviewX(frame.layout.overview, *frame.geometry, axis.stateMarker(index))) + 0.5;
+        p.drawLine(QPointF(x, ov.top()), QPointF(x, ov.bottom() + 1));
+    }
+    // The brush: the visible range; what is outside it is dimmed.
+    const double b0 = overviewX(frame.layout.overview, *frame.geometry, g.begin),
+                 b1 = std::max(overviewX(frame.layout.overview, *frame.geometry, g.end), b0 + 3);
+    QColor dim = pal.color(QPalette::Window);
+    dim.setAlpha(150);
+    p.fillRect(QRectF(ov.left(), ov.top(), b0 - ov.left(), ov.height()), dim);
+    p.fillRect(QRectF(b1, ov.top(), ov.right() + 1 - b1, ov.height()), dim);
+    QColor brush = colors::selection(pal);
+    QColor brushFill = brush;
+    brushFill.setAlpha(40);
+    p.setPen(QPen(brush, 1.5));
+    p.setBrush(brushFill);
+    p.drawRect(QRectF(b0, ov.top() + 0.75, b1 - b0, ov.height() - 1.5));
+    // Grips on the edges.
+    p.setBrush(brush);
+    p.setPen(Qt::NoPen);
+    for (double x : { b0, b1 })
+        p.drawRect(QRectF(x - 2, ov.top() + ov.height() / 2.0 - 6, 4, 12));
+    p.setPen(pal.color(QPalette::Mid));
+    p.setBrush(Qt::NoBrush);
+    p.drawRect(QRectF(ov).adjusted(-0.5, -0.5, 0.5, 0.5));
+    // Its scale, left of it.
+    p.setPen(pal.color(QPalette::PlaceholderText));
+    const QFontMetrics fm(frame.font);
+    p.drawText(QRect(0, ov.top(), frame.layout.yAxis.width() - 6, fm.height()), Qt::AlignRight | Qt::AlignTop,
+               Session::formatBytes(m_overviewMax));
+    p.drawText(QRect(0, ov.bottom() - fm.height(), frame.layout.yAxis.width() - 6, fm.height()),
+               Qt::AlignRight | Qt::AlignBottom, frame.segments ? tr("reserved") : tr("active"));
+}
+
+} // namespace memscope::app

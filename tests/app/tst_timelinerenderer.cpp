@@ -1,0 +1,313 @@
+// The memory timeline without its widget: TimelineRenderer paints data built by buildTimelineData into a QImage, and
+// the pixels are checked against the data (an allocation's colour where it is stacked at a state, the cursor line,
+// the "building" state without data); and the view's background builds: changes made while a build is under way end
+// with the newest data, the superseded results are never shown. Runs offscreen on the GUI thread.
+#include "apptestutil.h"
+#include "style/colors.h"
+#include "views/timelinedata.h"
+#include "views/timelinerenderer.h"
+#include "views/timelineview.h"
+
+#include <QFontMetrics>
+#include <QImage>
+#include <QSignalSpy>
+#include <QTest>
+#include <QThreadPool>
+
+#include <algorithm>
+
+using namespace memscope;
+using namespace memscope::app;
+using model::ByteCount;
+using model::TimelineItem;
+
+namespace {
+
+// A light palette of known colours, so that pixels can be compared with it.
+QPalette knownPalette()
+{
+    QPalette p;
+    p.setColor(QPalette::Window, QColor(0xf0, 0xf0, 0xf0));
+    p.setColor(QPalette::Base, QColor(0xff, 0xff, 0xff));
+    p.setColor(QPalette::Text, QColor(0x10, 0x10, 0x10));
+    p.setColor(QPalette::WindowText, QColor(0x20, 0x20, 0x20));
+    p.setColor(QPalette::PlaceholderText, QColor(0x80, 0x80, 0x80));
+    p.setColor(QPalette::Mid, QColor(0xa0, 0xa0, 0xa0));
+    p.setColor(QPalette::Highlight, QColor(0x30, 0x60, 0xd0));
+    return p;
+}
+
+// Everything a render needs besides the data, for an image of `size`: the whole index axis in view.
+struct Scene {
+    StateAxis axis;
+    TimelineGeometry geometry;
+    TimelineFrame frame;
+
+    Scene(const TimelineData& data, bool segments, QSize size)
+    {
+        const int64_t entries = data.items(segments).entryCount;
+        axis = StateAxis::index(entries);
+        frame.font = QFont();
+        const QFontMetrics fm(frame.font);
+        frame.layout = TimelineLayout::compute(size, fm.height(), fm.horizontalAdvance(QStringLiteral("1023.75 MiB")));
+        geometry.rect = QRectF(frame.layout.plot);
+        geometry.setDomain(axis.domainBegin(), axis.domainEnd(), std::min<double>(8.0, double(entries + 1)));
+        frame.axis = &axis;
+        frame.geometry = &geometry;
+        frame.bounds = QRect(QPoint(0, 0), size);
+        frame.titleRight = size.width() - 8;
+        frame.palette = knownPalette();
+        frame.device = data.device;
+        frame.segments = segments;
+    }
+};
+
+std::shared_ptr<const TimelineData> build(const Session& session)
+{
+    return buildTimelineData(makeTimelineDataRequest(session, TimelineDataRequest::Items, nullptr, 1));
+}
+
+// The same data without annotations and OOM marks, whose translucent bands would tint the plot's pixels.
+std::shared_ptr<const TimelineData> withoutMarks(const std::shared_ptr<const TimelineData>& data)
+{
+    auto plain = std::make_shared<TimelineData>(*data);
+    plain->annotations.clear();
+    plain->ooms.clear();
+    return plain;
+}
+
+// A stream other than the first one with segments, or -1.
+int64_t sideStream(const Session& session)
+{
+    const auto streams = session.streams();
+    return streams.size() > 1 ? streams.back() : -1;
+}
+
+} // namespace
+
+class TestTimelineRenderer : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void rendersAnItemAtItsPlace_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<bool>("segments");
+        QTest::newRow("mlp_train allocations") << "mlp_train.pickle" << false;
+        QTest::newRow("mlp_train segments") << "mlp_train.pickle" << true;
+        QTest::newRow("multistream allocations") << "multistream.pickle" << false;
+        QTest::newRow("transformer_train allocations") << "transformer_train.pickle" << false;
+    }
+
+    // Zoomed to a few states (many pixels each), the largest item live at a state is painted in its own colour at
+    // its place in the stack: above the items with a smaller index live then.
+    void rendersAnItemAtItsPlace()
+    {
+        QFETCH(QString, file);
+        QFETCH(bool, segments);
+        auto session = test::loadSession(file.toStdString());
+        QVERIFY(session);
+        const auto data = withoutMarks(build(*session));
+        const model::TimelineItems& items = data->items(segments);
+        Scene scene(*data, segments, QSize(1000, 500));
+        const int64_t state = items.entryCount / 2;
+        scene.geometry.setRange(double(state - 4), double(state + 6));
+
+        // The brute force: the live items at `state`, bottom first, and the largest one not drawn pending.
+        TimelineItem largest = model::NoTimelineItem;
+        ByteCount largestOffset = 0, offset = 0;
+        for (TimelineItem k = 0; k < items.count(); ++k) {
+            if (!items.liveAt(k, state))
+                continue;
+            const bool pending = state > items.pendingFrom[k];
+            if (!pending && (largest == model::NoTimelineItem || items.size[k] > items.size[largest])) {
+                largest = k;
+                largestOffset = offset;
+            }
+            offset += items.size[k];
+        }
+        QVERIFY2(largest != model::NoTimelineItem, "something is live in the middle of the trace");
+
+        TimelineRenderer renderer;
+        renderer.setData(data);
+        const QImage image = renderer.render(scene.frame);
+        QCOMPARE(image.size(), QSize(1000, 500));
+        // The column at the middle of the state shows it.
+        const QRect plot = scene.frame.layout.plot;
+        const int x = int(std::floor(scene.geometry.xAt(double(state) + 0.5)));
+        QVERIFY(plot.contains(QPoint(x, plot.center().y())));
+        QCOMPARE(renderer.columns().state[size_t(x - plot.left())], state);
+        QCOMPARE(renderer.columns().total[size_t(x - plot.left())], offset);
+        // The y scale fits the largest total in view.
+        QVERIFY(scene.geometry.bytesTop >= double(offset));
+        const double top = scene.geometry.yAt(double(largestOffset + items.size[largest]));
+        const double bottom = scene.geometry.yAt(double(largestOffset));
+        QVERIFY2(bottom - top >= 4, "the largest item is a few rows tall");
+        // Its rows, away from its edges: its colour, but for the translucent grid lines (one row each).
+        const QRgb colour = data->colors(segments)[largest] | 0xff000000u;
+        int own = 0, rows = 0;
+        for (int y = int(std::ceil(top)) + 1; y < int(std::floor(bottom)) - 1; ++y, ++rows)
+            own += image.pixel(x, y) == colour;
+        QVERIFY(rows >= 2);
+        QVERIFY2(2 * own >= rows, qPrintable(QStringLiteral("%1 of %2 rows in the item's colour").arg(own).arg(rows)));
+        // Above the total: the background.
+        const double above = scene.geometry.yAt(double(offset)) - 3;
+        if (above > plot.top() + 2)
+            QCOMPARE(QColor(image.pixel(x, int(above))), knownPalette().color(QPalette::Base));
+    }
+
+    // The cursor is a line over the whole plot in the cursor colour, at its state's marker; moving it moves the line.
+    void drawsTheCursorLine()
+    {
+        auto session = test::loadSession("mlp_train.pickle");
+        QVERIFY(session);
+        const auto data = withoutMarks(build(*session));
+        Scene scene(*data, false, QSize(900, 400));
+        TimelineRenderer renderer;
+        renderer.setData(data);
+        const QRect plot = scene.frame.layout.plot;
+        const QColor cursorColour = colors::cursor(knownPalette());
+        auto lineAt = [&](int64_t cursor) {
+            return int(std::floor(std::round(scene.geometry.xAt(scene.axis.stateMarker(cursor))) + 0.5));
+        };
+        const int64_t n = data->allocs->entryCount;
+        scene.frame.cursor = n / 3;
+        const QImage first = renderer.render(scene.frame);
+        QCOMPARE(renderer.paintedCursor(), n / 3);
+        const int x1 = lineAt(n / 3);
+        for (int y : { plot.top() + 1, plot.center().y(), plot.bottom() - 1 })
+            QCOMPARE(QColor(first.pixel(x1, y)), cursorColour);
+        // The overview has its tick too.
+        const QRect ov = scene.frame.layout.overview;
+        const int ox = int(std::floor(
+            std::round(TimelineRenderer::overviewX(ov, scene.geometry, scene.axis.stateMarker(n / 3))) + 0.5));
+        QCOMPARE(QColor(first.pixel(ox, ov.center().y())), cursorColour);
+        // Moved: the old column is the plot's again, the new one the cursor's; the plot is not rendered again.
+        const int renders = renderer.renderCount();
+        scene.frame.cursor = 2 * n / 3;
+        const QImage second = renderer.render(scene.frame);
+        QCOMPARE(renderer.renderCount(), renders);
+        const int x2 = lineAt(2 * n / 3);
+        QVERIFY(x2 > x1 + 3);
+        QCOMPARE(QColor(second.pixel(x2, plot.center().y())), cursorColour);
+        QVERIFY(QColor(second.pixel(x1, plot.center().y())) != cursorColour);
+        // The region a partial update repaints covers the line.
+        QVERIFY(renderer.cursorRegion(scene.frame, 2 * n / 3).contains(QPoint(x2, plot.center().y())));
+    }
+
+    // Without data (its build under way) the renderer paints the frame of the plot, never a blank image.
+    void paintsBuildingWithoutData()
+    {
+        auto session = test::loadSession("mlp_train.pickle");
+        QVERIFY(session);
+        const auto data = build(*session);
+        Scene scene(*data, false, QSize(700, 300));
+        TimelineRenderer renderer;
+        const QImage image = renderer.render(scene.frame);
+        const QRect plot = scene.frame.layout.plot;
+        QCOMPARE(QColor(image.pixel(plot.left() + 3, plot.top() + 3)), knownPalette().color(QPalette::Base));
+        QCOMPARE(QColor(image.pixel(2, image.height() - 2)), knownPalette().color(QPalette::Window));
+        QCOMPARE(renderer.renderCount(), 0);
+        // Data of another device is not painted either.
+        renderer.setData(data);
+        scene.frame.device = data->device + 1;
+        renderer.render(scene.frame);
+        QCOMPARE(renderer.renderCount(), 0);
+    }
+
+    void newestChangeWins_data()
+    {
+        QTest::addColumn<QString>("changes");
+        QTest::addColumn<bool>("shownFirst");
+        QTest::addColumn<bool>("filtered");
+        QTest::addColumn<int>("mode");
+        // Each while the view's first build (or, shownFirst, a build from data shown) and each other is under way.
+        QTest::newRow("hide a stream") << "hide" << false << true << int(ColorMode::Allocation);
+        QTest::newRow("hide a stream, show it again") << "hide show" << false << false << int(ColorMode::Allocation);
+        QTest::newRow("colour by stack, then hide a stream") << "stack hide" << false << true << int(ColorMode::Stack);
+        QTest::newRow("hide a stream, then colour by stream")
+            << "hide stream" << false << true << int(ColorMode::Stream);
+        QTest::newRow("shown: colour by stack, then hide a stream")
+            << "stack hide" << true << true << int(ColorMode::Stack);
+        QTest::newRow("shown: hide a stream, colour by stream, show it again")
+            << "hide stream show" << true << false << int(ColorMode::Stream);
+    }
+
+    // Changes made while builds are under way end with data of every change, and the superseded builds' results
+    // are never shown: one new data, whichever build finished first.
+    void newestChangeWins()
+    {
+        QFETCH(QString, changes);
+        QFETCH(bool, shownFirst);
+        QFETCH(bool, filtered);
+        QFETCH(int, mode);
+        auto session = test::loadSession("multistream.pickle");
+        QVERIFY(session);
+        const int64_t side = sideStream(*session);
+        QVERIFY2(side >= 0, "multistream has a side stream");
+        TimelineView view(session.get());
+        QVERIFY(view.isBuilding());
+        QVERIFY(!view.data());
+        if (shownFirst) {
+            view.finishBuild();
+            QVERIFY(view.data());
+        }
+        QSignalSpy shown(&view, &TimelineView::dataChanged);
+        for (const QString& change : changes.split(QLatin1Char(' '))) {
+            if (change == QLatin1String("hide"))
+                session->setStreamVisible(side, false);
+            else if (change == QLatin1String("show"))
+                session->setStreamVisible(side, true);
+            else if (change == QLatin1String("stack"))
+                session->setColorMode(ColorMode::Stack);
+            else if (change == QLatin1String("stream"))
+                session->setColorMode(ColorMode::Stream);
+        }
+        // Through the event loop, as the app gets it.
+        QTRY_VERIFY(!view.isBuilding());
+        QThreadPool::globalInstance()->waitForDone(); // every superseded build finished, its result delivered
+        QCoreApplication::processEvents();
+        QCOMPARE(shown.count(), 1);
+        const auto data = view.data();
+        QVERIFY(data);
+        QCOMPARE(data->filtered(), filtered);
+        QCOMPARE(int(data->colorMode), mode);
+        // The data is what a build from scratch makes of the Session now.
+        const auto fresh = build(*session);
+        QCOMPARE(data->allocVisible, fresh->allocVisible);
+        QCOMPARE(data->pieceVisible, fresh->pieceVisible);
+        QCOMPARE(data->allocColors, fresh->allocColors);
+        QCOMPARE(data->pieceColors, fresh->pieceColors);
+        if (filtered) {
+            const auto& pieces = session->replay().segmentPieces();
+            for (size_t k = 0; k < pieces.size(); ++k)
+                QCOMPARE(bool(data->pieceVisible[k]), pieces[k].stream != side);
+        }
+    }
+
+    // finishBuild() shows the newest data at once; the builds' late notifications change nothing after it.
+    void finishBuildShowsTheNewestData()
+    {
+        auto session = test::loadSession("multistream.pickle");
+        QVERIFY(session);
+        TimelineView view(session.get());
+        session->setStreamVisible(sideStream(*session), false);
+        QSignalSpy shown(&view, &TimelineView::dataChanged);
+        view.finishBuild();
+        QVERIFY(!view.isBuilding());
+        QCOMPARE(shown.count(), 1);
+        QVERIFY(view.data()->filtered());
+        const auto data = view.data();
+        QThreadPool::globalInstance()->waitForDone();
+        QCoreApplication::processEvents();
+        QCOMPARE(shown.count(), 1);
+        QCOMPARE(view.data(), data);
+        // A change that does not change the picture keeps the data's revision: the plot is not rendered again.
+        session->setCompilerAnnotationsShown(!session->compilerAnnotationsShown());
+        view.finishBuild();
+        QCOMPARE(view.data()->revision, data->revision);
+    }
+};
+
+QTEST_MAIN(TestTimelineRenderer)
+#include "tst_timelinerenderer.moc"
