@@ -9,7 +9,7 @@
 // --demo job ended). Runs on the GUI thread.
 #include "ingest/demojob.h"
 #include "ingest/resources.h"
-#include "models/insightsmodel.h"
+#include "itemmodels/insightsmodel.h"
 #include "views/diffwindow.h"
 #include "views/livewindow.h"
 #include "views/mainwindow.h"

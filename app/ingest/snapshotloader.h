@@ -4,8 +4,8 @@
 // from, the GUI thread; the worker touches nothing but its own copies and an atomic cancel flag.
 #pragma once
 
-#include "models/session.h"
-#include "models/snapshotsummary.h"
+#include "document/session.h"
+#include "document/snapshotsummary.h"
 
 #include <QHash>
 #include <QObject>

@@ -1,6 +1,6 @@
 // LiveController: a live recording from receiver to document, without widgets. Owns the LiveReceiver (its thread
 // decodes and records; live/livereceiver.h, incremental mode) and the LiveDocument the Recorder's deltas grow
-// (models/livedocument.h), and does everything a live tab does beside showing it: pacing how often the views take
+// (document/livedocument.h), and does everything a live tab does beside showing it: pacing how often the views take
 // the growth in, the capture triggers, the bounded history (spilling the document to disk and going on from its
 // final state), saving the recording and prepending an earlier snapshot, both off the GUI thread. A window
 // (views/livewindow.h) shows what it announces: documentChanged() gives it the document to show, growthReady() says
@@ -16,8 +16,8 @@
 #pragma once
 
 #include "live/livereceiver.h"
-#include "models/livedocument.h"
-#include "models/session.h"
+#include "document/livedocument.h"
+#include "document/session.h"
 
 #include <QElapsedTimer>
 #include <QFuture>

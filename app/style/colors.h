@@ -1,5 +1,5 @@
 // The colours every view uses for the same thing, so that an allocation has one colour in the timeline, the segment
-// map and the flame graph, and the event list's rows match them. In style/, beside models/ and views/, because both
+// map and the flame graph, and the event list's rows match them. In style/, beside itemmodels/ and views/, because both
 // use it (QtGui only, no widgets: models never include views). Pure functions; any thread.
 #pragma once
 

@@ -8,8 +8,8 @@
 #pragma once
 
 #include "model/calltree.h"
-#include "models/calltreemodel.h"
-#include "models/session.h"
+#include "itemmodels/calltreemodel.h"
+#include "document/session.h"
 
 #include <QWidget>
 

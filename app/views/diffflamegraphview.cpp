@@ -1,7 +1,7 @@
 // DiffFlameGraphView: see diffflamegraphview.h.
 #include "views/diffflamegraphview.h"
 
-#include "models/calltreemodel.h"
+#include "itemmodels/calltreemodel.h"
 #include "style/colors.h"
 
 #include <QKeyEvent>

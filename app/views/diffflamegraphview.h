@@ -7,7 +7,7 @@
 // DiffSession; GUI thread only.
 #pragma once
 
-#include "models/diffmodel.h"
+#include "itemmodels/diffmodel.h"
 #include "views/icicleview.h"
 
 #include <QPointer>

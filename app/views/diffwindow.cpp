@@ -3,7 +3,7 @@
 
 #include "views/insightsview.h"
 
-#include "models/calltreemodel.h"
+#include "itemmodels/calltreemodel.h"
 #include "style/colors.h"
 #include "views/diffflamegraphview.h"
 #include "views/segmentdiffoverlay.h"

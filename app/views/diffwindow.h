@@ -7,7 +7,7 @@
 // DiffSession and never call each other. GUI thread only.
 #pragma once
 
-#include "models/diffmodel.h"
+#include "itemmodels/diffmodel.h"
 
 #include <QMainWindow>
 

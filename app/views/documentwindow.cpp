@@ -8,7 +8,7 @@
 #include "views/segmentmapview.h"
 #include "views/timelineview.h"
 
-#include "models/insightsmodel.h"
+#include "itemmodels/insightsmodel.h"
 
 #include <QApplication>
 #include <QClipboard>

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "model/landmarks.h"
-#include "models/session.h"
+#include "document/session.h"
 
 #include <QMainWindow>
 

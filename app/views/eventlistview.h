@@ -4,7 +4,7 @@
 // row sets the Session's hovered allocation. GUI thread only.
 #pragma once
 
-#include "models/eventlistmodel.h"
+#include "itemmodels/eventlistmodel.h"
 
 #include <QWidget>
 

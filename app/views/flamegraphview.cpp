@@ -2,8 +2,8 @@
 // into one muted "rest" bar); layout, painting and hover are IcicleView's (icicleview.h). GUI thread only.
 #include "views/flamegraphview.h"
 
-#include "models/displaytext.h"
-#include "models/session.h"
+#include "style/displaytext.h"
+#include "document/session.h"
 #include "style/colors.h"
 
 #include <QEvent>

@@ -7,7 +7,7 @@
 
 #include "model/calltree.h"
 #include "model/snapshot.h"
-#include "models/calltreemodel.h"
+#include "itemmodels/calltreemodel.h"
 #include "views/icicleview.h"
 
 #include <memory>

@@ -1,7 +1,7 @@
 // InsightsView: the insights tree and the detail pane. See insightsview.h.
 #include "views/insightsview.h"
 
-#include "models/session.h"
+#include "document/session.h"
 
 #include <QHeaderView>
 #include <QPlainTextEdit>

@@ -5,7 +5,7 @@
 // for its owner. GUI thread only.
 #pragma once
 
-#include "models/insightsmodel.h"
+#include "itemmodels/insightsmodel.h"
 
 #include <QPointer>
 #include <QWidget>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "ingest/snapshotloader.h"
-#include "models/diffmodel.h"
+#include "itemmodels/diffmodel.h"
 #include "views/documentwindow.h"
 
 #include <QMainWindow>

@@ -6,7 +6,7 @@
 // The chart follows the palette (light or dark theme). GUI thread only; the reduction is a pure function.
 #pragma once
 
-#include "models/session.h"
+#include "document/session.h"
 
 #include <QElapsedTimer>
 #include <QWidget>

@@ -4,7 +4,7 @@
 // opens the tab. GUI thread only.
 #pragma once
 
-#include "models/rankgroup.h"
+#include "document/rankgroup.h"
 
 #include <QWidget>
 

@@ -1,7 +1,7 @@
 // SegmentDiffOverlay: see segmentdiffoverlay.h.
 #include "views/segmentdiffoverlay.h"
 
-#include "models/diffmodel.h"
+#include "itemmodels/diffmodel.h"
 #include "style/colors.h"
 #include "views/segmentmapview.h"
 

@@ -13,7 +13,7 @@
 // GUI thread rather than as a background job.
 #pragma once
 
-#include "models/session.h"
+#include "document/session.h"
 #include "views/segmentmapgeometry.h"
 
 #include <QFont>

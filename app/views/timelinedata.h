@@ -7,7 +7,7 @@
 #pragma once
 
 #include "model/timeline.h"
-#include "models/session.h"
+#include "document/session.h"
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 // TimelineRangeOverlay: see timelinerangeoverlay.h.
 #include "views/timelinerangeoverlay.h"
 
-#include "models/session.h"
+#include "document/session.h"
 #include "views/timelineview.h"
 
 #include <QPainter>

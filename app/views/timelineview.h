@@ -19,7 +19,7 @@
 #pragma once
 
 #include "model/timeline.h"
-#include "models/session.h"
+#include "document/session.h"
 #include "views/timelinedata.h"
 #include "views/timelinegeometry.h"
 #include "views/timelinerenderer.h"

@@ -22,7 +22,7 @@
 // counted in Replay::warnings(), as in Replay::build.
 //
 // Threads: one thread owns an extender and the Replay it grows; the Replay must not be read while append() runs
-// (a live document takes care of that, see app/models/livedocument.h). Between appends any number of threads may
+// (a live document takes care of that, see app/document/livedocument.h). Between appends any number of threads may
 // query it.
 #pragma once
 

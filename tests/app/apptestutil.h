@@ -3,7 +3,7 @@
 #pragma once
 
 #include "io/snapshotio.h"
-#include "models/session.h"
+#include "document/session.h"
 #include "testutil.h"
 #include "views/timelineview.h"
 

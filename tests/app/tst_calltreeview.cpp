@@ -1,4 +1,4 @@
-// Tests of the call tree and flame graph (app/models/calltreemodel, app/views/calltreeview, app/views/flamegraphview)
+// Tests of the call tree and flame graph (app/itemmodels/calltreemodel, app/views/calltreeview, app/views/flamegraphview)
 // on the real snapshots in ../shared/snapshots: QAbstractItemModelTester on the model and the proxy, the tree
 // following the Session cursor (synchronously and through the thread pool, stale jobs dropped), search, the frame
 // filter toggle, expand-to-largest, the selection link, the icicle geometry (hit tests and rectangles at several
@@ -6,7 +6,7 @@
 #include "apptestutil.h"
 #include "model/calltree.h"
 #include "model/framefilter.h"
-#include "models/calltreemodel.h"
+#include "itemmodels/calltreemodel.h"
 #include "report/memoryviz.h"
 #include "views/calltreeview.h"
 #include "views/flamegraphview.h"

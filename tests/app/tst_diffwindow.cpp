@@ -3,7 +3,7 @@
 // sign; a file against itself is all zeros; two moments of one trace agree with the replay's series; per-step
 // normalisation divides by the step annotations; every diff view renders (screenshots saved for people to look at).
 #include "apptestutil.h"
-#include "models/diffmodel.h"
+#include "itemmodels/diffmodel.h"
 #include "views/diffflamegraphview.h"
 #include "views/diffwindow.h"
 #include "views/segmentmapview.h"

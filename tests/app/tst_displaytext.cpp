@@ -1,8 +1,8 @@
-// What the views show of a snapshot's text (app/models/displaytext.h): short text as it is, text longer than
+// What the views show of a snapshot's text (app/style/displaytext.h): short text as it is, text longer than
 // MaxDisplayChars cut on a character boundary with how much is left out, so that a hostile or generated name of
 // megabytes never reaches Qt's text layout whole; the frame labels of the call tree and flame graph go through it.
-#include "models/calltreemodel.h"
-#include "models/displaytext.h"
+#include "itemmodels/calltreemodel.h"
+#include "style/displaytext.h"
 
 #include <QTest>
 

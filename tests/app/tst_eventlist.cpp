@@ -4,7 +4,7 @@
 // brute-force filter gives; stale filter jobs are dropped; the view and the Session cursor follow each other; the
 // view renders for every shared snapshot. Runs offscreen on the GUI thread; filter jobs on the thread pool.
 #include "apptestutil.h"
-#include "models/eventlistmodel.h"
+#include "itemmodels/eventlistmodel.h"
 #include "report/memoryviz.h"
 #include "views/eventlistview.h"
 

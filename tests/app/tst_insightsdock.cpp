@@ -4,7 +4,7 @@
 // behind tabs; no dock squeezed to a strip), "Colour by" recolouring the timeline, and torch.compile's own
 // annotations hidden by default. Screenshots land in build/screenshots. GUI thread only.
 #include "apptestutil.h"
-#include "models/insightsmodel.h"
+#include "itemmodels/insightsmodel.h"
 #include "views/calltreeview.h"
 #include "views/diffwindow.h"
 #include "views/documentwindow.h"

@@ -1,11 +1,11 @@
-// Tests of LiveDocument (app/models/livedocument.h) and of the views taking in a live document's growth: a real
+// Tests of LiveDocument (app/document/livedocument.h) and of the views taking in a live document's growth: a real
 // snapshot's trace fed in chunks, as a live job's events arrive, must give the same replay as the whole file; the
 // cursor follows the end until moved; the event list appends rows instead of resetting; the timeline keeps its
 // zoom; growth waits for a reader holding the document. Offscreen, GUI thread (filter jobs on the thread pool).
 #include "apptestutil.h"
-#include "models/eventlistmodel.h"
+#include "itemmodels/eventlistmodel.h"
 #include "model/replayextender.h"
-#include "models/livedocument.h"
+#include "document/livedocument.h"
 #include "views/documentwindow.h"
 #include "views/eventlistview.h"
 #include "views/timelineview.h"

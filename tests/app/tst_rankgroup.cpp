@@ -2,7 +2,7 @@
 // by peak allocated, the model passes QAbstractItemModelTester, and one click asks for a diff (median vs that rank).
 #include "apptestutil.h"
 #include "model/diff.h"
-#include "models/rankgroup.h"
+#include "document/rankgroup.h"
 #include "views/rankgroupview.h"
 
 #include <QAbstractItemModelTester>

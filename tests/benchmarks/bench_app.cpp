@@ -4,7 +4,7 @@
 // app reads them). Views are rendered into QImages (what a paint does, minus the screen).
 // GUI thread only; QApplication is created in main().
 #include "ingest/snapshotloader.h"
-#include "models/session.h"
+#include "document/session.h"
 #include "synthetic.h"
 #include "views/documentwindow.h"
 #include "views/timelineview.h"

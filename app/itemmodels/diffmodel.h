@@ -8,8 +8,8 @@
 
 #include "model/calltree.h"
 #include "model/diff.h"
-#include "models/calltreeitemmodel.h"
-#include "models/session.h"
+#include "itemmodels/calltreeitemmodel.h"
+#include "document/session.h"
 
 #include <QObject>
 #include <QSortFilterProxyModel>

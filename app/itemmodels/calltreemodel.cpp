@@ -1,9 +1,9 @@
 // CallTreeModel: rows map 1:1 to CallTree nodes (CallTreeItemModel's navigation). Frame texts are formatted once per
 // frame and cached. See calltreemodel.h. GUI thread only.
-#include "models/calltreemodel.h"
+#include "itemmodels/calltreemodel.h"
 
-#include "models/displaytext.h"
-#include "models/session.h"
+#include "style/displaytext.h"
+#include "document/session.h"
 #include "report/memoryviz.h"
 
 #include <QGuiApplication>

@@ -1,5 +1,5 @@
 // LiveDocument (livedocument.h): appends to a Document in place, on the GUI thread.
-#include "models/livedocument.h"
+#include "document/livedocument.h"
 
 #include "model/eventtrace.h"
 

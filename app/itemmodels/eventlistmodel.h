@@ -6,7 +6,7 @@
 // dropped. The model lives on the GUI thread; the free functions below are pure and may run on any thread.
 #pragma once
 
-#include "models/session.h"
+#include "document/session.h"
 
 #include <QAbstractTableModel>
 

@@ -1,5 +1,5 @@
 // displaytext.h
-#include "models/displaytext.h"
+#include "style/displaytext.h"
 
 namespace memscope::app {
 

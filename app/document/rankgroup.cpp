@@ -1,5 +1,5 @@
 // RankGroup and RankGroupModel: see rankgroup.h.
-#include "models/rankgroup.h"
+#include "document/rankgroup.h"
 
 #include <QBrush>
 #include <QColor>

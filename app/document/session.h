@@ -20,7 +20,7 @@
 namespace memscope::app {
 
 // Everything derived once from a loaded file, off the GUI thread: the snapshot and one replay per device.
-// A live job's Document grows instead (models/livedocument.h): on the GUI thread, between events, and never while
+// A live job's Document grows instead (document/livedocument.h): on the GUI thread, between events, and never while
 // a reader on another thread holds readLock(). Work on other threads takes readLock() for as long as it reads.
 struct Document {
     QString path; // as opened (a file, or a ":/" resource)

@@ -1,7 +1,7 @@
 // DiffSession, DiffTree, DiffModel, DiffProxyModel: see diffmodel.h.
-#include "models/diffmodel.h"
+#include "itemmodels/diffmodel.h"
 
-#include "models/calltreemodel.h"
+#include "itemmodels/calltreemodel.h"
 #include "style/colors.h"
 
 #include <QFileInfo>

@@ -7,7 +7,7 @@
 
 #include "model/calltree.h"
 #include "model/snapshot.h"
-#include "models/calltreeitemmodel.h"
+#include "itemmodels/calltreeitemmodel.h"
 
 #include <QColor>
 

@@ -16,7 +16,7 @@
 
 #include "model/eventtrace.h"
 #include "model/replayextender.h"
-#include "models/session.h"
+#include "document/session.h"
 #include "viewer/recorder.h"
 
 #include <QString>

@@ -1,5 +1,5 @@
 // summarize(): one pass over a snapshot's segments and traces. Pure; any thread.
-#include "models/snapshotsummary.h"
+#include "document/snapshotsummary.h"
 
 #include <algorithm>
 #include <map>

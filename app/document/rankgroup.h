@@ -5,7 +5,7 @@
 // Documents; RankGroupModel is its table (GUI thread only).
 #pragma once
 
-#include "models/session.h"
+#include "document/session.h"
 
 #include <QAbstractTableModel>
 #include <QStringList>

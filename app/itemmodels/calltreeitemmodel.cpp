@@ -1,5 +1,5 @@
 // CallTreeItemModel: see calltreeitemmodel.h. GUI thread only.
-#include "models/calltreeitemmodel.h"
+#include "itemmodels/calltreeitemmodel.h"
 
 namespace memscope::app {
 

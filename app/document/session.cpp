@@ -1,10 +1,10 @@
 // Session: shared per-document view state. See session.h.
-#include "models/session.h"
+#include "document/session.h"
 
 #include "model/consistency.h"
 #include "model/framefilter.h"
 #include "model/landmarks.h"
-#include "models/displaytext.h"
+#include "style/displaytext.h"
 #include "report/memoryviz.h"
 
 #include <QDateTime>

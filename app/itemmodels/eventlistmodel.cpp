@@ -1,10 +1,10 @@
 // EventListModel and its pure helpers (filtering, PyTorch viewer versions, size parsing). See eventlistmodel.h.
 // The model runs on the GUI thread; jobs run the pure functions on the thread pool over the immutable Document.
-#include "models/eventlistmodel.h"
+#include "itemmodels/eventlistmodel.h"
 
 #include "model/addressmap.h"
 #include "model/framefilter.h"
-#include "models/displaytext.h"
+#include "style/displaytext.h"
 #include "report/memoryviz.h"
 #include "style/colors.h"
 

@@ -1,7 +1,7 @@
 // InsightsModel: insights as sections and items. See insightsmodel.h.
-#include "models/insightsmodel.h"
+#include "itemmodels/insightsmodel.h"
 
-#include "models/session.h"
+#include "document/session.h"
 
 #include <QCoreApplication>
 #include <QFutureWatcher>
