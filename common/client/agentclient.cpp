@@ -397,8 +397,12 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
             return;
         // Nothing follows a goodbye (docs/protocol.md): records held for a state that will not come go out as
         // they are, then the goodbye. Whatever is heard next comes from another run of the job.
-        if (m_hasState)
+        if (m_hasState) {
             flush();
+            // The goodbye carries the run's last sequence: what is beyond the last record delivered never came.
+            if (bye.ok() && bye.goodbye.lastSequence > m_applied)
+                m_listener.onMissing(1, bye.goodbye.lastSequence - m_applied);
+        }
         if (bye.ok())
             m_listener.onGoodbye(bye.goodbye);
         m_goodbye = true;
@@ -548,6 +552,7 @@ void AgentClient::flush()
     m_holding = false;
     m_pendingState.clear();
     std::vector<wire::EventRecord> out;
+    uint64_t gaps = 0, missing = 0; // the jumps delivered
     for (const Held& h : held) {
         if (!h.stackDef.empty()) {
             deliver(out);
@@ -559,12 +564,18 @@ void AgentClient::flush()
         for (const wire::EventRecord& e : h.events) {
             if (e.sequence <= m_applied)
                 continue;
+            if (e.sequence > m_applied + 1) {
+                ++gaps;
+                missing += e.sequence - m_applied - 1;
+            }
             out.push_back(e);
             out.back().lost = 0; // counted once, below
             m_applied = e.sequence;
         }
     }
     deliver(out);
+    if (gaps > 0)
+        m_listener.onMissing(gaps, missing);
     if (m_unreportedLost > 0)
         m_listener.onLost(std::exchange(m_unreportedLost, 0));
 }

@@ -10,6 +10,9 @@
 // - onEvents: records, each exactly once, in sequence order, only those newer than the applied state, without
 //   jumps (a record after a jump or with lost > 0 waits, with everything after it, for a fresh state; those newer
 //   than it follow it). Heartbeats included. flush() is the one exception: see there.
+// - onLost and onMissing: what went missing that neither a delivered record nor a StateChange carries (flush(),
+//   and the end of a job run at its goodbye). The client is the one place that follows sequences: a Listener
+//   counts what it is told.
 // - onStackDef, onGoodbye; onLink when the link changes (joining, live, resyncing, silent, gone); onError with one
 //   line naming the endpoint and the reason.
 //
@@ -111,6 +114,10 @@ public:
     // a StateChange's reason (flush() at the end of a wait that no state ended). Every loss is reported exactly
     // once over the three.
     virtual void onLost(uint64_t /*records*/) { }
+    // Records that never arrived and that no StateChange's reason counts: the sequence jumps among the records
+    // flush() delivers, and at a goodbye, the records between the last one delivered (or the state's) and the
+    // goodbye's lastSequence. `gaps` jumps skipped `missing` records in all.
+    virtual void onMissing(uint64_t /*gaps*/, uint64_t /*missing*/) { }
     virtual void onGoodbye(const wire::Goodbye&) { }
     virtual void onSilence(std::chrono::milliseconds /*quiet*/) { }
     virtual void onLink(Link) { }
@@ -128,6 +135,7 @@ public:
     void onSettings(const viewer::DecodedSettings& settings) override { m_recorder.setSettings(settings); }
     void onGoodbye(const wire::Goodbye& goodbye) override { m_recorder.setGoodbye(goodbye); }
     void onLost(uint64_t records) override { m_recorder.addLost(records); }
+    void onMissing(uint64_t gaps, uint64_t missing) override { m_recorder.addMissing(gaps, missing); }
     viewer::Recorder& recorder() { return m_recorder; }
     const viewer::Recorder& recorder() const { return m_recorder; }
 
@@ -151,7 +159,8 @@ public:
     void poll(std::chrono::milliseconds timeout);
     // Delivers the records still held for a state that has not come (a recording ends while resyncing) as they
     // are: after a jump, or after the state they were held for never came. Only records newer than the last
-    // delivered one, in order. A viewer::Recorder then applies what fits and counts the rest.
+    // delivered one, in order; the jumps among them go to onMissing, their losses to onLost. A viewer::Recorder
+    // then applies what fits and counts the rest.
     void flush();
 
     Link link() const { return m_link; }

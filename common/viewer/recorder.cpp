@@ -132,8 +132,6 @@ bool Recorder::setState(const DecodedState& state)
     if (started())
         return false;
     m_hasState = true;
-    m_awaitingFresh = false;
-    ++m_states;
     m_hello = state.hello;
     m_lastSequence = state.header.lastSequence;
     m_stats.joinedAfter = state.header.lastSequence;
@@ -141,8 +139,16 @@ bool Recorder::setState(const DecodedState& state)
     m_deltaEntries = 0;
     m_trace.setState(loadState(state));
     m_joinDevices = m_trace.devices();
-    drain();
     return true;
+}
+
+void Recorder::addMissing(uint64_t gaps, uint64_t missing)
+{
+    if (gaps == 0 && missing == 0)
+        return;
+    m_stats.gaps += gaps;
+    m_stats.missing += missing;
+    m_stats.unsynced += std::max<uint64_t>(gaps, 1);
 }
 
 void Recorder::addLost(uint64_t records)
@@ -193,7 +199,6 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
     m_hello = fresh.hello;
     m_lastSequence = fresh.header.lastSequence;
     m_lastTimeNs = std::max(m_lastTimeNs, timeUs * 1000);
-    m_awaitingFresh = false;
     m_started = true;
     m_stats.gaps += reason.gaps;
     m_stats.missing += reason.missing;
@@ -203,29 +208,14 @@ void Recorder::resync(const DecodedState& fresh, const ResyncReason& reason)
     if (restart)
         ++m_stats.restarts;
     m_stats.unsynced = 0;
-    // Buffered records the fresh state contains are dropped by apply() (stale); the rest follow it.
-    drain();
 }
 
 void Recorder::addEvents(std::span<const EventRecord> events)
 {
-    m_buffer.insert(m_buffer.end(), events.begin(), events.end());
-    if (m_hasState && !m_awaitingFresh)
-        drain();
-}
-
-void Recorder::drain()
-{
-    size_t i = 0;
-    for (; i < m_buffer.size(); ++i) {
-        const EventRecord& e = m_buffer[i];
-        if (!started() && e.sequence > m_lastSequence + 1 && m_states < MaxStateRequests) {
-            m_awaitingFresh = true;
-            break;
-        }
+    if (!m_hasState)
+        return;
+    for (const EventRecord& e : events)
         apply(e);
-    }
-    m_buffer.erase(m_buffer.begin(), m_buffer.begin() + std::ptrdiff_t(i));
 }
 
 void Recorder::addStackDef(const DecodedStackDef& def)
@@ -241,30 +231,10 @@ void Recorder::addStackDef(const DecodedStackDef& def)
     m_newStacks.push_back(stackKey(def.header.stackId));
 }
 
-void Recorder::setGoodbye(const Goodbye& goodbye)
-{
-    m_stats.agentLost = goodbye.lost;
-    if (m_hasState && goodbye.lastSequence > m_lastSequence) {
-        ++m_stats.gaps;
-        ++m_stats.unsynced;
-        m_stats.missing += goodbye.lastSequence - m_lastSequence;
-    }
-}
+void Recorder::setGoodbye(const Goodbye& goodbye) { m_stats.agentLost = goodbye.lost; }
 
 void Recorder::apply(const EventRecord& e)
 {
-    if (e.sequence <= m_lastSequence) {
-        ++m_stats.stale;
-        return;
-    }
-    if (e.sequence > m_lastSequence + 1) {
-        ++m_stats.gaps;
-        ++m_stats.unsynced;
-        m_stats.missing += e.sequence - m_lastSequence - 1;
-    }
-    if (e.lost > 0)
-        ++m_stats.unsynced;
-    m_stats.lost += e.lost;
     m_lastSequence = e.sequence;
     m_lastTimeNs = std::max(m_lastTimeNs, uint64_t(e.timeNs));
     m_started = true;

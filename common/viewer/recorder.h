@@ -1,10 +1,11 @@
 // Recorder: turns an agent's state reply plus the events that follow it into a model::Snapshot in PyTorch's
 // format (the late-join procedure of docs/protocol.md, the Clone pattern of the ZeroMQ Guide, chapter 5).
 //
-// Events may arrive before the state: they are buffered, and once the state is set only those with a sequence
-// above StateHeader::lastSequence are applied. A sequence jump (a gap) or a record's `lost` count means the
-// recording missed allocator changes: both are counted and resyncNeeded() turns true; the Recorder goes on
-// applying what it has, skipping (and counting) events that do not fit its state. resync() repairs that with a
+// Sequences are client::AgentClient's (common/client): it hands over the state, then the records above it in
+// sequence order without jumps, and says what went missing (addMissing, addLost, a ResyncReason). Records that
+// never arrived or that the agent dropped mean the recording missed allocator changes: they are counted and
+// resyncNeeded() turns true; the Recorder goes on applying what it has, skipping (and counting) events that do not
+// fit its state. resync() repairs that with a
 // fresh state from the agent (or the state of a restarted job): synthetic trace entries turn the Recorder's state
 // into the fresh one, and an annotation pair marks where data is missing. The snapshot's final segments and blocks
 // are always the state with the applied events on top, and its device_traces are exactly those events (plus the
@@ -13,7 +14,7 @@
 // (model/freeblocks.h), so the snapshot's free blocks are the job's own, stale requests included. The state, the
 // applying of events and the synthetic entries are the one engine's (model::EventTrace), and the snapshot's
 // numbering is model::TraceNumbering, so the Recorder, the live view and a file read back agree by construction;
-// the Recorder adds what is the protocol's: sequences, buffering before the state, stacks, notes and statistics.
+// the Recorder adds what is the protocol's: stacks, notes and statistics.
 // Single-threaded: one thread owns a Recorder.
 // The viewers' side of the protocol (common/viewer, library memscope-viewer): no ZeroMQ (client::AgentClient in
 // common/client is the ZeroMQ side), so `memscope-cli info` and the tests read recordings without it.
@@ -37,10 +38,9 @@ struct RecorderStats {
     uint64_t applied = 0; // events turned into trace entries (heartbeats not included)
     uint64_t joinedAfter = 0; // the job's events before the first state (its lastSequence): in the state, not applied
     uint64_t heartbeats = 0;
-    uint64_t stale = 0; // events already contained in the state (sequence <= its lastSequence), dropped
-    uint64_t gaps = 0; // sequence jumps
+    uint64_t gaps = 0; // sequence jumps (addMissing, resync's reason)
     uint64_t missing = 0; // records skipped over by those jumps
-    uint64_t lost = 0; // Σ EventRecord::lost: records the agent dropped (its ring was full)
+    uint64_t lost = 0; // records the agent dropped, its ring full (addLost, resync's reason)
     uint64_t inconsistent = 0; // events that did not fit the state (free of an unknown block, ...); skipped
     uint64_t agentLost = 0; // Goodbye::lost, when a goodbye arrived
     uint64_t resyncs = 0; // resync() calls: fresh states applied after events (job restarts included)
@@ -98,16 +98,14 @@ std::optional<RecordingInfo> recordingInfoOf(const model::Snapshot& snapshot);
 
 class Recorder {
 public:
-    // Events of one batch, in order. Before setState they are buffered; after, applied.
+    // Events of one batch, applied on the state in the order given, as client::AgentClient delivers them (above
+    // the state's lastSequence, in sequence order; their `lost` counts and sequence jumps are not the Recorder's
+    // to follow: addLost, addMissing). Before setState they are ignored: the client holds records until a state.
     void addEvents(std::span<const EventRecord> events);
     // The baseline (a decoded state reply; its records are copied). May be called again as long as no event has
-    // been applied yet: a fresher state replaces a stale one. Returns false (and changes nothing) once started().
+    // been applied yet: a fresher state replaces a stale one (ZeroMQ's slow joiner, which the client detects).
+    // Returns false (and changes nothing) once started().
     bool setState(const DecodedState& state);
-    // True while the first event after the state jumps over missing sequences, i.e. the subscription missed
-    // events published after the state was taken (ZeroMQ's slow joiner): ask for a fresher state. Events are
-    // held meanwhile. After MaxStateRequests states the Recorder stops asking and accepts the gap.
-    bool needsFreshState() const { return m_awaitingFresh; }
-    static constexpr int MaxStateRequests = 3;
     bool hasState() const { return m_hasState; }
     // True when an event has been applied on top of the state.
     bool started() const { return m_started; }
@@ -120,8 +118,13 @@ public:
     // The allocator's settings (topic "C"): the snapshot's allocator_settings from now on (the last ones win).
     void setSettings(const DecodedSettings& settings);
     size_t stackCount() const { return m_stacks.size(); }
-    // The agent said goodbye: records its totals (a lastSequence beyond ours counts as missing at the end).
+    // The agent said goodbye: records its total of dropped records (stats().agentLost). Records beyond the last
+    // one received come through addMissing.
     void setGoodbye(const Goodbye& goodbye);
+    // Records that never arrived and that no resync() carried (client::AgentClient's jumps over records it
+    // delivered anyway, and the end of a run after its last record received): `gaps` jumps over `missing` records
+    // in all, counted in stats(); the state may differ from the agent's.
+    void addMissing(uint64_t gaps, uint64_t missing);
     // Records the agent dropped that no applied record and no resync() carried (client::AgentClient's count of
     // those it heard of but did not hand over): counted in stats().lost; the state may differ from the agent's.
     void addLost(uint64_t records);
@@ -130,8 +133,8 @@ public:
     // the reason's time; a restart's removals at the last applied record's), which a Replay can undo and which leave
     // the free blocks' stale requests as `fresh` lists them. Adds an external annotation pair per device (START at
     // the last applied record's time, END at the resync's) named "memscope: resync after N missing records" or
-    // "memscope: job restarted (pid P)", so a timeline shows where data is missing. Buffered events at or below fresh's
-    // lastSequence are dropped; later ones are applied. Before any state this is setState(). After a Restart, stack ids
+    // "memscope: job restarted (pid P)", so a timeline shows where data is missing. Before any state this is
+    // setState(). After a Restart, stack ids
     // name the new job's definitions (those sent from now on); entries before it keep the old job's frames.
     void resync(const DecodedState& fresh, const ResyncReason& reason);
 
@@ -145,7 +148,6 @@ public:
     const RecorderStats& stats() const { return m_stats; }
     uint64_t lastSequence() const { return m_lastSequence; }
     const Hello& hello() const { return m_hello; }
-    size_t bufferedEvents() const { return m_buffer.size(); }
 
     // The snapshot: final segments (by device, then address) with blocks tiling each of them (active blocks and
     // inactive ones with their stale requests), device_traces with the applied events, external_annotations (the
@@ -193,16 +195,12 @@ private:
     // The allocator state a state reply lists (records that do not fit it are counted as inconsistent).
     model::EventTrace::Devices loadState(const DecodedState& state);
     model::Snapshot build(const model::EventTrace::Devices& devices, size_t entries, size_t notes) const;
-    void drain();
     void apply(const EventRecord& e);
 
     bool m_hasState = false;
-    bool m_awaitingFresh = false;
     bool m_started = false;
-    int m_states = 0;
     Hello m_hello {};
-    uint64_t m_lastSequence = 0;
-    std::vector<EventRecord> m_buffer;
+    uint64_t m_lastSequence = 0; // of the last record applied (or the state's)
     model::EventTrace m_trace; // the allocator's state, events applied and resyncs synthesised by the one engine
     std::vector<Entry> m_entries;
     model::EventTrace::Devices m_joinDevices; // the state the first entry applies to (joinSnapshot)

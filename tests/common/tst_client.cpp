@@ -463,6 +463,98 @@ private Q_SLOTS:
         QCOMPARE(probe.recorder().stats().inconsistent, 0ULL);
     }
 
+    // ZeroMQ's slow joiner: records published after the state was taken but before the subscription carried
+    // them leave a jump before the first record received. Nothing was delivered yet, so the fresher state the
+    // client asks for replaces the first one (Initial again): no resync, nothing missing.
+    void slowJoinerGetsAFresherState()
+    {
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "slow"), 100);
+        setUp(agent);
+        Probe probe;
+        client::AgentClient c(fastOptions(agent.endpoint()), probe);
+        QVERIFY(c.start());
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return c.hasState(); }));
+        // Each record received follows one never published: the first one heard always jumps.
+        bool fresher = false;
+        for (int i = 0; i < 100 && !fresher; ++i) {
+            agent.heartbeat(Send::Skip);
+            agent.heartbeat();
+            fresher = pumpUntil(c, { &agent }, [&] { return probe.kinds.size() >= 2; }, 50ms);
+        }
+        QVERIFY(fresher);
+        agent.alloc(A + 4 * MiB, MiB, MiB);
+        QVERIFY(pumpUntil(c, { &agent }, [&] {
+            return probe.recorder().lastSequence() == agent.sequence() && c.link() == client::Link::Live;
+        }));
+        for (client::StateKind kind : probe.kinds)
+            QCOMPARE(kind, client::StateKind::Initial);
+        QCOMPARE(c.stats().resyncs, 0ULL);
+        const RecorderStats& st = probe.recorder().stats();
+        QCOMPARE(st.resyncs, 0ULL);
+        QCOMPARE(st.gaps, 0ULL);
+        QCOMPARE(st.missing, 0ULL);
+        QVERIFY(!st.resyncNeeded());
+        QCOMPARE(st.applied, 1ULL);
+        QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
+    }
+
+    // What no fresh state covers reaches the Recorder through onMissing: the jumps among the records flush()
+    // hands over (the recording ends while a state is on its way), and the records between the last one received
+    // and a goodbye's lastSequence. The figures `memscope-cli info` prints come from these counts.
+    void missingWithoutAState_data()
+    {
+        QTest::addColumn<int>("jumped"); // records never published before the last one published
+        QTest::addColumn<int>("atEnd"); // records never published after it
+        QTest::addColumn<bool>("goodbye"); // the job says goodbye (else the recording ends with flush())
+        QTest::newRow("flush over a jump") << 2 << 0 << false;
+        QTest::newRow("goodbye after records not received") << 0 << 3 << true;
+        QTest::newRow("goodbye while waiting for a state") << 2 << 3 << true;
+    }
+    void missingWithoutAState()
+    {
+        QFETCH(int, jumped);
+        QFETCH(int, atEnd);
+        QFETCH(bool, goodbye);
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "missing"), 100);
+        setUp(agent);
+        Probe probe;
+        client::AgentClient c(fastOptions(agent.endpoint()), probe);
+        QVERIFY(join(c, probe, agent));
+        agent.alloc(A + 4 * MiB, MiB, MiB);
+        for (int i = 0; i < jumped; ++i)
+            agent.heartbeat(Send::Skip);
+        agent.alloc(A + 8 * MiB, MiB, 1000);
+        const uint64_t lastPublished = agent.sequence();
+        for (int i = 0; i < atEnd; ++i)
+            agent.heartbeat(Send::Skip);
+        if (goodbye)
+            agent.goodbye();
+        // The agent answers no state request: a jump keeps its records waiting until flush() or the goodbye.
+        const auto end = std::chrono::steady_clock::now() + 5s;
+        auto arrived = [&] {
+            return goodbye
+                ? c.link() == client::Link::Gone
+                : (jumped > 0 ? c.link() == client::Link::Resyncing : probe.recorder().lastSequence() == lastPublished);
+        };
+        while (!arrived() && std::chrono::steady_clock::now() < end)
+            c.poll(5ms);
+        QVERIFY(arrived());
+        if (!goodbye)
+            c.flush();
+        QCOMPARE(probe.recorder().lastSequence(), lastPublished);
+        const RecorderStats& st = probe.recorder().stats();
+        QCOMPARE(st.gaps, uint64_t((jumped > 0) + (atEnd > 0)));
+        QCOMPARE(st.missing, uint64_t(jumped + atEnd));
+        QCOMPARE(st.resyncs, 0ULL);
+        QCOMPARE(st.lost, 0ULL);
+        QCOMPARE(st.inconsistent, 0ULL);
+        QVERIFY(st.resyncNeeded());
+        QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
+        QCOMPARE(c.stats().resyncs, 0ULL);
+    }
+
     // Gaps over and over while records keep coming (a flood the viewer cannot keep up with): each wait ends in a
     // fresh state, at most one request is out at a time, and the end is still exact and consistent.
     void resyncUnderFlood()

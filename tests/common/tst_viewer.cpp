@@ -1,5 +1,5 @@
 // Tests of common/viewer: the frame decoders (valid frames and every kind of malformed one, each with an error that
-// names the reason and the byte offset) and the Recorder (a state plus events, stale, gapped and lost ones, become a
+// names the reason and the byte offset) and the Recorder (a state plus events, and what went missing, become a
 // snapshot that reads back from its own pickle and replays to the same final state with no warnings).
 #include "io/snapshotio.h"
 #include "model/replay.h"
@@ -674,24 +674,21 @@ private Q_SLOTS:
         QCOMPARE(decodeRequest(bad).error.code, DecodeErrorCode::Corrupt);
     }
 
-    // A state (one large segment with two live blocks) and the events after it: an event already in the state,
-    // frees of blocks alive in the state, a new small segment, a heartbeat, a sequence gap with a lost count,
-    // expandable mappings that join, and an oom.
+    // A state (one large segment with two live blocks) and the events after it: frees of blocks alive in the
+    // state, a new small segment, a heartbeat, a jump over a record with records the agent dropped (as
+    // client::AgentClient::flush hands them over, with addMissing and addLost), expandable mappings that join, and
+    // an oom. (Sequences, stale records and holding records until a state are the client's: tst_client.)
     void recorderSnapshot()
     {
         Recorder rec;
         const std::vector<uint8_t> stateFrame = validState();
-        // Before the state: buffered; seq 5 is already in it.
-        const std::vector early { makeEvent(5, EventType::Alloc, A, MiB, 1'000'000),
-                                  makeEvent(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000) };
-        rec.addEvents(early);
-        QCOMPARE(rec.bufferedEvents(), size_t(2));
+        // Before the state: ignored (the client holds records until there is one).
+        rec.addEvents(std::vector { makeEvent(5, EventType::Alloc, A, MiB, 1'000'000) });
         const DecodedState state = viewer::decodeState(stateFrame);
         QVERIFY(state.ok());
         QVERIFY(rec.setState(state));
-        QCOMPARE(rec.bufferedEvents(), size_t(0));
+        rec.addEvents(std::vector { makeEvent(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000) });
         EventRecord gapped = makeEvent(18, EventType::FreeRequested, A + 2 * MiB, MiB);
-        gapped.lost = 3;
         EventRecord small = makeEvent(14, EventType::SegmentAlloc, B, 2 * MiB, 0, 7);
         EventRecord expanding = makeEvent(20, EventType::SegmentMap, C, 2 * MiB, 0, 7);
         expanding.poolFirst = 1;
@@ -711,12 +708,14 @@ private Q_SLOTS:
             makeEvent(23, EventType::Oom, 12345, 64 * MiB),
         };
         rec.addEvents(events);
+        QVERIFY(!rec.stats().resyncNeeded());
+        rec.addMissing(1, 1); // 17
+        rec.addLost(3);
         QVERIFY(!rec.setState(state)); // too late: events were applied
 
         const RecorderStats& st = rec.stats();
         QCOMPARE(st.applied, 11ULL);
         QCOMPARE(st.heartbeats, 1ULL);
-        QCOMPARE(st.stale, 1ULL);
         QCOMPARE(st.gaps, 1ULL);
         QCOMPARE(st.missing, 1ULL);
         QCOMPARE(st.lost, 3ULL);
@@ -780,21 +779,6 @@ private Q_SLOTS:
         const model::ReplayState begin = replay.stateAt(0);
         QCOMPARE(begin.segments.size(), size_t(1));
         QCOMPARE(begin.allocations.size(), size_t(2));
-    }
-
-    void recorderAsksForFreshState()
-    {
-        Recorder rec;
-        QVERIFY(rec.setState(viewer::decodeState(validState()))); // lastSequence 10
-        rec.addEvents(std::vector { makeEvent(15, EventType::Alloc, A + 4 * MiB, 512, 10) });
-        QVERIFY(rec.needsFreshState()); // 11..14 published before our subscription took effect
-        QCOMPARE(rec.bufferedEvents(), size_t(1));
-        const std::vector segs { segment(A, 20 * MiB) };
-        const std::vector<BlockRecord> none;
-        QVERIFY(rec.setState(viewer::decodeState(encodeState(makeHello(1, 1, "h", "v"), 14, segs, none))));
-        QVERIFY(!rec.needsFreshState());
-        QCOMPARE(rec.stats().applied, 1ULL);
-        QCOMPARE(rec.stats().gaps, 0ULL);
     }
 
     // Inactive blocks keep the request of their Block object's last user, as the job's own snapshot shows it

@@ -95,8 +95,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
                     __builtin_trap();
     }
 
-    // The Recorder over what decoded: the state (if any), then the bytes' events, or the state's own bytes read
-    // as events after it, so that arbitrary segments, blocks and events meet.
+    // The Recorder over what decoded: the state (if any, else an empty one), the bytes' events, then the state's
+    // own bytes read as events after it, so that arbitrary segments, blocks and events meet.
     // Notes and settings are all or nothing, and what decoded is what the Recorder keeps.
     if (!notes.ok() && !notes.notes.empty())
         __builtin_trap();
@@ -108,19 +108,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         rec.addNote(n);
     if (settings.ok())
         rec.setSettings(settings);
-    rec.addEvents(batch.events);
     if (state.ok()) {
         rec.setState(state);
+        rec.addEvents(batch.events);
         const size_t tail = size - sizeof(Hello) - sizeof(StateHeader);
         const auto* events = reinterpret_cast<const EventRecord*>(data + sizeof(Hello) + sizeof(StateHeader));
         rec.addEvents({ events, tail / sizeof(EventRecord) });
     } else {
         DecodedState empty;
         rec.setState(empty);
+        rec.addEvents(batch.events);
         rec.addEvents({ reinterpret_cast<const EventRecord*>(data), size / sizeof(EventRecord) });
     }
-    if (bye.ok())
+    if (bye.ok()) {
         rec.setGoodbye(bye.goodbye);
+        rec.addMissing(bye.goodbye.lastSequence & 0xff, bye.goodbye.lastSequence);
+    }
     const memscope::model::Snapshot s = rec.snapshot();
     // Blocks tile their segments exactly.
     for (const auto& seg : s.segments) {
