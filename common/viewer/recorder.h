@@ -157,7 +157,7 @@ public:
     model::Snapshot snapshot() const;
 
     // For viewers that grow a model of their own instead of copying snapshot() every time (the app's live view,
-    // app/models/livedocument.h): joinSnapshot() is the state the first trace entry applies to (the first state
+    // app/document/livedocument.h): joinSnapshot() is the state the first trace entry applies to (the first state
     // reply's, without entries), and takeDelta() hands over what was added since the previous call (since the
     // state, the first time): trace entries with what the agent knows beyond PyTorch's fields (block bytes,
     // pools), annotations, stack definitions and the allocator's settings. Stack ids in them are unique across job
