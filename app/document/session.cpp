@@ -273,16 +273,10 @@ QString Session::allocationName(AllocationId id) const
 
 QString Session::formatBytes(int64_t bytes)
 {
-    static const char* units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
-    double v = double(bytes);
-    int u = 0;
-    while (std::abs(v) >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        ++u;
-    }
-    if (u == 0)
+    const ScaledBytes b = scaleBytes(bytes);
+    if (b.whole)
         return QString::number(bytes) + QLatin1String(" B");
-    return QString::number(v, 'f', v < 10 ? 2 : 1) + QLatin1Char(' ') + QLatin1String(units[u]);
+    return QString::number(b.value, 'f', b.value < 10 ? 2 : 1) + QLatin1Char(' ') + QLatin1String(b.unit);
 }
 
 QString Session::stackText(StackId stack, bool shortPaths) const

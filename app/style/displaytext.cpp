@@ -1,6 +1,8 @@
 // displaytext.h
 #include "style/displaytext.h"
 
+#include <cmath>
+
 namespace memscope::app {
 
 QString displayText(std::string_view utf8)
@@ -13,6 +15,18 @@ QString displayText(std::string_view utf8)
         --cut; // not inside a UTF-8 sequence
     return QString::fromUtf8(utf8.data(), qsizetype(cut))
         + QStringLiteral("… (%L1 more bytes)").arg(qulonglong(utf8.size() - cut));
+}
+
+ScaledBytes scaleBytes(int64_t bytes)
+{
+    static const char* const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+    double v = double(bytes);
+    int u = 0;
+    while (std::abs(v) >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    return { v, units[u], u == 0 };
 }
 
 } // namespace memscope::app

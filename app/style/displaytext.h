@@ -6,6 +6,7 @@
 
 #include <QString>
 
+#include <cstdint>
 #include <string_view>
 
 namespace memscope::app {
@@ -13,5 +14,14 @@ namespace memscope::app {
 constexpr qsizetype MaxDisplayChars = 2000;
 
 QString displayText(std::string_view utf8);
+
+// A byte count in the largest binary unit (up to PiB) that keeps it at or above 1: value and unit name ("B" for
+// counts under 1 KiB). The one rule behind Session::formatBytes and the segment map's allocation-free labels.
+struct ScaledBytes {
+    double value;
+    const char* unit;
+    bool whole; // bytes: printed as the integer, no decimals
+};
+ScaledBytes scaleBytes(int64_t bytes);
 
 } // namespace memscope::app

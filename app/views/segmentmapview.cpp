@@ -2,6 +2,7 @@
 #include "views/segmentmapview.h"
 
 #include "style/colors.h"
+#include "style/displaytext.h"
 
 #include <QApplication>
 #include <QHelpEvent>
@@ -45,18 +46,12 @@ namespace {
     // Appends "1.50 MiB" as Session::formatBytes writes it, without allocating once `out` has grown.
     void appendBytes(QString& out, ByteCount bytes)
     {
-        static const char* units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
         char buf[48];
-        double v = double(bytes);
-        int u = 0;
-        while (std::abs(v) >= 1024.0 && u < 5) {
-            v /= 1024.0;
-            ++u;
-        }
-        if (u == 0)
+        const ScaledBytes b = scaleBytes(bytes);
+        if (b.whole)
             std::snprintf(buf, sizeof buf, "%" PRId64 " B", bytes);
         else
-            std::snprintf(buf, sizeof buf, "%.*f %s", v < 10 ? 2 : 1, v, units[u]);
+            std::snprintf(buf, sizeof buf, "%.*f %s", b.value < 10 ? 2 : 1, b.value, b.unit);
         out.append(QLatin1String(buf));
     }
 

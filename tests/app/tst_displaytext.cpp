@@ -1,6 +1,7 @@
 // What the views show of a snapshot's text (app/style/displaytext.h): short text as it is, text longer than
 // MaxDisplayChars cut on a character boundary with how much is left out, so that a hostile or generated name of
 // megabytes never reaches Qt's text layout whole; the frame labels of the call tree and flame graph go through it.
+#include "document/session.h"
 #include "itemmodels/calltreemodel.h"
 #include "style/displaytext.h"
 
@@ -54,6 +55,29 @@ private Q_SLOTS:
             QVERIFY(label.contains(QStringLiteral("forwardxxx")));
             QVERIFY(label.contains(QStringLiteral("more bytes)")));
         }
+    }
+
+    // Byte counts as every view writes them (Session::formatBytes; the segment map's labels share the unit rule):
+    // whole bytes under 1 KiB, then the largest binary unit keeping the value at or above 1, two decimals under 10.
+    void formatBytes_data()
+    {
+        QTest::addColumn<qint64>("bytes");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("zero") << qint64(0) << QStringLiteral("0 B");
+        QTest::newRow("just under a KiB") << qint64(1023) << QStringLiteral("1023 B");
+        QTest::newRow("one KiB") << qint64(1024) << QStringLiteral("1.00 KiB");
+        QTest::newRow("1.5 MiB") << (qint64(3) << 19) << QStringLiteral("1.50 MiB");
+        QTest::newRow("ten MiB: one decimal") << (qint64(10) << 20) << QStringLiteral("10.0 MiB");
+        QTest::newRow("a freed block (negative)") << -(qint64(3) << 29) << QStringLiteral("-1.50 GiB");
+        QTest::newRow("past PiB stays in PiB") << (qint64(2048) << 50) << QStringLiteral("2048.0 PiB");
+    }
+    void formatBytes()
+    {
+        QFETCH(qint64, bytes);
+        QFETCH(QString, expected);
+        QCOMPARE(Session::formatBytes(bytes), expected);
+        const ScaledBytes b = scaleBytes(bytes);
+        QCOMPARE(b.whole, expected.endsWith(QLatin1String(" B")));
     }
 };
 

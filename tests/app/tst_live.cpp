@@ -5,6 +5,7 @@
 // offscreen; GUI thread.
 #include "apptestutil.h"
 #include "live/livereceiver.h"
+#include "runprogram.h"
 #include "statelines.h"
 #include "views/attachdialog.h"
 #include "views/documentwindow.h"
@@ -49,10 +50,7 @@ using namespace memscope::app;
 
 namespace {
 
-QString binary(const char* name)
-{
-    return QCoreApplication::applicationDirPath() + QLatin1Char('/') + QLatin1String(name);
-}
+QString binary(const char* name) { return memscope::test::programPath(QLatin1String(name)); }
 
 // Starts `memscope-cli demo ARGS` and returns its endpoint (the first stdout line); empty on failure.
 QString startDemo(QProcess& demo, const QStringList& args,

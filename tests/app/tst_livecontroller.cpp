@@ -7,6 +7,7 @@
 // and reads on the thread pool), no widgets.
 #include "live/livecontroller.h"
 #include "model/replayextender.h"
+#include "runprogram.h"
 #include "statelines.h"
 #include "testutil.h"
 
@@ -175,10 +176,7 @@ void compareTraces(const model::Snapshot& a, const model::Snapshot& b)
     }
 }
 
-QString binary(const char* name)
-{
-    return QCoreApplication::applicationDirPath() + QLatin1Char('/') + QLatin1String(name);
-}
+QString binary(const char* name) { return memscope::test::programPath(QLatin1String(name)); }
 
 } // namespace
 

@@ -5,6 +5,7 @@
 // included, with the request PyTorch leaves on a free block wherever both sides can know it.
 #include "model/eventtrace.h"
 #include "model/replayextender.h"
+#include "runprogram.h"
 #include "statelines.h"
 #include "testutil.h"
 
@@ -89,10 +90,7 @@ TraceEvent eventOf(const model::Snapshot& s, const model::Replay& replay, int64_
     return t;
 }
 
-QString binary(const char* name)
-{
-    return QCoreApplication::applicationDirPath() + QLatin1Char('/') + QLatin1String(name);
-}
+QString binary(const char* name) { return memscope::test::programPath(QLatin1String(name)); }
 
 } // namespace
 

@@ -15,6 +15,12 @@ struct Run {
     QByteArray err;
 };
 
+// The path of one of the project's programs (a file name in the test binary's folder: the build's bin/).
+inline QString programPath(const QString& program)
+{
+    return QCoreApplication::applicationDirPath() + QLatin1Char('/') + program;
+}
+
 // Runs `program` (a file name in the test binary's folder) with `args` and `env`, waiting at most `timeoutMs`.
 inline Run runProgram(const QString& program, const QStringList& args,
                       const QProcessEnvironment& env = QProcessEnvironment::systemEnvironment(),
@@ -22,7 +28,7 @@ inline Run runProgram(const QString& program, const QStringList& args,
 {
     QProcess p;
     p.setProcessEnvironment(env);
-    p.start(QCoreApplication::applicationDirPath() + QLatin1Char('/') + program, args);
+    p.start(programPath(program), args);
     Run r;
     if (!p.waitForFinished(timeoutMs)) {
         p.kill();
