@@ -48,8 +48,10 @@ std::vector<int64_t> makeValues(Kind kind, size_t n, uint64_t seed)
             v = -int64_t(rng() % 100000) * 512;
             break;
         case Kind::Mixed: // flat stretches, then bursts of every size
-            if (rng() % 64 == 0)
-                v += int64_t(rng() % (uint64_t(1) << (rng() % 62))) - (int64_t(1) << 20);
+            if (rng() % 64 == 0) { // a burst below 2^61 from at most 2^61: the walk never overflows
+                const int64_t step = int64_t(rng() % (uint64_t(1) << (rng() % 62))) - (int64_t(1) << 20);
+                v = v > (int64_t(1) << 61) ? step : v + step;
+            }
             break;
         }
         out.push_back(v);
