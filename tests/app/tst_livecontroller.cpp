@@ -6,6 +6,7 @@
 // and the reason and loses nothing; a real demo job recorded to its end equals its exit dump. GUI thread (writes
 // and reads on the thread pool), no widgets.
 #include "live/livecontroller.h"
+#include "loadsnapshot.h"
 #include "model/replayextender.h"
 #include "runprogram.h"
 #include "statelines.h"
@@ -34,13 +35,7 @@ using namespace memscope::app;
 
 namespace {
 
-std::shared_ptr<const model::Snapshot> load(const std::string& path)
-{
-    io::LoadResult r = io::loadSnapshot(path);
-    if (!r.ok())
-        qWarning("%s", r.error.toString().c_str());
-    return r.snapshot;
-}
+std::shared_ptr<const model::Snapshot> load(const std::string& path) { return test::loadSnapshotOrWarn(path); }
 
 // A recorded stream: a file's device 0 as a live job would have handed it over. The join state is the state
 // before the file's first entry; then deltas of the Recorder's own entries (stacks under agent ids: file id + 1,

@@ -3,6 +3,7 @@
 // numbers of a file read back) and a real job's exit dump (`memscope-cli demo` with MEMSCOPE_DUMP_ON=exit, recorded
 // from its start by `memscope-cli record`). States are compared whole: every segment and every block, free ones
 // included, with the request PyTorch leaves on a free block wherever both sides can know it.
+#include "loadsnapshot.h"
 #include "model/eventtrace.h"
 #include "model/replayextender.h"
 #include "runprogram.h"
@@ -22,13 +23,7 @@ using model::TraceEvent;
 
 namespace {
 
-std::shared_ptr<const model::Snapshot> load(const std::string& path)
-{
-    io::LoadResult r = io::loadSnapshot(path);
-    if (!r.ok())
-        qWarning("%s", r.error.toString().c_str());
-    return r.snapshot;
-}
+std::shared_ptr<const model::Snapshot> load(const std::string& path) { return test::loadSnapshotOrWarn(path); }
 
 // The engine's state of `device` as state lines (tests/support/statelines.h): its segments with the sums PyTorch
 // reports, and their blocks, the active ones and the free ones (with their requests) in address order.
