@@ -4,8 +4,8 @@
 #include "model/consistency.h"
 #include "model/framefilter.h"
 #include "model/landmarks.h"
-#include "style/displaytext.h"
 #include "report/memoryviz.h"
+#include "style/displaytext.h"
 
 #include <QDateTime>
 #include <QStringBuilder>
@@ -91,6 +91,7 @@ void Session::setDevice(int device)
         return;
     m_device = device;
     m_stateValid = false;
+    m_annotationTracker.reset();
     m_selection = m_hovered = NoAllocation;
     m_cursor = entryCount();
     m_knownCount = m_cursor;
@@ -228,21 +229,54 @@ void Session::setFrameFilter(bool on)
     Q_EMIT filterChanged();
 }
 
-std::vector<AnnotationSpan> Session::annotations() const
+std::shared_ptr<const std::vector<AnnotationSpan>> Session::annotationSpans() const
 {
-    std::vector<AnnotationSpan> out;
-    for (model::AnnotationRange& r : model::annotationRanges(snapshot(), m_device)) {
-        if (!m_compilerAnnotations && model::isCompilerAnnotation(r.name))
+    if (!m_annotationTracker) {
+        m_annotationTracker = std::make_unique<model::AnnotationTracker>(m_device);
+        m_annotationSpans = std::make_shared<std::vector<AnnotationSpan>>();
+        m_spanOfRange.clear();
+    }
+    const model::AnnotationTracker::Change change = m_annotationTracker->update(snapshot(), entryCount());
+    const std::vector<model::AnnotationRange>& ranges = m_annotationTracker->ranges();
+    if (!change.any(ranges.size()))
+        return m_annotationSpans;
+    // The spans of the ranges before change.from stay (a view may still hold them: then they are copied).
+    size_t keep = 0;
+    for (size_t i = change.from; i-- > 0;)
+        if (m_spanOfRange[i] >= 0) {
+            keep = size_t(m_spanOfRange[i]) + 1;
+            break;
+        }
+    if (m_annotationSpans.use_count() > 1)
+        m_annotationSpans = std::make_shared<std::vector<AnnotationSpan>>(
+            m_annotationSpans->begin(), m_annotationSpans->begin() + std::ptrdiff_t(keep));
+    else
+        m_annotationSpans->resize(keep);
+    std::vector<AnnotationSpan>& spans = *m_annotationSpans;
+    for (size_t i : change.changed)
+        if (m_spanOfRange[i] >= 0) {
+            AnnotationSpan& span = spans[size_t(m_spanOfRange[i])];
+            span.begin = ranges[i].begin;
+            span.end = ranges[i].end;
+            span.endUs = ranges[i].endUs;
+        }
+    m_spanOfRange.resize(change.from);
+    for (size_t i = change.from; i < ranges.size(); ++i) {
+        const model::AnnotationRange& r = ranges[i];
+        if (!m_compilerAnnotations && model::isCompilerAnnotation(r.name)) {
+            m_spanOfRange.push_back(-1);
             continue;
+        }
+        m_spanOfRange.push_back(int32_t(spans.size()));
         AnnotationSpan span;
         span.name = displayText(r.name);
-        span.begin = std::min(r.begin, entryCount());
-        span.end = std::min(r.end, entryCount());
+        span.begin = r.begin; // at most entryCount(): the tracker's limit
+        span.end = r.end;
         span.beginUs = r.beginUs;
         span.endUs = r.endUs;
-        out.push_back(std::move(span));
+        spans.push_back(std::move(span));
     }
-    return out;
+    return m_annotationSpans;
 }
 
 void Session::setCompilerAnnotationsShown(bool shown)
@@ -250,15 +284,15 @@ void Session::setCompilerAnnotationsShown(bool shown)
     if (shown == m_compilerAnnotations)
         return;
     m_compilerAnnotations = shown;
+    m_annotationTracker.reset();
     Q_EMIT filterChanged();
 }
 
 std::vector<int64_t> Session::oomIndices(int64_t fromEntry) const
 {
     std::vector<int64_t> out;
-    for (int64_t entry : model::oomEntries(entries()))
-        if (entry >= fromEntry)
-            out.push_back(entry + 1);
+    for (int64_t entry : model::oomEntries(entries(), size_t(std::max<int64_t>(fromEntry, 0))))
+        out.push_back(entry + 1);
     return out;
 }
 

@@ -4,6 +4,7 @@
 // it shares is immutable and may be read from worker threads.
 #pragma once
 
+#include "model/landmarks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
 
@@ -126,8 +127,10 @@ public:
     void setFrameFilter(bool on);
 
     // The record_function ranges of the current device, by begin (model/landmarks.h), without torch.compile's own
-    // ones unless compilerAnnotationsShown().
-    std::vector<AnnotationSpan> annotations() const;
+    // ones unless compilerAnnotationsShown(). Kept and brought up to date as a live document grows (only what is new
+    // is read: model::AnnotationTracker); annotations() is valid until the next call of either.
+    std::shared_ptr<const std::vector<AnnotationSpan>> annotationSpans() const;
+    const std::vector<AnnotationSpan>& annotations() const { return *annotationSpans(); }
     // torch.compile's internal record_function ranges (model::isCompilerAnnotation) are hidden by default.
     bool compilerAnnotationsShown() const { return m_compilerAnnotations; }
     void setCompilerAnnotationsShown(bool shown); // emits filterChanged
@@ -170,6 +173,11 @@ private:
     int64_t m_knownCount = 0; // entryCount() when the views last heard of it
     mutable model::ReplayState m_state;
     mutable bool m_stateValid = false;
+    // annotationSpans(): the tracker (null: start again), the spans, and for each of the tracker's ranges its span
+    // (-1: hidden).
+    mutable std::unique_ptr<model::AnnotationTracker> m_annotationTracker;
+    mutable std::shared_ptr<std::vector<AnnotationSpan>> m_annotationSpans;
+    mutable std::vector<int32_t> m_spanOfRange;
 };
 
 } // namespace memscope::app

@@ -140,7 +140,7 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
     for (const auto& pool : session.pools())
         if (!session.isPoolVisible(pool))
             r.hiddenPools.insert(pool);
-    r.annotations = session.annotations();
+    r.annotations = session.annotationSpans();
     if ((changes & TimelineDataRequest::Grown) && r.base && r.base->allocs) {
         // Only the new entries are looked at for OOMs.
         r.ooms = r.base->ooms;

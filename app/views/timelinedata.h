@@ -6,8 +6,8 @@
 // that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and drops stale results).
 #pragma once
 
-#include "model/timeline.h"
 #include "document/session.h"
+#include "model/timeline.h"
 
 #include <cstdint>
 #include <memory>
@@ -31,7 +31,7 @@ struct TimelineData {
     // The segment piece holding each allocation (model::pieceOfAllocations), or null when nothing built needed it
     // (the stream colours and the filters do): TimelineView computes it on demand then.
     std::shared_ptr<const std::vector<model::TimelineItem>> allocPiece;
-    std::vector<AnnotationSpan> annotations;
+    std::shared_ptr<const std::vector<AnnotationSpan>> annotations; // the Session's (never null)
     std::vector<int64_t> ooms; // state indices
 
     const model::Replay& replay() const { return document->replays[size_t(device)]; }
@@ -60,7 +60,7 @@ struct TimelineDataRequest {
     // segment's).
     std::set<int64_t> hiddenStreams;
     std::set<std::pair<int64_t, int64_t>> hiddenPools;
-    std::vector<AnnotationSpan> annotations;
+    std::shared_ptr<const std::vector<AnnotationSpan>> annotations;
     std::vector<int64_t> ooms;
 };
 

@@ -275,20 +275,42 @@ TimelineLayout TimelineLayout::compute(QSize size, int fontHeight, int yLabelWid
     return l;
 }
 
-std::vector<int> placeLabels(const std::vector<double>& x, const std::vector<double>& width, int rows, double gap)
-{
-    std::vector<int> out(std::min(x.size(), width.size()), -1);
-    std::vector<double> rowEnd(size_t(std::max(rows, 0)), -1e300);
-    for (size_t i = 0; i < out.size(); ++i) {
-        for (size_t r = 0; r < rowEnd.size(); ++r) {
-            if (x[i] >= rowEnd[r] + gap) {
-                out[i] = int(r);
-                rowEnd[r] = x[i] + width[i];
-                break;
+namespace {
+
+    // placeLabels() for the first `count` labels.
+    std::vector<int> placeFirst(const std::vector<double>& x, const std::function<double(size_t)>& width, size_t count,
+                                int rows, double gap)
+    {
+        std::vector<int> out(std::min(x.size(), count), -1);
+        std::vector<double> rowEnd(size_t(std::max(rows, 0)), -1e300);
+        for (size_t i = 0; i < out.size(); ++i) {
+            // A row has room at x only if the one that ends first has: otherwise the width is not needed.
+            if (rowEnd.empty() || x[i] < *std::min_element(rowEnd.begin(), rowEnd.end()) + gap)
+                continue;
+            const double w = width(i);
+            for (size_t r = 0; r < rowEnd.size(); ++r) {
+                if (x[i] >= rowEnd[r] + gap) {
+                    out[i] = int(r);
+                    rowEnd[r] = x[i] + w;
+                    break;
+                }
             }
         }
+        return out;
     }
-    return out;
+
+} // namespace
+
+std::vector<int> placeLabels(const std::vector<double>& x, const std::vector<double>& width, int rows, double gap)
+{
+    return placeFirst(
+        x, [&](size_t i) { return width[i]; }, std::min(x.size(), width.size()), rows, gap);
+}
+
+std::vector<int> placeLabels(const std::vector<double>& x, const std::function<double(size_t)>& width, int rows,
+                             double gap)
+{
+    return placeFirst(x, width, x.size(), rows, gap);
 }
 
 } // namespace memscope::app

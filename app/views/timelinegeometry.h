@@ -9,6 +9,7 @@
 #include <QString>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -107,5 +108,9 @@ struct TimelineLayout {
 // it keeps `gap` pixels from the previous label; -1 when none has room. Labels are considered in the given order
 // (callers pass them left to right).
 std::vector<int> placeLabels(const std::vector<double>& x, const std::vector<double>& width, int rows, double gap);
+// The same, asking for a label's width only when some row has room for it at its x (measuring text costs: a live job's
+// timeline may offer thousands of labels, of which a few dozen fit).
+std::vector<int> placeLabels(const std::vector<double>& x, const std::function<double(size_t)>& width, int rows,
+                             double gap);
 
 } // namespace memscope::app

@@ -89,7 +89,7 @@ void TimelineRenderer::ensurePlot(const TimelineFrame& frame)
     // Headroom above the largest total; with annotations or OOMs, enough for their label rows too, so that the
     // labels never cover the data.
     double headroom = Headroom;
-    if (!m_data->annotations.empty() || !m_data->ooms.empty()) {
+    if (!m_data->annotations->empty() || !m_data->ooms.empty()) {
         const double reserved = LabelRows * (QFontMetrics(frame.font).height() + 3) + 6;
         headroom = std::max(headroom, plot.height() / std::max(1.0, plot.height() - reserved));
     }
@@ -420,28 +420,49 @@ void TimelineRenderer::paintAnnotations(QPainter& p, const TimelineFrame& frame)
     std::vector<Label> labels;
     p.save();
     p.setClipRect(plot);
-    // Bands: at most one per pixel column once they get thinner than a pixel (level of detail).
+    // Bands: at most one per pixel column once they get thinner than a pixel (level of detail). When they average
+    // under 4 pixels (a live job that opens a range per step has hundreds of thousands), translucent full-height
+    // bands would only hide the plot, and thousands of full-height fills cost more than the plot itself: then each
+    // range is a short tick along the plot's bottom edge instead, and the labels say which.
+    struct Band {
+        double x0, x1;
+        const AnnotationSpan* span;
+    };
+    std::vector<Band> bands;
     int lastLeft = INT_MIN, lastRight = INT_MIN;
-    for (const AnnotationSpan& span : m_data->annotations) {
+    for (const AnnotationSpan& span : *m_data->annotations) {
         const double c0 = time ? double(span.beginUs) : axis.stateBegin(span.begin);
         const double c1 = time ? double(span.endUs) : axis.stateBegin(span.end);
         const double x0 = g.xAt(c0), x1 = std::max(g.xAt(c1), x0 + 1);
         if (x1 < plot.left() || x0 > plot.right() + 1)
             continue;
-        QColor color = colors::categorical(hashName(span.name));
         if (int(x0) == lastLeft && int(x1) <= lastRight + 1)
             continue;
         lastLeft = int(x0);
         lastRight = int(x1);
-        QColor fill = color;
-        fill.setAlpha(34);
-        p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), fill);
+        bands.push_back({ x0, x1, &span });
+    }
+    const bool ticks = bands.size() > size_t(std::max(plot.width(), 0) / 4);
+    constexpr int TickHeight = 5;
+    int lastTick = INT_MIN;
+    for (const Band& band : bands) {
+        const QColor color = colors::categorical(hashName(band.span->name));
         QColor edge = color;
         edge.setAlpha(150);
-        p.fillRect(QRect(int(std::round(x0)), plot.top(), 1, plot.height()), edge);
-        if (span.end != span.begin)
-            p.fillRect(QRect(int(std::round(x1)) - 1, plot.top(), 1, plot.height()), edge);
-        labels.push_back({ std::max(x0, double(plot.left())) + 3, span.name, color.darker(130), false });
+        if (ticks) {
+            const int x = int(std::round(band.x0));
+            if (x != lastTick)
+                p.fillRect(QRect(x, plot.bottom() + 1 - TickHeight, 1, TickHeight), edge);
+            lastTick = x;
+        } else {
+            QColor fill = color;
+            fill.setAlpha(34);
+            p.fillRect(QRectF(band.x0, plot.top(), band.x1 - band.x0, plot.height()), fill);
+            p.fillRect(QRect(int(std::round(band.x0)), plot.top(), 1, plot.height()), edge);
+            if (band.span->end != band.span->begin)
+                p.fillRect(QRect(int(std::round(band.x1)) - 1, plot.top(), 1, plot.height()), edge);
+        }
+        labels.push_back({ std::max(band.x0, double(plot.left())) + 3, band.span->name, color.darker(130), false });
     }
     // OOMs: a red line each, labelled.
     const QColor red = colors::oom();
@@ -454,14 +475,19 @@ void TimelineRenderer::paintAnnotations(QPainter& p, const TimelineFrame& frame)
         p.fillRect(QRect(int(x) - 1, plot.top(), 2, plot.height()), red);
         labels.push_back({ x + 3, tr("OOM"), red, true });
     }
-    // Labels in rows along the top, never overlapping; those without room are left out.
+    // Labels in rows along the top, never overlapping; those without room are left out (and never measured).
     std::stable_sort(labels.begin(), labels.end(), [](const Label& a, const Label& b) { return a.x < b.x; });
-    std::vector<double> xs, widths;
-    for (const Label& l : labels) {
+    std::vector<double> xs, widths(labels.size(), 0);
+    xs.reserve(labels.size());
+    for (const Label& l : labels)
         xs.push_back(l.x);
-        widths.push_back(fm.horizontalAdvance(l.text) + 6);
-    }
-    const std::vector<int> rows = placeLabels(xs, widths, LabelRows, 4);
+    const std::vector<int> rows = placeLabels(
+        xs,
+        [&](size_t i) {
+            widths[i] = fm.horizontalAdvance(labels[i].text) + 6;
+            return widths[i];
+        },
+        LabelRows, 4);
     const QPalette& pal = frame.palette;
     QColor box = pal.color(QPalette::Base);
     box.setAlpha(215);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <climits>
+#include <utility>
 
 namespace memscope::model {
 
@@ -16,39 +18,194 @@ int64_t stateIndexAtTime(const Trace& trace, int64_t timeUs)
     return std::min<int64_t>(int64_t(it - trace.begin()) + 1, int64_t(trace.size()));
 }
 
-std::vector<AnnotationRange> annotationRanges(const Snapshot& snapshot, int device)
+namespace {
+
+    // The first entry at or after `timeUs` (std::lower_bound's answer), searched from `hint` outwards in doubling
+    // steps, then by halves: O(log distance), and the entries read lie near the hint (a binary search over 20 M
+    // entries of 64 bytes misses the cache at nearly every step).
+    size_t lowerBoundFrom(const Trace& trace, int64_t timeUs, size_t hint)
+    {
+        const size_t n = trace.size();
+        auto before = [&](size_t i) { return trace[i].timeUs < timeUs; };
+        hint = std::min(hint, n);
+        size_t lo = 0, hi = n; // the answer lies in [lo, hi]
+        if (hint < n && before(hint)) {
+            lo = hint + 1;
+            for (size_t step = 1;; step *= 2) {
+                const size_t probe = lo + step - 1;
+                if (probe >= n)
+                    break;
+                if (!before(probe)) {
+                    hi = probe;
+                    break;
+                }
+                lo = probe + 1;
+            }
+        } else {
+            hi = hint;
+            for (size_t step = 1;; step *= 2) {
+                if (step > hi)
+                    break;
+                const size_t probe = hi - step;
+                if (before(probe)) {
+                    lo = probe + 1;
+                    break;
+                }
+                hi = probe;
+            }
+        }
+        auto it = std::lower_bound(trace.begin() + std::ptrdiff_t(lo), trace.begin() + std::ptrdiff_t(hi), timeUs,
+                                   [](const TraceEntry& entry, int64_t t) { return entry.timeUs < t; });
+        return size_t(it - trace.begin());
+    }
+
+} // namespace
+
+AnnotationTracker::Change AnnotationTracker::update(const Snapshot& snapshot, int64_t limit)
 {
     static const Trace none;
-    const Trace& trace
-        = device >= 0 && size_t(device) < snapshot.deviceTraces.size() ? snapshot.deviceTraces[size_t(device)] : none;
-    std::vector<AnnotationRange> out;
-    std::vector<size_t> open;
-    for (const Annotation& a : snapshot.annotations) {
-        if (a.device != device)
+    const Trace& trace = m_device >= 0 && size_t(m_device) < snapshot.deviceTraces.size()
+        ? snapshot.deviceTraces[size_t(m_device)]
+        : none;
+    limit = std::clamp<int64_t>(limit, 0, int64_t(trace.size()));
+    // stateIndexAtTime() clamped to `limit`, and whether it can still change as the trace grows (no entry at or after
+    // the time yet, or clamped).
+    auto resolve = [&](int64_t timeUs, bool& known) {
+        const size_t first = lowerBoundFrom(trace, timeUs, m_hint);
+        m_hint = first;
+        const int64_t state = first == 0 ? 0 : std::min<int64_t>(int64_t(first) + 1, int64_t(trace.size()));
+        known = first < trace.size() && state <= limit;
+        return std::min(state, limit);
+    };
+    const size_t before = m_ranges.size();
+    std::vector<uint32_t> changed; // ranges (creation order) whose indices changed
+
+    // Indices not known at the last update. A range whose times lie past the trace's end stays at its end, so its
+    // indices change at every growth, but not its place among the others (all such ranges begin there).
+    std::vector<uint32_t> pending;
+    for (const uint32_t sequence : m_pending) {
+        AnnotationRange& r = m_ranges[m_position[sequence]];
+        uint8_t& unknown = m_unknown[sequence];
+        const int64_t begin = r.begin, end = r.end;
+        bool known = true;
+        if (unknown & BeginUnknown) {
+            r.begin = resolve(r.beginUs, known);
+            if (known)
+                unknown &= uint8_t(~BeginUnknown);
+            if (!r.closed)
+                r.end = r.begin; // an open range ends where it begins
+        }
+        if ((unknown & EndUnknown) && r.closed) {
+            r.end = resolve(r.endUs, known);
+            if (known)
+                unknown &= uint8_t(~EndUnknown);
+        }
+        if (r.begin != begin || r.end != end)
+            changed.push_back(sequence);
+        if (unknown)
+            pending.push_back(sequence);
+    }
+    m_pending = std::move(pending);
+
+    // Annotations added since.
+    for (; m_read < snapshot.annotations.size(); ++m_read) {
+        const Annotation& a = snapshot.annotations[m_read];
+        if (a.device != m_device)
             continue;
         const std::string_view name = snapshot.str(a.name);
         if (a.stage == Annotation::Stage::Start) {
             AnnotationRange range;
             range.name = std::string(name);
             range.beginUs = range.endUs = a.timeUs;
-            range.begin = range.end = stateIndexAtTime(trace, a.timeUs);
-            open.push_back(out.size());
-            out.push_back(std::move(range));
+            bool known = true;
+            range.begin = range.end = resolve(a.timeUs, known);
+            const auto sequence = uint32_t(m_position.size());
+            m_position.push_back(uint32_t(m_ranges.size()));
+            m_sequence.push_back(sequence);
+            m_unknown.push_back(known ? 0 : BeginUnknown);
+            if (!known)
+                m_pending.push_back(sequence);
+            m_open[range.name].push_back(sequence);
+            m_ranges.push_back(std::move(range));
         } else if (a.stage == Annotation::Stage::End) {
-            for (size_t k = open.size(); k-- > 0;) {
-                AnnotationRange& r = out[open[k]];
-                if (r.name == name) {
-                    r.endUs = a.timeUs;
-                    r.end = stateIndexAtTime(trace, a.timeUs);
-                    r.closed = true;
-                    open.erase(open.begin() + std::ptrdiff_t(k));
-                    break;
-                }
+            // Paired with the latest open START of the same name (record_function nests).
+            auto open = m_open.find(std::string(name));
+            if (open == m_open.end() || open->second.empty())
+                continue;
+            const uint32_t sequence = open->second.back();
+            open->second.pop_back();
+            AnnotationRange& r = m_ranges[m_position[sequence]];
+            bool known = true;
+            r.endUs = a.timeUs;
+            r.end = resolve(a.timeUs, known);
+            r.closed = true;
+            changed.push_back(sequence);
+            if (!known) {
+                if (!m_unknown[sequence])
+                    m_pending.push_back(sequence);
+                m_unknown[sequence] |= EndUnknown;
             }
         }
     }
-    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
-    return out;
+
+    // Still sorted by (begin, sequence)? The array is if every neighbouring pair is, and only pairs with a new range or
+    // one whose begin changed can be out of order. If one is, it is sorted again from there (or from where a newcomer
+    // that begins earlier belongs).
+    auto key = [&](size_t i) { return std::pair(m_ranges[i].begin, m_sequence[i]); };
+    auto outOfOrder = [&](size_t i) { // i and its left neighbour
+        return i > 0 && i < m_ranges.size() && key(i) < key(i - 1);
+    };
+    size_t from = m_ranges.size();
+    for (const uint32_t sequence : changed) {
+        const size_t i = m_position[sequence];
+        if (i < before && (outOfOrder(i) || outOfOrder(i + 1)))
+            from = std::min(from, i);
+    }
+    for (size_t i = before; i < m_ranges.size(); ++i)
+        if (outOfOrder(i)) {
+            from = std::min(from, before);
+            break;
+        }
+    if (from < m_ranges.size()) {
+        auto smallest = key(from);
+        for (size_t i = from + 1; i < m_ranges.size(); ++i)
+            smallest = std::min(smallest, key(i));
+        while (from > 0 && smallest < key(from - 1))
+            --from; // rare: annotations out of time order
+        std::vector<size_t> order(m_ranges.size() - from);
+        for (size_t i = 0; i < order.size(); ++i)
+            order[i] = from + i;
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
+        std::vector<AnnotationRange> ranges;
+        std::vector<uint32_t> sequences;
+        ranges.reserve(order.size());
+        sequences.reserve(order.size());
+        for (size_t i : order) {
+            ranges.push_back(std::move(m_ranges[i]));
+            sequences.push_back(m_sequence[i]);
+        }
+        for (size_t i = 0; i < order.size(); ++i) {
+            m_ranges[from + i] = std::move(ranges[i]);
+            m_sequence[from + i] = sequences[i];
+            m_position[sequences[i]] = uint32_t(from + i);
+        }
+    }
+
+    Change change;
+    change.from = std::min(from, before);
+    for (uint32_t sequence : changed)
+        if (m_position[sequence] < change.from)
+            change.changed.push_back(m_position[sequence]);
+    std::sort(change.changed.begin(), change.changed.end());
+    change.changed.erase(std::unique(change.changed.begin(), change.changed.end()), change.changed.end());
+    return change;
+}
+
+std::vector<AnnotationRange> annotationRanges(const Snapshot& snapshot, int device)
+{
+    AnnotationTracker tracker(device);
+    tracker.update(snapshot, INT64_MAX);
+    return std::move(tracker).takeRanges();
 }
 
 bool isCompilerAnnotation(std::string_view name)
@@ -62,10 +219,10 @@ bool isCompilerAnnotation(std::string_view name)
     return std::any_of(Prefixes.begin(), Prefixes.end(), [&](std::string_view p) { return name.starts_with(p); });
 }
 
-std::vector<int64_t> oomEntries(const Trace& trace)
+std::vector<int64_t> oomEntries(const Trace& trace, size_t from)
 {
     std::vector<int64_t> out;
-    for (size_t i = 0; i < trace.size(); ++i)
+    for (size_t i = from; i < trace.size(); ++i)
         if (trace[i].action == Action::Oom)
             out.push_back(int64_t(i));
     return out;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace memscope::model {
@@ -32,8 +33,49 @@ struct AnnotationRange {
 };
 
 // The annotations of `device`, START paired with the latest open START of the same name (record_function nests),
-// sorted by begin (stable). O(annotations × open depth + annotations × log n).
+// sorted by begin (stable). O(annotations × log n), less when they come in time order (AnnotationTracker).
 std::vector<AnnotationRange> annotationRanges(const Snapshot& snapshot, int device);
+
+// annotationRanges() kept up to date while a live document grows (its annotations and its trace are only appended
+// to): update() reads the annotations added since the last call, and looks again only at the ranges an index of which
+// was not known yet (a time past the trace's last entry, or past `limit`, so clamped). A growth then costs
+// O(new annotations + those ranges) instead of every annotation again: a live job that opens a range per step has
+// hundreds of thousands of them by 20 M entries. After any update, ranges() equals what annotationRanges() (with its
+// indices clamped to `limit`) gives for the same snapshot, provided the trace's times do not go backwards (a
+// binary search on a trace that does is answered by its partition point, which may move as it grows).
+class AnnotationTracker {
+public:
+    explicit AnnotationTracker(int device)
+        : m_device(device)
+    {
+    }
+
+    // What an update changed: the ranges from `from` on are new or moved (ranges() is sorted again from there); before
+    // it, only the indices (begin, end) of the ranges listed in `changed` did. `from` == ranges().size() and nothing
+    // `changed`: nothing.
+    struct Change {
+        size_t from = 0;
+        std::vector<size_t> changed;
+        bool any(size_t count) const { return from < count || !changed.empty(); }
+    };
+    // Reads the annotations of `snapshot` added since the last call (the same snapshot, grown), state indices clamped
+    // to `limit` (at most the trace's length: the states known).
+    Change update(const Snapshot& snapshot, int64_t limit);
+    const std::vector<AnnotationRange>& ranges() const { return m_ranges; }
+    std::vector<AnnotationRange> takeRanges() && { return std::move(m_ranges); }
+
+private:
+    enum Unknown : uint8_t { BeginUnknown = 1, EndUnknown = 2 };
+    int m_device;
+    size_t m_read = 0; // snapshot.annotations read
+    std::vector<AnnotationRange> m_ranges; // sorted by (begin, sequence)
+    std::vector<uint32_t> m_sequence; // m_ranges[i]'s order of creation
+    std::vector<uint32_t> m_position; // creation order -> index in m_ranges
+    std::vector<uint8_t> m_unknown; // creation order -> which of its indices are not known yet (Unknown)
+    std::vector<uint32_t> m_pending; // the ranges (creation order) with an index not known yet
+    std::unordered_map<std::string, std::vector<uint32_t>> m_open; // name -> open ranges (sequence), latest last
+    size_t m_hint = 0; // the last search's answer, where the next one starts (annotations come in time order)
+};
 
 // Whether a record_function name is one torch.compile gives its own machinery rather than one the user wrote:
 // Dynamo's "Torch-Compiled Region: N/M" and "TorchDynamo Cache Lookup", AOTAutograd's "CompiledFunction",
@@ -41,8 +83,8 @@ std::vector<AnnotationRange> annotationRanges(const Snapshot& snapshot, int devi
 // other "## ... ##" marker), "Pregraph bytecode". Views hide them by default, as desktop-memory-viz does.
 bool isCompilerAnnotation(std::string_view name);
 
-// Entry indices of the oom entries of `trace`, in order.
-std::vector<int64_t> oomEntries(const Trace& trace);
+// Entry indices of the oom entries of `trace` from entry `from` on, in order.
+std::vector<int64_t> oomEntries(const Trace& trace, size_t from = 0);
 
 // The largest allocation of a replay (block bytes, then requested bytes; the earliest on ties), or NoAllocation.
 AllocationId largestAllocation(const Replay& replay);

@@ -71,7 +71,7 @@ std::shared_ptr<const TimelineData> build(const Session& session)
 std::shared_ptr<const TimelineData> withoutMarks(const std::shared_ptr<const TimelineData>& data)
 {
     auto plain = std::make_shared<TimelineData>(*data);
-    plain->annotations.clear();
+    plain->annotations = std::make_shared<const std::vector<AnnotationSpan>>();
     plain->ooms.clear();
     return plain;
 }
@@ -154,6 +154,74 @@ private Q_SLOTS:
         const double above = scene.geometry.yAt(double(offset)) - 3;
         if (above > plot.top() + 2)
             QCOMPARE(QColor(image.pixel(x, int(above))), knownPalette().color(QPalette::Base));
+    }
+
+    void annotationsBandOrTick_data()
+    {
+        QTest::addColumn<int>("perPlot"); // annotations across the plot's width
+        QTest::newRow("a few: translucent bands") << 8;
+        QTest::newRow("one every 8 pixels: bands") << 100;
+        QTest::newRow("one every 3 pixels: ticks") << 300;
+        QTest::newRow("several per pixel: ticks") << 5000;
+    }
+
+    // Annotations wider than 4 pixels on average are translucent bands over the plot; narrower ones are ticks along
+    // its bottom edge only, so that the plot stays readable: below the label rows and above the ticks its pixels are
+    // those of the same data without annotations.
+    void annotationsBandOrTick()
+    {
+        QFETCH(int, perPlot);
+        auto session = test::loadSession("mlp_train.pickle");
+        QVERIFY(session);
+        // The reference: one annotation at the very end (annotations leave room above the plot for their labels).
+        auto plainData = std::const_pointer_cast<TimelineData>(withoutMarks(build(*session)));
+        const int64_t entries = plainData->allocs->entryCount;
+        AnnotationSpan atEnd;
+        atEnd.name = QStringLiteral("end");
+        atEnd.begin = atEnd.end = entries;
+        plainData->annotations = std::make_shared<const std::vector<AnnotationSpan>>(1, atEnd);
+        auto marked = std::make_shared<TimelineData>(*plainData);
+        auto spans = std::make_shared<std::vector<AnnotationSpan>>();
+        for (int k = 0; k < perPlot; ++k) {
+            AnnotationSpan span;
+            span.name = QStringLiteral("step_%1").arg(k);
+            span.begin = entries * k / perPlot;
+            span.end = entries * (k + 1) / perPlot;
+            spans->push_back(span);
+        }
+        marked->annotations = spans;
+
+        Scene scene(*plainData, false, QSize(1000, 400));
+        TimelineRenderer plainRenderer, markedRenderer;
+        plainRenderer.setData(plainData);
+        markedRenderer.setData(marked);
+        const QImage plain = plainRenderer.render(scene.frame);
+        const QImage image = markedRenderer.render(scene.frame);
+        const QRect plot = scene.frame.layout.plot;
+        const bool ticks = perPlot > plot.width() / 4;
+        const int labelsBottom
+            = plot.top() + TimelineRenderer::LabelRows * (QFontMetrics(scene.frame.font).height() + 3) + 4;
+        const int ticksTop = plot.bottom() + 1 - 5;
+        int differing = 0, pixels = 0;
+        for (int y = labelsBottom; y < ticksTop; ++y)
+            for (int x = plot.left() + 1; x < plot.right() - 3; ++x, ++pixels)
+                differing += image.pixel(x, y) != plain.pixel(x, y);
+        int tickRow = 0;
+        for (int x = plot.left(); x < plot.right() - 3; ++x)
+            tickRow += image.pixel(x, plot.bottom() - 1) != plain.pixel(x, plot.bottom() - 1);
+        if (ticks) {
+            QCOMPARE(differing, 0);
+            QVERIFY2(tickRow >= plot.width() / 8, qPrintable(QStringLiteral("%1 tick columns").arg(tickRow)));
+        } else {
+            QVERIFY2(differing > pixels / 2,
+                     qPrintable(QStringLiteral("%1 of %2 pixels tinted").arg(differing).arg(pixels)));
+        }
+        // Labels along the top either way: the first range's.
+        int top = 0;
+        for (int y = plot.top(); y < labelsBottom; ++y)
+            for (int x = plot.left(); x < plot.left() + 40; ++x)
+                top += image.pixel(x, y) != plain.pixel(x, y);
+        QVERIFY(top > 0);
     }
 
     // The cursor is a line over the whole plot in the cursor colour, at its state's marker; moving it moves the line.

@@ -30,6 +30,122 @@ std::string fixture(const QString& name)
                                                      : test::snapshotPath(name.toStdString());
 }
 
+// annotationRanges() written the obvious way: a linear search for each time, the latest open START of the same name,
+// a stable sort by begin; state indices clamped to `limit`.
+std::vector<AnnotationRange> obviousRanges(const Snapshot& s, int device, int64_t limit)
+{
+    const Trace& t = s.deviceTraces[size_t(device)];
+    auto stateAt = [&](int64_t us) {
+        for (size_t j = 0; j < t.size(); ++j)
+            if (t[j].timeUs >= us)
+                return std::min(j == 0 ? int64_t(0) : int64_t(j) + 1, limit);
+        return std::min(int64_t(t.size()), limit);
+    };
+    std::vector<AnnotationRange> out;
+    std::vector<size_t> open;
+    for (const Annotation& a : s.annotations) {
+        if (a.device != device)
+            continue;
+        const std::string name(s.str(a.name));
+        if (a.stage == Annotation::Stage::Start) {
+            AnnotationRange r;
+            r.name = name;
+            r.beginUs = r.endUs = a.timeUs;
+            r.begin = r.end = stateAt(a.timeUs);
+            open.push_back(out.size());
+            out.push_back(r);
+        } else if (a.stage == Annotation::Stage::End) {
+            for (size_t k = open.size(); k-- > 0;)
+                if (out[open[k]].name == name) {
+                    AnnotationRange& r = out[open[k]];
+                    r.endUs = a.timeUs;
+                    r.end = stateAt(a.timeUs);
+                    r.closed = true;
+                    open.erase(open.begin() + std::ptrdiff_t(k));
+                    break;
+                }
+        }
+    }
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.begin < b.begin; });
+    return out;
+}
+
+bool sameRanges(const std::vector<AnnotationRange>& a, const std::vector<AnnotationRange>& b, QString& why)
+{
+    if (a.size() != b.size()) {
+        why = QStringLiteral("%1 ranges, expected %2").arg(a.size()).arg(b.size());
+        return false;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+        const AnnotationRange &x = a[i], &y = b[i];
+        if (x.name != y.name || x.begin != y.begin || x.end != y.end || x.beginUs != y.beginUs || x.endUs != y.endUs
+            || x.closed != y.closed) {
+            why = QStringLiteral("range %1: %2 [%3, %4] closed %5, expected %6 [%7, %8] closed %9")
+                      .arg(i)
+                      .arg(QString::fromStdString(x.name))
+                      .arg(x.begin)
+                      .arg(x.end)
+                      .arg(x.closed)
+                      .arg(QString::fromStdString(y.name))
+                      .arg(y.begin)
+                      .arg(y.end)
+                      .arg(y.closed);
+            return false;
+        }
+    }
+    return true;
+}
+
+// A trace of 400 entries 10 us apart (some times repeated) and annotations that nest, repeat a name inside itself,
+// never end, end without a start, belong to another device, come before the first entry, after the last one, at
+// equal times and once out of time order.
+std::shared_ptr<Snapshot> handMadeAnnotations()
+{
+    auto s = std::make_shared<Snapshot>();
+    s->deviceTraces.resize(2);
+    for (int i = 0; i < 400; ++i) {
+        TraceEntry e;
+        e.action = Action::Alloc;
+        e.addr = DeviceAddr(0x1000 + i * 512);
+        e.size = 512;
+        e.timeUs = 1000 + (i / 3) * 30 + (i % 3 == 2 ? 10 : 0); // pairs share a time
+        s->deviceTraces[0].push_back(e);
+    }
+    auto note = [&](Annotation::Stage stage, const char* name, int64_t us, int device = 0) {
+        Annotation a;
+        a.stage = stage;
+        a.stageName = s->strings.intern(stage == Annotation::Stage::Start ? "START" : "END");
+        a.name = s->strings.intern(name);
+        a.device = device;
+        a.timeUs = us;
+        s->annotations.push_back(a);
+    };
+    using St = Annotation::Stage;
+    note(St::Start, "before", 10);
+    note(St::End, "before", 500);
+    for (int step = 0; step < 12; ++step) {
+        const int64_t t0 = 1000 + step * 330;
+        note(St::Start, "step", t0);
+        note(St::Start, "forward", t0 + 40);
+        note(St::Start, "forward", t0 + 60); // the same name inside itself
+        note(St::End, "forward", t0 + 90);
+        note(St::End, "forward", t0 + 120);
+        note(St::Start, "other device", t0 + 100, 1);
+        note(St::End, "never started", t0 + 130);
+        note(St::Start, "equal", t0 + 150);
+        note(St::End, "equal", t0 + 150);
+        if (step % 5 == 3)
+            note(St::Start, "never ended", t0 + 200);
+        note(St::End, "step", t0 + 320);
+    }
+    note(St::Start, "late", 2000); // out of time order
+    note(St::End, "late", 2100);
+    note(St::Start, "after", 99999);
+    note(St::End, "after", 100500);
+    note(St::Start, "open at the end", 100600);
+    return s;
+}
+
 } // namespace
 
 class TestLandmarks : public QObject {
@@ -40,6 +156,8 @@ private Q_SLOTS:
     void ooms_data();
     void ooms();
     void annotations();
+    void annotationsGrowing_data();
+    void annotationsGrowing();
     void largest();
     void parse_data();
     void parse();
@@ -155,6 +273,86 @@ void TestLandmarks::annotations()
     QVERIFY(begin.ok && end.ok);
     QCOMPARE(begin.index, first->begin);
     QCOMPARE(end.index, first->end);
+}
+
+// A live document's annotations (model::AnnotationTracker) equal the obvious computation after every growth: the
+// trace and the annotations appended in steps (annotations ahead of the entries by `lead` us, so that indices past the
+// trace's end must be looked at again; states known lagging by `lag` entries), and the changes it reports, applied to
+// a copy as the Session applies them, give the same ranges.
+void TestLandmarks::annotationsGrowing_data()
+{
+    QTest::addColumn<QString>("file"); // "" for the hand-made snapshot
+    QTest::addColumn<int>("step"); // entries appended at a time
+    QTest::addColumn<int>("lead");
+    QTest::addColumn<int>("lag");
+    QTest::newRow("hand-made, 1 at a time") << "" << 1 << 0 << 0;
+    QTest::newRow("hand-made, 7, ahead 300 us") << "" << 7 << 300 << 0;
+    QTest::newRow("hand-made, 13, ahead, states lagging") << "" << 13 << 500 << 5;
+    QTest::newRow("hand-made, all at once") << "" << 100000 << 0 << 0;
+    QTest::newRow("transformer_train, 50") << "transformer_train.pickle" << 50 << 0 << 0;
+    QTest::newRow("transformer_train, 997, ahead, lagging") << "transformer_train.pickle" << 997 << 200000 << 100;
+    QTest::newRow("diff_after, 3, ahead") << "diff_after.pickle" << 3 << 5000 << 0;
+}
+
+void TestLandmarks::annotationsGrowing()
+{
+    QFETCH(QString, file);
+    QFETCH(int, step);
+    QFETCH(int, lead);
+    QFETCH(int, lag);
+    // The whole snapshot, and a second copy of it emptied and grown again (the same strings, the same ids).
+    const std::shared_ptr<const Snapshot> whole = file.isEmpty() ? handMadeAnnotations() : load(fixture(file));
+    const std::shared_ptr<Snapshot> grown
+        = file.isEmpty() ? handMadeAnnotations() : std::const_pointer_cast<Snapshot>(load(fixture(file)));
+    const Trace& all = whole->deviceTraces[0];
+    grown->deviceTraces[0].clear();
+    grown->annotations.clear();
+    QVERIFY(!whole->annotations.empty());
+
+    AnnotationTracker tracker(0);
+    std::vector<AnnotationRange> applied; // the changes applied as Session::annotationSpans applies them
+    size_t entries = 0, notes = 0, updates = 0;
+    while (true) {
+        const size_t more = std::min(all.size() - entries, size_t(step));
+        for (size_t i = 0; i < more; ++i)
+            grown->deviceTraces[0].push_back(all[entries + i]);
+        entries += more;
+        const bool last = entries == all.size();
+        const int64_t until = entries == 0 ? 0 : all[entries - 1].timeUs + lead;
+        while (notes < whole->annotations.size() && (last || whole->annotations[notes].timeUs <= until))
+            grown->annotations.push_back(whole->annotations[notes++]);
+        const int64_t limit = last ? int64_t(entries) : std::max<int64_t>(int64_t(entries) - lag, 0);
+
+        const AnnotationTracker::Change change = tracker.update(*grown, limit);
+        const std::vector<AnnotationRange>& ranges = tracker.ranges();
+        QVERIFY(change.from <= ranges.size());
+        QVERIFY(change.from <= applied.size());
+        for (size_t i : change.changed) { // indices only: the name, the start time and the place stay
+            QVERIFY(i < change.from);
+            applied[i].begin = ranges[i].begin;
+            applied[i].end = ranges[i].end;
+            applied[i].endUs = ranges[i].endUs;
+            applied[i].closed = ranges[i].closed;
+        }
+        applied.resize(change.from);
+        applied.insert(applied.end(), ranges.begin() + std::ptrdiff_t(change.from), ranges.end());
+
+        const std::vector<AnnotationRange> expected = obviousRanges(*grown, 0, limit);
+        QString why;
+        QVERIFY2(sameRanges(ranges, expected, why),
+                 qPrintable(QStringLiteral("after %1 entries: %2").arg(entries).arg(why)));
+        QVERIFY2(sameRanges(applied, expected, why),
+                 qPrintable(QStringLiteral("changes applied, after %1 entries: %2").arg(entries).arg(why)));
+        ++updates;
+        if (last)
+            break;
+    }
+    // The end: what a file's annotationRanges() gives, and a second update with nothing new changes nothing.
+    QString why;
+    QVERIFY2(sameRanges(tracker.ranges(), annotationRanges(*whole, 0), why), qPrintable(why));
+    const AnnotationTracker::Change none = tracker.update(*grown, int64_t(all.size()));
+    QVERIFY(!none.any(tracker.ranges().size()));
+    QVERIFY(updates > 1 || step >= int(all.size()));
 }
 
 void TestLandmarks::largest()
