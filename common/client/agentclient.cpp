@@ -55,6 +55,18 @@ struct AgentClient::Sockets {
     bool up = false; // ... and is connected now (ZMQ_EVENT_DISCONNECTED clears it)
     bool handshook = false; // ... and completed the ZMTP (CURVE) handshake
     int authStatus = 0; // a ZAP refusal's status code (RFC 27: 400), from ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+
+    // Closing a monitored socket does not stop its monitor: libzmq's own PAIR stays behind in the I/O thread with
+    // what it still had to send (libzmq issues #2083 and #3575: stop it with a null endpoint first, then close the
+    // receiving end, then the socket). Members go in reverse order afterwards: the sockets, then the context.
+    ~Sockets()
+    {
+        if (monitor) {
+            if (sub)
+                zmq_socket_monitor(sub.handle(), nullptr, 0);
+            monitor.close();
+        }
+    }
 };
 
 AgentClient::AgentClient(ClientOptions options, Listener& listener)
