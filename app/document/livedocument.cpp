@@ -16,48 +16,8 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
     , m_snapshot(std::make_shared<Snapshot>())
 {
     Snapshot& s = *m_snapshot;
-    m_interner = std::make_unique<StackInterner>(s);
-    // The join state, its stacks interned again into this document's own tables.
-    std::unordered_map<uint32_t, StackId> copied;
-    auto copyStack = [&](StackId id) {
-        if (id == EmptyStack || raw(id) >= initial.stackCount())
-            return EmptyStack;
-        auto [it, inserted] = copied.emplace(raw(id), EmptyStack);
-        if (inserted) {
-            std::vector<FrameId> frames;
-            for (const FrameId* f = initial.stackBegin(id); f != initial.stackEnd(id); ++f) {
-                const Frame& fr = initial.frame(*f);
-                frames.push_back(m_interner->frame(s.strings.intern(initial.str(fr.name)),
-                                                   s.strings.intern(initial.str(fr.filename)), fr.line));
-            }
-            it->second = m_interner->stack(frames);
-        }
-        return it->second;
-    };
-    for (const Segment& from : initial.segments) {
-        Segment seg = from;
-        seg.stack = copyStack(from.stack);
-        seg.segmentType = s.strings.intern(initial.str(from.segmentType));
-        seg.extraIndex = UINT32_MAX;
-        seg.layout = {};
-        const size_t first = std::min<size_t>(from.blockBegin, initial.blocks.size());
-        const size_t count = std::min<size_t>(from.blockCount, initial.blocks.size() - first);
-        seg.blockBegin = uint32_t(s.blocks.size());
-        seg.blockCount = uint32_t(count);
-        for (size_t b = first; b < first + count; ++b) {
-            Block block = initial.blocks[b];
-            block.stack = copyStack(block.stack);
-            block.stateName = EmptyString;
-            block.layout = {};
-            block.historyCount = 0;
-            block.hasHistory = false;
-            block.extraIndex = UINT32_MAX;
-            s.blocks.push_back(block);
-        }
-        s.segments.push_back(seg);
-    }
-    s.streams = initial.streams;
-    s.allocatorSettings = initial.allocatorSettings;
+    m_builder = std::make_unique<viewer::RecordingBuilder>(s);
+    m_builder->copyState(initial); // the join state, its stacks interned again into this document's own tables
     const int devices = std::max({ 1, deviceCount, s.deviceCount() });
     s.deviceTraces.assign(size_t(devices), {});
     s.hasDeviceTraces = true;
@@ -67,13 +27,6 @@ LiveDocument::LiveDocument(QString path, const Snapshot& initial, int deviceCoun
     m_document->replays.resize(size_t(devices));
     for (int d = 0; d < devices; ++d)
         m_extenders[size_t(d)].start(m_document->replays[size_t(d)], s, d);
-    if (s.streams.empty())
-        s.streams.push_back(0); // raw stream 0 is number 0 (Snapshot::streams)
-    for (const int64_t stream : s.streams)
-        m_numbering.addStream(stream);
-    for (const Segment& seg : s.segments)
-        if (m_numbering.addStream(seg.stream))
-            s.streams.push_back(seg.stream);
     m_document->snapshot = m_snapshot;
 }
 
@@ -82,21 +35,12 @@ LiveDocument::LiveDocument(QString path, LiveDocument& previous)
 {
     adoptStacksAndQueue(previous);
     // Its address versions go on; its streams are this one's already (the join state lists them, in order).
-    m_numbering = previous.m_numbering;
+    m_builder->continueNumbering(*previous.m_builder);
 }
 
 void LiveDocument::adoptStacksAndQueue(LiveDocument& from)
 {
-    const Snapshot& old = *from.m_snapshot;
-    for (const auto& [agentId, oldId] : from.m_stacks) {
-        std::vector<FrameId> frames;
-        for (const FrameId* f = old.stackBegin(oldId); f != old.stackEnd(oldId); ++f) {
-            const Frame& fr = old.frame(*f);
-            frames.push_back(m_interner->frame(m_snapshot->strings.intern(old.str(fr.name)),
-                                               m_snapshot->strings.intern(old.str(fr.filename)), fr.line));
-        }
-        m_stacks[agentId] = m_interner->stack(frames);
-    }
+    m_builder->adoptStacks(*from.m_builder);
     for (auto& delta : from.m_pendingDefinitions)
         m_pendingDefinitions.push_back(std::move(delta));
     from.m_pendingDefinitions.clear();
@@ -287,31 +231,14 @@ void LiveDocument::annotate(int device, Annotation::Stage stage, std::string nam
 // appends to the snapshot's tables, whose vectors may move).
 void LiveDocument::applyDefinitions()
 {
-    Snapshot& s = *m_snapshot;
-    std::vector<FrameId> ids;
-    for (const auto& delta : m_pendingDefinitions) {
-        for (const auto& [agentId, frames] : delta->stacks) {
-            if (agentId == 0)
-                continue;
-            ids.clear();
-            for (const StackFrame& f : frames)
-                ids.push_back(m_interner->frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
-            m_stacks[agentId] = m_interner->stack(ids);
-        }
-    }
+    for (const auto& delta : m_pendingDefinitions)
+        for (const auto& [agentId, frames] : delta->stacks)
+            m_builder->defineStack(agentId, frames);
     for (const auto& delta : m_pendingDefinitions) {
         if (delta->settings)
-            s.allocatorSettings = delta->settings; // the job's, as the Recorder's snapshot() has them
-        for (const viewer::Recorder::Note& n : delta->notes) {
-            Annotation a;
-            a.device = n.device;
-            a.name = s.strings.intern(n.name);
-            a.stage = n.stage;
-            a.stageName = s.strings.intern(n.stage == Annotation::Stage::Start ? "START" : "END");
-            a.timeUs = int64_t(n.timeUs);
-            s.annotations.push_back(a);
-            s.hasAnnotationsKey = true;
-        }
+            m_snapshot->allocatorSettings = delta->settings; // the job's, as the Recorder's snapshot() has them
+        for (const viewer::Note& n : delta->notes)
+            m_builder->annotate(n);
     }
     m_pendingDefinitions.clear();
     m_ownDefinitions = nullptr;
@@ -331,23 +258,15 @@ void LiveDocument::writeFinalState(Snapshot& out) const
 {
     out.segments.clear();
     out.blocks.clear();
-    const StringId large = out.strings.intern("large"), small = out.strings.intern("small");
+    // Each device's state after its last entry, written as the Recorder writes its own (viewer::RecordingBuilder).
+    EventTrace::Devices devices;
     for (const Replay& replay : m_document->replays) {
-        const Snapshot state = snapshotOfState(replay.stateAt(replay.entryCount()), replay.device());
-        for (Segment seg : state.segments) {
-            const uint32_t first = seg.blockBegin;
-            seg.blockBegin = uint32_t(out.blocks.size());
-            // PyTorch's small pool has 2 MiB segments (CUDACachingAllocator.cpp, kSmallBuffer).
-            seg.segmentType = !seg.isExpandable && seg.totalSize == (ByteCount(2) << 20) ? small : large;
-            seg.hasFrames = true;
-            for (uint32_t b = first; b < first + seg.blockCount; ++b) {
-                Block block = state.blocks[b];
-                block.hasFrames = block.hasRequestedSize = block.hasAddress = true;
-                out.blocks.push_back(block);
-            }
-            out.segments.push_back(seg);
-        }
+        const size_t d = size_t(std::max(0, replay.device()));
+        if (devices.size() <= d)
+            devices.resize(d + 1);
+        devices[d] = EventTrace::deviceOf(replay.stateAt(replay.entryCount()));
     }
+    m_builder->writeState(devices, viewer::RecordingBuilder::StackKeys::Snapshot, out);
 }
 
 std::shared_ptr<Snapshot> LiveDocument::copySnapshot() const
@@ -378,14 +297,6 @@ std::shared_ptr<const Snapshot> LiveDocument::finish(Extras topLevel)
     return m_snapshot;
 }
 
-StackId LiveDocument::stackOf(uint64_t agentId) const
-{
-    if (agentId == 0)
-        return EmptyStack;
-    auto it = m_stacks.find(agentId);
-    return it == m_stacks.end() ? EmptyStack : it->second;
-}
-
 void LiveDocument::append(std::vector<Entry> entries)
 {
     if (entries.empty())
@@ -406,8 +317,7 @@ size_t LiveDocument::flush(size_t maxEntries)
         return 0; // a job is reading: everything waits for the next flush
     applyDefinitions();
     Snapshot& s = *m_snapshot;
-    // Address versions and stream numbers as every path numbers a trace (model::TraceNumbering: as
-    // viewer::Recorder::snapshot and io's builder count them, after torch/utils/viz/MemoryViz.js annotate_snapshot).
+    // Entries as the Recorder's snapshot has them, numbered as every path numbers a trace (viewer::RecordingBuilder).
     const size_t applied = std::min(queued(), maxEntries);
     const size_t devices = m_extenders.size();
     size_t done = 0;
@@ -424,21 +334,7 @@ size_t LiveDocument::flush(size_t maxEntries)
             m_detailScratch.clear();
             for (; end < limit && batch[end].device == device; ++end) {
                 const Entry& l = batch[end];
-                // The agent's unsigned fields as the model's signed ones, bit for bit (an address or a stream
-                // handle at or above 2^63 stays the same bits; model/snapshot.h).
-                const int64_t address = int64_t(l.addr), stream = int64_t(l.stream);
-                TraceEntry e;
-                e.action = l.action;
-                e.hasFrames = true;
-                e.addr = address;
-                e.size = int64_t(l.size);
-                e.stream = stream;
-                e.timeUs = int64_t(l.timeUs);
-                e.stack = stackOf(l.stack);
-                e.version = m_numbering.version(l.action, address);
-                if (m_numbering.addStream(stream))
-                    s.streams.push_back(stream);
-                m_entryScratch.push_back(e);
+                m_entryScratch.push_back(m_builder->entry(l));
                 m_detailScratch.push_back({ ByteCount(l.blockSize), { l.poolFirst, l.poolSecond } });
             }
             if (device < devices) {

@@ -3,10 +3,11 @@
 //
 // It starts from the allocator's state when the viewer joined (a Snapshot with segments and blocks and no trace)
 // and appends the Recorder's deltas as they are (viewer::Recorder::Delta: its entries, notes and stack definitions,
-// queued by reference, never copied into a type of our own): entries go to the snapshot's device traces (with
-// PyTorch's address versions and stream numbers by model::TraceNumbering, as in viewer::Recorder::snapshot()) and to
-// each device's Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions and are interned into
-// the snapshot's tables.
+// queued by reference, never copied into a type of our own): entries go to the snapshot's device traces and to each
+// device's Replay through a model::ReplayExtender. Stacks arrive as the agent's definitions. Entries, stacks, notes,
+// numbering and the final state a save writes are the one recording writer's (viewer::RecordingBuilder), which
+// viewer::Recorder::snapshot() uses too, so a recording saved from the app and one `memscope-cli record` wrote are
+// the same file.
 //
 // Threads: a LiveDocument and everything it grows belong to the GUI thread. Views read the Document between
 // events as they read a file's; work that reads it on another thread (a call tree job, an event filter job) holds
@@ -18,6 +19,7 @@
 #include "model/replayextender.h"
 #include "document/session.h"
 #include "viewer/recorder.h"
+#include "viewer/recordingbuilder.h"
 
 #include <QString>
 
@@ -38,7 +40,7 @@ public:
     // (the block's bytes, the segment's pool); its stack is the agent's id (0: none), unique across restarts.
     using Delta = viewer::Recorder::Delta;
     using Entry = model::TraceEvent; // the Recorder's entries and the engine's events: one type
-    using StackFrame = viewer::Recorder::StackFrame;
+    using StackFrame = viewer::StackFrame;
 
     // `initial`: the state when the viewer joined (its segments and blocks, with their stacks; its traces are
     // ignored). `deviceCount`: the job's devices (the agent's Hello); at least those `initial` has. Entries of a
@@ -96,7 +98,6 @@ private:
         std::shared_ptr<const Delta> delta;
         size_t begin = 0;
     };
-    model::StackId stackOf(uint64_t agentId) const;
     Delta& ownDefinitions(); // a pending delta of this document's own, for defineStack and annotate
     void applyDefinitions();
     void adoptStacksAndQueue(LiveDocument& from); // the agent's stack definitions (by content) and the queue
@@ -108,10 +109,9 @@ private:
 
     std::shared_ptr<Document> m_document;
     std::shared_ptr<model::Snapshot> m_snapshot; // == m_document->snapshot
-    std::unique_ptr<model::StackInterner> m_interner;
+    // Stacks by agent id, entries, notes, numbering and the final state, as the Recorder writes them.
+    std::unique_ptr<viewer::RecordingBuilder> m_builder;
     std::vector<model::ReplayExtender> m_extenders; // per device
-    std::unordered_map<uint64_t, model::StackId> m_stacks; // agent id -> snapshot id
-    model::TraceNumbering m_numbering; // address versions and stream numbers
     std::vector<std::shared_ptr<const Delta>> m_pendingDefinitions; // deltas whose stacks and notes are not applied
     Delta* m_ownDefinitions = nullptr; // the one defineStack and annotate add to, while it is the last pending
     std::deque<Batch> m_queue; // entries, by delta as appended

@@ -350,152 +350,46 @@ void Recorder::takeDelta(Delta& out)
     }
 }
 
-// The snapshot of `devices` with the first `entries` trace entries and `notes` annotations.
+// The snapshot of `devices` with the first `entries` trace entries and `notes` annotations, written by the one
+// writer of recordings (viewer/recordingbuilder.h), which the app's live document uses too.
 model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_t entries, size_t notes) const
 {
     model::Snapshot s;
-    const model::StringId large = s.strings.intern("large");
-    const model::StringId small = s.strings.intern("small");
-    const model::StringId noContext = s.strings.intern("N/A");
-    model::StackInterner interner(s);
-    std::map<uint64_t, model::StackId> stackIds; // stackKey() -> the snapshot's
-    auto stackOf = [&](uint64_t key) {
-        if (key == 0)
-            return model::EmptyStack;
-        auto known = stackIds.find(key);
-        if (known != stackIds.end())
-            return known->second;
-        model::StackId id = model::EmptyStack;
-        auto def = m_stacks.find(key);
-        if (def != m_stacks.end()) {
-            std::vector<model::FrameId> frames;
-            frames.reserve(def->second.size());
-            for (const StackFrame& f : def->second)
-                frames.push_back(interner.frame(s.strings.intern(f.name), s.strings.intern(f.file), f.line));
-            id = interner.stack(frames);
-        }
-        stackIds.emplace(key, id);
-        return id;
+    RecordingBuilder builder(s);
+    // Only the stacks the snapshot uses are interned.
+    auto use = [&](uint64_t key) {
+        if (key == 0 || builder.hasStack(key))
+            return;
+        if (auto def = m_stacks.find(key); def != m_stacks.end())
+            builder.defineStack(key, def->second);
     };
-
-    for (size_t d = 0; d < devices.size(); ++d) {
-        const auto& freeBlocks = devices[d].free.blocks();
-        for (const auto& [address, seg] : devices[d].segments) {
-            model::Segment out;
-            out.device = int32_t(d);
-            out.address = model::DeviceAddr(address);
-            out.totalSize = model::ByteCount(seg.size);
-            out.stream = int64_t(seg.stream);
-            out.segmentType = seg.isSmall ? small : large;
-            out.poolId = { seg.poolFirst, seg.poolSecond };
-            out.isExpandable = seg.isExpandable;
-            out.hasFrames = true;
-            out.stack = stackOf(seg.stack);
-            out.blockBegin = uint32_t(s.blocks.size());
-            auto inactiveBlock = [&](uint64_t from, uint64_t to, uint64_t requested) {
-                model::Block b;
-                b.address = model::DeviceAddr(from);
-                b.size = model::ByteCount(to - from);
-                b.requestedSize = model::ByteCount(requested); // stale: the last user's (PyTorch keeps it)
-                b.state = model::BlockState::Inactive;
-                b.hasFrames = b.hasRequestedSize = b.hasAddress = true;
-                s.blocks.push_back(b);
-            };
-            // The free space in [from, to): the free blocks there (with their requests), and anything they do not
-            // cover (only after inconsistent events) as free blocks of no known request.
-            auto inactive = [&](uint64_t from, uint64_t to) {
-                for (auto it = freeBlocks.lower_bound(model::DeviceAddr(from));
-                     it != freeBlocks.end() && uint64_t(it->first) < to && from < to; ++it) {
-                    const uint64_t start = uint64_t(it->first), end = std::min(uint64_t(it->second.end), to);
-                    if (start > from)
-                        inactiveBlock(from, start, 0);
-                    inactiveBlock(start, end, uint64_t(it->second.requested));
-                    from = end;
-                }
-                if (from < to)
-                    inactiveBlock(from, to, 0);
-            };
-            uint64_t cursor = address;
-            for (const auto& [addr, blk] : seg.blocks) {
-                if (addr > cursor)
-                    inactive(cursor, addr);
-                model::Block b;
-                b.address = model::DeviceAddr(addr);
-                b.size = model::ByteCount(blk.size);
-                b.requestedSize = model::ByteCount(blk.requestedSize);
-                b.state = blk.state == 2 ? model::BlockState::ActivePendingFree : model::BlockState::ActiveAllocated;
-                b.stack = stackOf(blk.stack);
-                b.hasFrames = b.hasRequestedSize = b.hasAddress = true;
-                s.blocks.push_back(b);
-                // Sums in unsigned arithmetic: a corrupt requested size must not overflow a signed sum.
-                out.activeSize = model::ByteCount(uint64_t(out.activeSize) + blk.size);
-                out.requestedSize = model::ByteCount(uint64_t(out.requestedSize) + blk.requestedSize);
-                if (blk.state != 2)
-                    out.allocatedSize = model::ByteCount(uint64_t(out.allocatedSize) + blk.size);
-                cursor = addr + blk.size;
-            }
-            if (cursor < address + seg.size)
-                inactive(cursor, address + seg.size);
-            out.blockCount = uint32_t(s.blocks.size()) - out.blockBegin;
-            s.segments.push_back(out);
-        }
-    }
-
     size_t deviceCount = std::max<size_t>(m_hello.deviceCount, devices.size());
     const std::span<const Entry> traced(m_entries.data(), std::min(entries, m_entries.size()));
     for (const Entry& e : traced)
         deviceCount = std::max<size_t>(deviceCount, size_t(e.device) + 1);
     s.deviceTraces.resize(deviceCount);
-    for (const Entry& e : traced) {
-        model::TraceEntry t;
-        t.action = e.action;
-        t.hasFrames = true;
-        t.addr = model::DeviceAddr(e.addr);
-        t.size = model::ByteCount(e.size);
-        t.stream = int64_t(e.stream);
-        t.timeUs = int64_t(e.timeUs);
-        t.compileContext = noContext;
-        t.stack = stackOf(e.stack);
-        s.deviceTraces[e.device].push_back(t);
-    }
-    if (notes > 0 && !m_notes.empty()) {
-        const model::StringId start = s.strings.intern("START");
-        const model::StringId end = s.strings.intern("END");
-        for (const Note& n : std::span<const Note>(m_notes.data(), std::min(notes, m_notes.size()))) {
-            model::Annotation a;
-            a.stage = n.stage;
-            a.stageName = n.stage == model::Annotation::Stage::Start ? start : end;
-            a.name = s.strings.intern(n.name);
-            a.device = n.device;
-            a.timeUs = int64_t(n.timeUs);
-            s.annotations.push_back(a);
+    s.hasDeviceTraces = true;
+    // Numbered device after device, each trace in order, then the final segments: as a file of it read back is.
+    for (size_t d = 0; d < deviceCount; ++d) {
+        for (const Entry& e : traced) {
+            if (e.device != d)
+                continue;
+            use(e.stack);
+            s.deviceTraces[d].push_back(builder.entry(e));
         }
     }
-    s.hasDeviceTraces = true;
+    for (const model::EventTrace::Device& device : devices) {
+        for (const auto& [address, seg] : device.segments) {
+            use(seg.stack);
+            for (const auto& [at, block] : seg.blocks)
+                use(block.stack);
+        }
+    }
+    builder.writeState(devices, RecordingBuilder::StackKeys::Source, s);
+    for (const Note& n : std::span<const Note>(m_notes.data(), std::min(notes, m_notes.size())))
+        builder.annotate(n);
     s.hasAnnotationsKey = true;
     s.allocatorSettings = m_settings;
-
-    // Address versions and stream numbers by the one rule (model::TraceNumbering, after
-    // torch/utils/viz/MemoryViz.js annotate_snapshot), so a recorded snapshot equals its own pickle read back.
-    model::TraceNumbering numbering;
-    s.streams.push_back(0);
-    numbering.addStream(0);
-    auto seeStream = [&](int64_t stream) {
-        if (numbering.addStream(stream))
-            s.streams.push_back(stream);
-    };
-    for (auto& trace : s.deviceTraces) {
-        for (model::TraceEntry& e : trace) {
-            seeStream(e.stream);
-            e.version = numbering.version(e.action, e.addr);
-        }
-    }
-    for (model::Segment& seg : s.segments) {
-        seeStream(seg.stream);
-        seg.version = numbering.segmentVersion(seg.address);
-        for (uint32_t bi = seg.blockBegin; bi < seg.blockBegin + seg.blockCount; ++bi)
-            s.blocks[bi].version = numbering.blockVersion(s.blocks[bi].address);
-    }
     return s;
 }
 

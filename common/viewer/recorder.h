@@ -14,7 +14,8 @@
 // (model/freeblocks.h), so the snapshot's free blocks are the job's own, stale requests included. The state, the
 // applying of events and the synthetic entries are the one engine's (model::EventTrace), and the snapshot's
 // numbering is model::TraceNumbering, so the Recorder, the live view and a file read back agree by construction;
-// the Recorder adds what is the protocol's: stacks, notes and statistics.
+// the Recorder adds what is the protocol's: stacks, notes and statistics. Its snapshot is written by the one writer
+// of recordings, viewer::RecordingBuilder, which the app's live document uses too.
 // Single-threaded: one thread owns a Recorder.
 // The viewers' side of the protocol (common/viewer, library memscope-viewer): no ZeroMQ (client::AgentClient in
 // common/client is the ZeroMQ side), so `memscope-cli info` and the tests read recordings without it.
@@ -23,6 +24,7 @@
 #include "model/eventtrace.h"
 #include "model/snapshot.h"
 #include "viewer/decoder.h"
+#include "viewer/recordingbuilder.h"
 #include "wire/protocol.h"
 
 #include <cstdint>
@@ -164,16 +166,8 @@ public:
     // restarts (the restart count in the high half), so the model may intern them as they come.
     // A trace entry: the engine's event (model/eventtrace.h), as applied (its size is PyTorch's trace size).
     using Entry = model::TraceEvent;
-    struct Note {
-        model::Annotation::Stage stage;
-        int32_t device;
-        uint64_t timeUs;
-        std::string name;
-    };
-    struct StackFrame {
-        std::string name, file;
-        int32_t line = 0;
-    };
+    using Note = viewer::Note; // (viewer/recordingbuilder.h)
+    using StackFrame = viewer::StackFrame;
     struct Delta {
         std::vector<Entry> entries;
         std::vector<Note> notes;
