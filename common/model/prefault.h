@@ -18,4 +18,12 @@ namespace memscope::model {
 // Queues [begin, begin + bytes) for populating; returns at once. Thread-safe; starts the thread on first use.
 void prefaultAsync(void* begin, size_t bytes);
 
+// Queues the spare capacity of a vector that was just reserved and is about to be filled by appends (a large
+// vector's storage is a fresh mapping: its first writes fault). Only worth it for tens of MB.
+template <class Vector> void prefaultSpare(Vector& v)
+{
+    if (v.capacity() > v.size())
+        prefaultAsync(v.data() + v.size(), (v.capacity() - v.size()) * sizeof(*v.data()));
+}
+
 } // namespace memscope::model

@@ -23,6 +23,7 @@
 
 #include "model/addressmap.h"
 #include "model/freeblocks.h"
+#include "model/prefault.h"
 
 #include <algorithm>
 #include <bit>
@@ -381,6 +382,9 @@ private:
     {
         // About one allocation per three entries (alloc, free_requested, free_completed).
         m_records.reserve(m_n / 3 + 64);
+        // The big arrays of a build are filled by appends: their pages are made present on another core first
+        // (model/prefault.h), as the parse does for the trace.
+        prefaultSpare(m_records);
         for (const Segment& seg : m_snapshot.segments) {
             if (seg.device != m_r.m_device)
                 continue;
@@ -629,6 +633,7 @@ private:
     {
         std::vector<uint32_t> order;
         order.reserve(m_records.size());
+        prefaultSpare(order);
         m_open.forEach([&](DeviceAddr, uint32_t id) { order.push_back(id); });
         std::sort(order.begin(), order.end(),
                   [&](uint32_t a, uint32_t b) { return m_records[a].address < m_records[b].address; });
@@ -643,6 +648,7 @@ private:
         auto& allocations = m_r.m_allocations;
         allocations.clear();
         allocations.reserve(order.size());
+        allocations.prefaultAhead(order.size());
         for (uint32_t id : order) {
             newId[id] = uint32_t(allocations.size());
             allocations.push_back(m_records[id]);
@@ -683,6 +689,7 @@ private:
         };
         std::vector<Key> keys;
         keys.reserve(2 * (allocations.size() + pieces.size()));
+        prefaultSpare(keys);
         for (uint32_t i = 0; i < allocations.size(); ++i) {
             keys.push_back({ allocations[i].address, 2 * i });
             keys.push_back({ allocations[i].address + allocations[i].size, 2 * i + 1 });
