@@ -452,9 +452,8 @@ model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_
         t.hasFrames = true;
         t.addr = model::DeviceAddr(e.addr);
         t.size = model::ByteCount(e.size);
-        t.stream = int64_t(e.stream);
         t.timeUs = int64_t(e.timeUs);
-        t.compileContext = noContext;
+        t.form = s.entryForms.intern({ .stream = int64_t(e.stream), .compileContext = noContext });
         t.stack = stackOf(e.stack);
         s.deviceTraces[e.device].push_back(t);
     }
@@ -486,7 +485,7 @@ model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_
     };
     for (auto& trace : s.deviceTraces) {
         for (model::TraceEntry& e : trace) {
-            seeStream(e.stream);
+            seeStream(s.stream(e));
             e.version = numbering.version(e.action, e.addr);
         }
     }
