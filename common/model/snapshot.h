@@ -211,7 +211,7 @@ struct Segment {
 // Snapshot::entryForms, and an entry holds its FormId: this keeps TraceEntry at 40 bytes (64 with these fields
 // inline, 0.86 GB of a 13.4 M-entry trace). An entry with unknown keys has a form of its own (its extraIndex).
 struct EntryForm {
-    int64_t stream = 0; // the raw cudaStream_t handle, every bit kept (a handle at or above 2^63 stays negative)
+    int64_t stream = 0; // the raw cudaStream_t handle, bit for bit (above: what a value >= 2^63 does)
     StringId actionName = EmptyString; // the action as written in the file (kept for Unknown actions)
     StringId compileContext = EmptyString;
     StringId userMetadata = EmptyString;
@@ -292,9 +292,9 @@ private:
     std::vector<std::vector<StringId>> m_layouts;
 };
 
-// The distinct EntryForms of one snapshot, each stored once (see EntryForm). Interning looks in a small cache of
-// recent forms first: consecutive entries mostly repeat one of a few forms (alloc, free_requested and free_completed
-// on one stream), and a load interns one form per entry.
+// The distinct EntryForms of one snapshot, each stored once (see EntryForm); it grows with the trace (a live document
+// interns under the lock its readers take). Interning looks in a small cache of recent forms first: consecutive
+// entries mostly repeat one of a few forms (alloc, free_requested, free_completed on one stream).
 class EntryFormTable {
 public:
     EntryFormTable();
