@@ -131,7 +131,7 @@ void LiveDocument::appendReplayed(const Snapshot& s, const Replay& replay, uint6
         l.device = uint8_t(d);
         l.addr = uint64_t(e.addr);
         l.size = uint64_t(e.size);
-        l.stream = uint64_t(e.stream);
+        l.stream = uint64_t(s.stream(e));
         l.timeUs = uint64_t(e.timeUs);
         l.stack = raw(e.stack) == 0 ? 0 : base | raw(e.stack);
         if (e.action == Action::Alloc && replay.allocationOfEntry(j) != NoAllocation)
@@ -280,6 +280,7 @@ std::shared_ptr<Snapshot> LiveDocument::copySnapshot() const
     out->stackOffsets = s.stackOffsets;
     out->stackFrames = s.stackFrames;
     out->deviceTraces = s.deviceTraces;
+    out->entryForms = s.entryForms;
     out->annotations = s.annotations;
     out->streams = s.streams;
     out->allocatorSettings = s.allocatorSettings;
@@ -341,7 +342,7 @@ size_t LiveDocument::flush(size_t maxEntries)
                 auto& trace = s.deviceTraces[device];
                 trace.append(m_entryScratch.begin(), m_entryScratch.end());
                 trace.prefaultAhead(TraceAhead);
-                m_extenders[device].append(m_document->replays[device], m_entryScratch, m_detailScratch);
+                m_extenders[device].append(m_document->replays[device], s.entryForms, m_entryScratch, m_detailScratch);
             } else {
                 m_dropped += end - i;
             }

@@ -352,16 +352,17 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
     text += tr("address 0x%1, version %2\n").arg(QString::number(quint64(a.address), 16)).arg(a.version);
     if (a.allocIndex >= 0 && size_t(a.allocIndex) < e.size()) {
         const TraceEntry& alloc = e[size_t(a.allocIndex)];
-        const int streamNumber = s.streamNumber(alloc.stream);
-        text += tr("stream %1 (0x%2)\n").arg(streamNumber).arg(QString::number(quint64(alloc.stream), 16));
+        const EntryForm& form = s.form(alloc);
+        const int streamNumber = s.streamNumber(form.stream);
+        text += tr("stream %1 (0x%2)\n").arg(streamNumber).arg(QString::number(quint64(form.stream), 16));
         text += tr("allocated at entry %1, %2\n")
                     .arg(a.allocIndex)
                     .arg(QDateTime::fromMSecsSinceEpoch(alloc.timeUs / 1000, Qt::UTC)
                              .toString(QStringLiteral("yyyy-MM-dd hh:mm:ss.zzz")));
-        if (alloc.compileContext != EmptyString)
-            text += tr("compile context: %1\n").arg(str(alloc.compileContext));
-        if (alloc.userMetadata != EmptyString)
-            text += tr("user metadata: %1\n").arg(str(alloc.userMetadata));
+        if (form.compileContext != EmptyString)
+            text += tr("compile context: %1\n").arg(str(form.compileContext));
+        if (form.userMetadata != EmptyString)
+            text += tr("user metadata: %1\n").arg(str(form.userMetadata));
     } else {
         text += tr("allocated before the trace began\n");
     }

@@ -101,10 +101,10 @@ std::vector<uint32_t> filterEntries(const Snapshot& snapshot, int device, const 
         const TraceEntry& e = trace[i];
         if (!(filter.actions & EventFilter::bit(e.action)) || e.size < filter.minSize || e.size > filter.maxSize)
             continue;
-        if (filter.stream && e.stream != *filter.stream)
+        if (filter.stream && snapshot.stream(e) != *filter.stream)
             continue;
         if (!filter.hiddenStreams.empty()
-            && std::binary_search(filter.hiddenStreams.begin(), filter.hiddenStreams.end(), e.stream))
+            && std::binary_search(filter.hiddenStreams.begin(), filter.hiddenStreams.end(), snapshot.stream(e)))
             continue;
         if (byText && !stackMatches[raw(e.stack)])
             continue;
@@ -387,7 +387,7 @@ void EventListModel::startJob()
                   r->versions = std::make_shared<const EventVersions>(EventVersions::build(s, device));
                   std::vector<uint8_t> seen(s.streams.size(), 0);
                   for (const TraceEntry& e : traceOf(s, device)) {
-                      const int n = s.streamNumber(e.stream);
+                      const int n = s.streamNumber(s.stream(e));
                       if (n >= 0)
                           seen[size_t(n)] = 1;
                   }
@@ -508,8 +508,8 @@ QVariant EventListModel::data(const QModelIndex& index, int role) const
         return r < 0 ? NoAllocation : replay.allocationOfEntry(r);
     };
     auto actionText = [&] {
-        return fromUtf8(e.action == Action::Unknown && e.actionName != EmptyString ? s.str(e.actionName)
-                                                                                   : actionName(e.action));
+        const StringId name = s.form(e).actionName;
+        return fromUtf8(e.action == Action::Unknown && name != EmptyString ? s.str(name) : actionName(e.action));
     };
     switch (role) {
     case Qt::DisplayRole:
@@ -525,7 +525,7 @@ QVariant EventListModel::data(const QModelIndex& index, int role) const
         case SizeColumn:
             return Session::formatBytes(e.size);
         case StreamColumn:
-            return QString::number(s.streamNumber(e.stream));
+            return QString::number(s.streamNumber(s.stream(e)));
         case FrameColumn:
             return topFrame(e.stack);
         default:
@@ -536,7 +536,8 @@ QVariant EventListModel::data(const QModelIndex& index, int role) const
             + Session::formatBytes(e.size) + QLatin1String(" (") + QString::number(e.size) + QLatin1String(" B)");
         if (e.action == Action::Oom) // snapshot-format.md: oom entries carry device_free in place of addr
             head += tr(", CUDA had %1 free").arg(Session::formatBytes(e.addr));
-        head += tr("\nstream %1 (0x%2)\n\n").arg(s.streamNumber(e.stream)).arg(QString::number(quint64(e.stream), 16));
+        const int64_t stream = s.stream(e);
+        head += tr("\nstream %1 (0x%2)\n\n").arg(s.streamNumber(stream)).arg(QString::number(quint64(stream), 16));
         return QString(head + m_session->stackText(e.stack));
     }
     case Qt::TextAlignmentRole:
@@ -567,7 +568,7 @@ QVariant EventListModel::data(const QModelIndex& index, int role) const
     case SizeRole:
         return qlonglong(e.size);
     case RawStreamRole:
-        return qlonglong(e.stream);
+        return qlonglong(s.stream(e));
     case ActionRole:
         return int(e.action);
     case AllocationRole:

@@ -109,7 +109,7 @@ namespace {
                 key = { pieces[piece].stream, pieces[piece].poolId };
             const int64_t entry = first + allocs[k].allocIndex;
             if (allocs[k].allocIndex >= 0 && entry < int64_t(entries.size()))
-                key.stream = entries[size_t(entry)].stream;
+                key.stream = request.document->snapshot->stream(entries[size_t(entry)]);
             data.allocVisible[k] = visibleFor(key);
         }
     }

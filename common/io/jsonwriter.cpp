@@ -349,28 +349,29 @@ private:
     }
     void entry(const TraceEntry& e)
     {
-        const Extras* extras = extrasAt(e.extraIndex);
+        const EntryForm& form = m_s.form(e);
+        const Extras* extras = extrasAt(form.extraIndex);
         const bool frames = e.hasFrames || e.stack != EmptyStack;
         const Field addr = e.action == model::Action::Oom ? Field::DeviceFree : Field::Addr;
         std::initializer_list<Field> withFrames = { Field::Action, addr, Field::Size, Field::Stream, Field::TimeUs,
                                                     Field::CompileContext, Field::UserMetadata, Field::Frames };
         std::initializer_list<Field> without = { Field::Action, addr, Field::Size, Field::Stream, Field::TimeUs,
                                                  Field::CompileContext, Field::UserMetadata };
-        dict(plan(Kind::Entry, e.layout, frames ? withFrames : without, extras), extras, [&](Field f) {
+        dict(plan(Kind::Entry, form.layout, frames ? withFrames : without, extras), extras, [&](Field f) {
             switch (f) {
             case Field::Action:
-                if (e.actionName != EmptyString)
-                    string(e.actionName);
+                if (form.actionName != EmptyString)
+                    string(form.actionName);
                 else
                     text(actionName(e.action));
                 break;
             case Field::Addr:
             case Field::DeviceFree: integer(e.addr); break;
             case Field::Size: integer(e.size); break;
-            case Field::Stream: integer(e.stream); break;
+            case Field::Stream: integer(form.stream); break;
             case Field::TimeUs: integer(e.timeUs); break;
-            case Field::CompileContext: string(e.compileContext); break;
-            case Field::UserMetadata: string(e.userMetadata); break;
+            case Field::CompileContext: string(form.compileContext); break;
+            case Field::UserMetadata: string(form.userMetadata); break;
             case Field::Frames: stack(e.stack); break;
             default: m_out += "null"; break;
             }

@@ -166,7 +166,7 @@ private:
         auto streamOf = [&](const Allocation& a) -> int64_t {
             for (TraceIndex j : { a.allocIndex, a.freeRequestedIndex, a.freeCompletedIndex }) {
                 if (j >= 0 && j < n)
-                    return trace[size_t(first + j)].stream;
+                    return m_s.stream(trace[size_t(first + j)]);
             }
             auto it = std::upper_bound(segments.begin(), segments.end(), a.address,
                                        [](DeviceAddr addr, const Segment* s) { return addr < s->address; });
@@ -225,7 +225,7 @@ private:
             m_out += ",\"device_free\":";
             integer(e.addr);
             m_out += ",\"stream\":";
-            integer(e.stream);
+            integer(m_s.stream(e));
             prepareStack(e.stack);
             m_out += ",\"stack\":";
             m_out += m_stackArgs[raw(e.stack)];

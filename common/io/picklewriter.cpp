@@ -696,28 +696,29 @@ private:
     }
     void saveEntry(const TraceEntry& e)
     {
-        const Extras* extras = extrasAt(e.extraIndex);
+        const EntryForm& form = m_s.form(e);
+        const Extras* extras = extrasAt(form.extraIndex);
         const bool frames = e.hasFrames || e.stack != EmptyStack;
         const Field addr = e.action == model::Action::Oom ? Field::DeviceFree : Field::Addr;
         std::initializer_list<Field> withFrames = { Field::Action, addr, Field::Size, Field::Stream, Field::TimeUs,
                                                     Field::CompileContext, Field::UserMetadata, Field::Frames };
         std::initializer_list<Field> without = { Field::Action, addr, Field::Size, Field::Stream, Field::TimeUs,
                                                  Field::CompileContext, Field::UserMetadata };
-        saveDict(plan(Kind::Entry, e.layout, frames ? withFrames : without, extras), extras, [&](Field f) {
+        saveDict(plan(Kind::Entry, form.layout, frames ? withFrames : without, extras), extras, [&](Field f) {
             switch (f) {
             case Field::Action:
-                if (e.actionName != EmptyString)
-                    saveString(e.actionName);
+                if (form.actionName != EmptyString)
+                    saveString(form.actionName);
                 else
                     saveText(actionName(e.action));
                 break;
             case Field::Addr:
             case Field::DeviceFree: saveInt(e.addr); break; // the model keeps oom's device_free in addr
             case Field::Size: saveInt(e.size); break;
-            case Field::Stream: saveInt(e.stream); break;
+            case Field::Stream: saveInt(form.stream); break;
             case Field::TimeUs: saveInt(e.timeUs); break;
-            case Field::CompileContext: saveString(e.compileContext); break;
-            case Field::UserMetadata: saveString(e.userMetadata); break;
+            case Field::CompileContext: saveString(form.compileContext); break;
+            case Field::UserMetadata: saveString(form.userMetadata); break;
             case Field::Frames: saveStack(e.stack); break;
             default: saveNone(); break;
             }

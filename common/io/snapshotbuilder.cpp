@@ -321,16 +321,13 @@ private:
     void adoptTables(const Snapshot& direct);
     void remap(TraceEntry& e) const
     {
-        e.actionName = StringId { m_stringMap[raw(e.actionName)] };
-        e.compileContext = StringId { m_stringMap[raw(e.compileContext)] };
-        e.userMetadata = StringId { m_stringMap[raw(e.userMetadata)] };
         e.stack = StackId { m_stackMap[raw(e.stack)] };
-        e.layout = LayoutId { m_layoutMap[raw(e.layout)] };
+        e.form = FormId { m_formMap[raw(e.form)] };
     }
     DirectTraces* m_direct = nullptr;
     bool m_declined = false;
     bool m_adopted = false;
-    std::vector<uint32_t> m_stringMap, m_stackMap;
+    std::vector<uint32_t> m_stringMap, m_stackMap, m_formMap;
     std::vector<uint16_t> m_layoutMap;
     std::vector<bool> m_remapDevice;
     std::vector<uint8_t> m_actionById; // directEntry: Action by StringId, Action::Count when not known yet
@@ -693,6 +690,7 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
                            "is " + std::string(typeName(m_tree.type(node))) + ", expected a dict");
     m_keys.clear();
     Error err;
+    EntryForm form;
     // Once per key of every entry: kept inline (out of line, its calls alone were 5 % of a load, callgrind on
     // big_trace).
     m_tree.forEachItem(node, [&](NodeId k, NodeId v) __attribute__((always_inline)) {
@@ -708,22 +706,22 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
         bool ok = true, lost = false;
         switch (ki.key) {
         case Key::Action:
-            ok = asString(v, e.actionName);
+            ok = asString(v, form.actionName);
             if (ok)
-                e.action = actionFor(m_s.str(e.actionName));
+                e.action = actionFor(m_s.str(form.actionName));
             break;
         case Key::Addr:
         case Key::DeviceFree: ok = intField(v, e.addr, lost); break;
         case Key::Size: ok = intField(v, e.size, lost); break;
-        case Key::Stream: ok = intField(v, e.stream, lost); break;
+        case Key::Stream: ok = intField(v, form.stream, lost); break;
         case Key::TimeUs: ok = intField(v, e.timeUs, lost); break;
-        case Key::CompileContext: ok = m_tree.type(v) == NodeType::None || asString(v, e.compileContext); break;
-        case Key::UserMetadata: ok = m_tree.type(v) == NodeType::None || asString(v, e.userMetadata); break;
+        case Key::CompileContext: ok = m_tree.type(v) == NodeType::None || asString(v, form.compileContext); break;
+        case Key::UserMetadata: ok = m_tree.type(v) == NodeType::None || asString(v, form.userMetadata); break;
         case Key::Frames:
             e.hasFrames = true;
             err = stack(v, e.stack, where);
             break;
-        default: err = keepExtra(e.extraIndex, ki.name, v, where(), m_keys);
+        default: err = keepExtra(form.extraIndex, ki.name, v, where(), m_keys);
         }
         if (lost) [[unlikely]]
             lostInteger(v, "trace entry", m_s.str(ki.name), where);
@@ -735,7 +733,8 @@ Error Builder::traceEntry(NodeId node, int device, size_t index, TraceEntry& e)
     });
     if (err)
         return err;
-    e.layout = layout(m_keys);
+    form.layout = layout(m_keys);
+    e.form = m_s.entryForms.intern(form);
     return {};
 }
 
@@ -749,6 +748,7 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
         m_lastDirectKeys.clear();
         m_keys.clear();
     }
+    EntryForm form;
     for (size_t i = 0; i < items.size(); ++i) {
         FastItem& item = items[i];
         if (!sameKeys) {
@@ -773,18 +773,18 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
         switch (ki.key) {
         case Key::Action: {
             if (item.kind == FastItem::Kind::Node) {
-                if (!asString(item.id, e.actionName))
+                if (!asString(item.id, form.actionName))
                     return false;
             } else if (item.kind == FastItem::Kind::String) {
-                e.actionName = StringId { item.id };
+                form.actionName = StringId { item.id };
             } else {
                 return false;
             }
-            const uint32_t id = raw(e.actionName);
+            const uint32_t id = raw(form.actionName);
             if (id >= m_actionById.size())
                 m_actionById.resize(id + 1, uint8_t(Action::Count));
             if (m_actionById[id] == uint8_t(Action::Count))
-                m_actionById[id] = uint8_t(actionFor(m_s.str(e.actionName)));
+                m_actionById[id] = uint8_t(actionFor(m_s.str(form.actionName)));
             e.action = Action(m_actionById[id]);
             break;
         }
@@ -799,13 +799,16 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
                 v = item.integer;
             else if (item.kind != FastItem::Kind::Node || !intField(item.id, v, lost) || lost)
                 return false;
-            (ki.key == Key::Size ? e.size : ki.key == Key::Stream ? e.stream : ki.key == Key::TimeUs ? e.timeUs : e.addr)
+            (ki.key == Key::Size         ? e.size
+                 : ki.key == Key::Stream ? form.stream
+                 : ki.key == Key::TimeUs ? e.timeUs
+                                         : e.addr)
                 = v;
             break;
         }
         case Key::CompileContext:
         case Key::UserMetadata: {
-            StringId& field = ki.key == Key::CompileContext ? e.compileContext : e.userMetadata;
+            StringId& field = ki.key == Key::CompileContext ? form.compileContext : form.userMetadata;
             if (item.kind == FastItem::Kind::String)
                 field = StringId { item.id };
             else if (item.kind == FastItem::Kind::Node && m_tree.type(item.id) != NodeType::None
@@ -848,7 +851,8 @@ bool Builder::directEntry(std::span<FastItem> items, TraceEntry& e)
     }
     if (!sameKeys)
         m_lastDirectLayout = layout(m_keys);
-    e.layout = m_lastDirectLayout;
+    form.layout = m_lastDirectLayout;
+    e.form = m_s.entryForms.intern(form);
     // A warning (a frame's line beyond 64 bits, the only one stack() gives) is the tree path's to give.
     return m_warnings.count(LoadWarning::Kind::LostInteger) == 0;
 }
@@ -878,6 +882,16 @@ void Builder::adoptTables(const Snapshot& direct)
         for (StringId& key : keys)
             key = StringId { m_stringMap[raw(key)] };
         m_layoutMap[k] = k == 0 ? 0 : raw(m_s.layouts.intern(keys));
+    }
+    // The direct path's forms in their order, as the general path interns them entry by entry.
+    m_formMap.resize(direct.entryForms.size());
+    for (uint32_t k = 0; k < m_formMap.size(); ++k) {
+        EntryForm form = direct.entryForms.get(FormId { k });
+        form.actionName = StringId { m_stringMap[raw(form.actionName)] };
+        form.compileContext = StringId { m_stringMap[raw(form.compileContext)] };
+        form.userMetadata = StringId { m_stringMap[raw(form.userMetadata)] };
+        form.layout = LayoutId { m_layoutMap[raw(form.layout)] };
+        m_formMap[k] = raw(m_s.entryForms.intern(form));
     }
 }
 
@@ -1068,7 +1082,7 @@ Error Builder::build(NodeId root)
             // The consistency check's rules for an entry, here where every entry is visited anyway (a pass of its
             // own over a large trace was a few percent of the load: its entries had left the cache).
             model::checkTraceEntry(m_s, e, device, j, m_warnings);
-            seeStream(e.stream);
+            seeStream(m_s.stream(e));
             e.version = numbering.version(e.action, e.addr);
         }
     }

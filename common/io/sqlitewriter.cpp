@@ -308,10 +308,11 @@ private:
             const Trace& trace = m_s.deviceTraces[d];
             for (size_t i = 0; i < trace.size(); ++i) {
                 const TraceEntry& e = trace[i];
+                const EntryForm& form = m_s.form(e);
                 st.integer(1, id++);
                 st.integer(2, int64_t(d));
                 st.integer(3, int64_t(i));
-                st.text(4, e.actionName != EmptyString ? m_s.str(e.actionName) : actionName(e.action));
+                st.text(4, form.actionName != EmptyString ? m_s.str(form.actionName) : actionName(e.action));
                 // PyTorch's oom entries carry device_free where the others carry addr (torch/csrc/cuda/Module.cpp).
                 if (e.action == Action::Oom) {
                     st.null(5);
@@ -321,10 +322,10 @@ private:
                     st.null(6);
                 }
                 st.integer(7, e.size);
-                st.integer(8, e.stream);
+                st.integer(8, form.stream);
                 st.integer(9, e.timeUs);
-                st.text(10, m_s.str(e.compileContext));
-                st.text(11, m_s.str(e.userMetadata));
+                st.text(10, m_s.str(form.compileContext));
+                st.text(11, m_s.str(form.userMetadata));
                 st.stack(12, e.hasFrames || e.stack != EmptyStack, e.stack);
                 if (!st.step())
                     return false;

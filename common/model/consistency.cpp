@@ -203,7 +203,8 @@ void negativeTraceSize(const Snapshot& s, const TraceEntry& e, size_t device, si
 {
     out.add(LoadWarning::Kind::NegativeTraceSize, [&] {
         return "device " + std::to_string(device) + ", entry " + std::to_string(index) + " ("
-            + std::string(s.str(e.actionName)) + " at " + hexAddress(e.addr) + "): size " + std::to_string(e.size);
+            + std::string(s.str(s.form(e).actionName)) + " at " + hexAddress(e.addr)
+            + "): size " + std::to_string(e.size);
     });
 }
 
@@ -224,7 +225,7 @@ void addReplayWarnings(const Snapshot& snapshot, std::span<const Replay> replays
                     where += "entry " + std::to_string(j);
                     const auto& trace = snapshot.deviceTraces[size_t(r.device())];
                     if (j >= 0 && size_t(j) < trace.size())
-                        where += " (" + std::string(snapshot.str(trace[size_t(j)].actionName)) + " at "
+                        where += " (" + std::string(snapshot.str(snapshot.form(trace[size_t(j)]).actionName)) + " at "
                             + hexAddress(trace[size_t(j)].addr) + ")";
                 }
                 return where + ": " + first.what;

@@ -475,7 +475,7 @@ private:
                     break;
                 }
                 // PyTorch < 2.1 wrote one `free` for both steps: nothing is pending before it.
-                const bool legacyFree = m_snapshot.str(e.actionName) == "free";
+                const bool legacyFree = m_snapshot.str(m_snapshot.form(e).actionName) == "free";
                 Allocation a;
                 a.address = e.addr;
                 a.size = estimatedBlockSize(e.size);
@@ -565,7 +565,7 @@ private:
         SegmentPiece piece;
         piece.address = e.addr;
         piece.size = e.size;
-        piece.stream = e.stream;
+        piece.stream = m_snapshot.stream(e);
         piece.stack = e.stack;
         piece.beginIndex = -1;
         piece.endIndex = index;
@@ -577,7 +577,7 @@ private:
                 if (neighbour >= m_openPieces.size())
                     continue;
                 const SegmentPiece& other = m_pieces[m_openPieces[neighbour]];
-                if (other.isExpandable && other.stream == e.stream
+                if (other.isExpandable && other.stream == piece.stream
                     && (other.address + other.size == e.addr || other.address == e.addr + e.size)) {
                     piece.poolId = other.poolId;
                     break;

@@ -171,7 +171,8 @@ void ReplayExtender::start(Replay& r, const Snapshot& initial, int device)
     publish(r);
 }
 
-void ReplayExtender::append(Replay& r, std::span<const TraceEntry> entries, std::span<const EntryDetail> details)
+void ReplayExtender::append(Replay& r, const EntryFormTable& forms, std::span<const TraceEntry> entries,
+                            std::span<const EntryDetail> details)
 {
     assert(details.empty() || details.size() == entries.size());
     static const EntryDetail unknown {};
@@ -182,7 +183,7 @@ void ReplayExtender::append(Replay& r, std::span<const TraceEntry> entries, std:
             m_full = true;
             break;
         }
-        apply(r, entries[i], details.empty() ? unknown : details[i]);
+        apply(r, forms, entries[i], details.empty() ? unknown : details[i]);
         ++m_n;
         recordState(r);
     }
@@ -210,7 +211,7 @@ void ReplayExtender::publish(Replay& r)
         r.m_pieces[p].endIndex = n;
 }
 
-void ReplayExtender::apply(Replay& r, const TraceEntry& e, const EntryDetail& detail)
+void ReplayExtender::apply(Replay& r, const EntryFormTable& forms, const TraceEntry& e, const EntryDetail& detail)
 {
     const TraceIndex index = TraceIndex(m_n);
     uint32_t changed = None;
@@ -276,7 +277,8 @@ void ReplayExtender::apply(Replay& r, const TraceEntry& e, const EntryDetail& de
         SegmentPiece piece;
         piece.address = e.addr;
         piece.size = e.size;
-        piece.stream = e.stream;
+        const int64_t stream = forms.get(e.form).stream;
+        piece.stream = stream;
         piece.poolId = detail.poolId;
         piece.stack = e.stack;
         piece.beginIndex = index;
@@ -293,7 +295,7 @@ void ReplayExtender::apply(Replay& r, const TraceEntry& e, const EntryDetail& de
                 if (it == m_openPieces.begin())
                     continue;
                 const SegmentPiece& other = r.m_pieces[std::prev(it)->second];
-                if (other.isExpandable && other.stream == e.stream && other.address <= at
+                if (other.isExpandable && other.stream == stream && other.address <= at
                     && at < other.address + other.size) {
                     piece.poolId = other.poolId;
                     break;

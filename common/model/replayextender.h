@@ -59,15 +59,16 @@ public:
     // Resets `replay` to state index 0 = the segments and blocks of `device` in `initial` (its trace is ignored),
     // with no entries yet.
     void start(Replay& replay, const Snapshot& initial, int device);
-    // Applies `entries` (the trace's next entries, in order) to `replay`, which start() began and only this
-    // extender has changed since. `details` is empty or has one per entry. Stops (counting one warning) at
-    // MaxReplayEntries entries. Allocates O(entries) amortised.
-    void append(Replay& replay, std::span<const TraceEntry> entries, std::span<const EntryDetail> details = {});
+    // Applies `entries` (the trace's next entries, in order; `forms` holds their forms: their snapshot's
+    // entryForms) to `replay`, which start() began and only this extender has changed since. `details` is empty or
+    // has one per entry. Stops (counting one warning) at MaxReplayEntries entries. Allocates O(entries) amortised.
+    void append(Replay& replay, const EntryFormTable& forms, std::span<const TraceEntry> entries,
+                std::span<const EntryDetail> details = {});
 
     int64_t entryCount() const { return m_n; }
 
 private:
-    void apply(Replay& r, const TraceEntry& e, const EntryDetail& detail);
+    void apply(Replay& r, const EntryFormTable& forms, const TraceEntry& e, const EntryDetail& detail);
     void recordState(Replay& r);
     void publish(Replay& r);
 

@@ -103,6 +103,34 @@ LayoutId LayoutTable::intern(const std::vector<StringId>& keys)
     return LayoutId { static_cast<uint16_t>(m_layouts.size() - 1) };
 }
 
+EntryFormTable::EntryFormTable()
+{
+    m_forms.emplace_back();
+    m_index.emplace(EntryForm {}, DefaultForm);
+}
+
+size_t EntryFormTable::Hash::operator()(const EntryForm& f) const
+{
+    uint64_t h = uint64_t(f.stream) * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t(raw(f.actionName)) << 32 | raw(f.compileContext)) * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t(raw(f.userMetadata)) << 32 | f.extraIndex) * 0x165667B19E3779F9ull;
+    h ^= uint64_t(raw(f.layout)) * 0xD6E8FEB86659FD93ull;
+    return size_t(h ^ (h >> 29));
+}
+
+FormId EntryFormTable::intern(const EntryForm& form)
+{
+    const size_t h = Hash {}(form);
+    uint32_t& recent = m_recent[h % RecentSlots];
+    if (m_forms[recent] == form)
+        return FormId { recent };
+    auto [it, inserted] = m_index.try_emplace(form, FormId { uint32_t(m_forms.size()) });
+    if (inserted)
+        m_forms.push_back(form);
+    recent = raw(it->second);
+    return it->second;
+}
+
 int Snapshot::streamNumber(int64_t rawStream) const
 {
     auto it = std::find(streams.begin(), streams.end(), rawStream);

@@ -10,6 +10,7 @@
 #include "model/growingarray.h"
 #include "model/loadwarning.h"
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <memory>
@@ -204,24 +205,45 @@ struct Segment {
     uint32_t extraIndex = UINT32_MAX;
 };
 
-struct TraceEntry {
-    Action action = Action::Unknown;
-    bool hasFrames = false;
-    LayoutId layout {};
+// What a trace entry shares with many others: its stream, and how it was written (the key layout the writers
+// reproduce, the action's spelling, compile_context, user_metadata, its unknown keys). A real trace has a handful of
+// distinct ones (a few streams times the actions' spellings), so each distinct form is stored once, in
+// Snapshot::entryForms, and an entry holds its FormId: this keeps TraceEntry at 40 bytes (64 with these fields
+// inline, 0.86 GB of a 13.4 M-entry trace). An entry with unknown keys has a form of its own (its extraIndex).
+struct EntryForm {
+    int64_t stream = 0; // the raw cudaStream_t handle, bit for bit (above: what a value >= 2^63 does)
     StringId actionName = EmptyString; // the action as written in the file (kept for Unknown actions)
-    DeviceAddr addr = 0; // `device_free` for oom entries
-    ByteCount size = 0;
-    int64_t stream = 0;
-    int64_t timeUs = 0;
-    StackId stack = EmptyStack;
     StringId compileContext = EmptyString;
     StringId userMetadata = EmptyString;
+    uint32_t extraIndex = UINT32_MAX; // unknown keys, in Snapshot::extras
+    LayoutId layout {};
+
+    friend bool operator==(const EntryForm&, const EntryForm&) = default;
+};
+
+enum class FormId : uint32_t {};
+constexpr uint32_t raw(FormId id) { return static_cast<uint32_t>(id); }
+// Form 0 is always the default form: stream 0, no names, no extras, the empty layout.
+constexpr FormId DefaultForm {};
+
+// One allocator event of a device's trace. The fields every view and the replay read per entry are inline; the rest
+// is its form (Snapshot::form(entry), Snapshot::stream(entry)).
+struct TraceEntry {
+    DeviceAddr addr = 0; // `device_free` for oom entries
+    ByteCount size = 0;
+    int64_t timeUs = 0;
+    StackId stack = EmptyStack;
     // The address's version, so one address reused is told apart (PyTorch's viewer names them `b7f..._3` and
     // `s7f..._1`): for block actions, how many free_completed at this address came before (the free_completed
     // itself included its own alloc's version); for segment actions, the same over segment_free/segment_unmap.
     uint32_t version = 0;
-    uint32_t extraIndex = UINT32_MAX;
+    FormId form = DefaultForm; // in Snapshot::entryForms
+    Action action = Action::Unknown;
+    bool hasFrames = false;
 };
+// 13.4 M entries of a 1 GB snapshot are most of what its model holds: keep them small (README, Speed).
+static_assert(sizeof(TraceEntry) <= 40);
+static_assert(std::is_trivially_copyable_v<TraceEntry>);
 
 // One device's trace. A GrowingArray, because a live document appends millions of entries a second to it.
 using Trace = GrowingArray<TraceEntry>;
@@ -270,6 +292,26 @@ private:
     std::vector<std::vector<StringId>> m_layouts;
 };
 
+// The distinct EntryForms of one snapshot, each stored once (see EntryForm); it grows with the trace (a live document
+// interns under the lock its readers take). Interning looks in a small cache of recent forms first: consecutive
+// entries mostly repeat one of a few forms (alloc, free_requested, free_completed on one stream).
+class EntryFormTable {
+public:
+    EntryFormTable();
+    FormId intern(const EntryForm& form);
+    const EntryForm& get(FormId id) const { return m_forms[raw(id)]; }
+    size_t size() const { return m_forms.size(); }
+
+private:
+    struct Hash {
+        size_t operator()(const EntryForm& f) const;
+    };
+    static constexpr size_t RecentSlots = 64;
+    std::vector<EntryForm> m_forms;
+    std::unordered_map<EntryForm, FormId, Hash> m_index;
+    std::array<uint32_t, RecentSlots> m_recent {}; // form ids by hash: 0, the default form, until filled
+};
+
 struct Snapshot {
     StringTable strings;
     LayoutTable layouts;
@@ -282,6 +324,7 @@ struct Snapshot {
     std::vector<Block> blocks;
     std::vector<HistoryItem> history;
     std::vector<Trace> deviceTraces; // index = device
+    EntryFormTable entryForms; // what the entries of deviceTraces refer to by FormId
     std::vector<Annotation> annotations;
     std::optional<Value> allocatorSettings;
 
@@ -306,6 +349,9 @@ struct Snapshot {
     const FrameId* stackEnd(StackId id) const { return stackFrames.data() + stackOffsets[raw(id) + 1]; }
     const Frame& frame(FrameId id) const { return frames[raw(id)]; }
     std::string_view str(StringId id) const { return strings.get(id); }
+    const EntryForm& form(const TraceEntry& e) const { return entryForms.get(e.form); }
+    // The entry's raw stream handle.
+    int64_t stream(const TraceEntry& e) const { return entryForms.get(e.form).stream; }
 
     const Block* segmentBlocks(const Segment& seg) const { return blocks.data() + seg.blockBegin; }
     int streamNumber(int64_t rawStream) const;

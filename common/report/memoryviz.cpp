@@ -296,29 +296,30 @@ std::string pythonRepr(std::string_view text)
 std::string pythonRepr(const Snapshot& s, const TraceEntry& e)
 {
     std::string out = "{";
-    const auto& keys = s.layouts.get(e.layout);
+    const EntryForm& form = s.form(e);
+    const auto& keys = s.layouts.get(form.layout);
     bool first = true;
     for (StringId keyId : keys) {
         const std::string_view key = s.str(keyId);
         std::string value;
         if (key == "action")
-            value = pythonRepr(s.str(e.actionName));
+            value = pythonRepr(s.str(form.actionName));
         else if (key == "addr" || key == "device_free")
             value = std::to_string(e.addr);
         else if (key == "size")
             value = std::to_string(e.size);
         else if (key == "stream")
-            value = std::to_string(e.stream);
+            value = std::to_string(form.stream);
         else if (key == "time_us")
             value = std::to_string(e.timeUs);
         else if (key == "compile_context")
-            value = pythonRepr(s.str(e.compileContext));
+            value = pythonRepr(s.str(form.compileContext));
         else if (key == "user_metadata")
-            value = pythonRepr(s.str(e.userMetadata));
+            value = pythonRepr(s.str(form.userMetadata));
         else if (key == "frames")
             value = stackRepr(s, e.stack);
-        else if (e.extraIndex != UINT32_MAX) {
-            for (const auto& [k, v] : s.extras[e.extraIndex])
+        else if (form.extraIndex != UINT32_MAX) {
+            for (const auto& [k, v] : s.extras[form.extraIndex])
                 if (k == key)
                     value = valueRepr(v);
         }
@@ -556,7 +557,7 @@ std::string trace(const Snapshot& s)
                 out += "del " + nameOr(allocationNames, e.addr) + " # " + formatSize(double(e.size)) + '\n';
                 break;
             case Action::FreeCompleted:
-                if (s.str(e.actionName) != "free_completed")
+                if (s.str(s.form(e).actionName) != "free_completed")
                     goto other; // a legacy "free" is printed as a dict by _memory_viz
                 count -= e.size;
                 out += "# free completed for " + nameOr(allocationNames, e.addr) + ' ' + formatSize(double(e.size))

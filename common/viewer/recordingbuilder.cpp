@@ -109,17 +109,18 @@ model::TraceEntry RecordingBuilder::entry(const model::TraceEvent& event)
     model::TraceEntry e;
     e.action = event.action;
     e.hasFrames = true;
+    const int64_t stream = int64_t(event.stream);
     e.addr = model::DeviceAddr(event.addr);
     e.size = model::ByteCount(event.size);
-    e.stream = int64_t(event.stream);
     e.timeUs = int64_t(event.timeUs);
-    e.compileContext = m_noContext;
+    // An entry's rarely varying fields are its form (model/snapshot.h): a recording has one per stream.
+    e.form = m_out.entryForms.intern({ .stream = stream, .compileContext = m_noContext });
     e.stack = stack(event.stack);
     // Address versions and stream numbers by the one rule (model::TraceNumbering, after
     // torch/utils/viz/MemoryViz.js annotate_snapshot), so a recorded snapshot equals its own pickle read back.
     e.version = m_numbering.version(e.action, e.addr);
-    if (m_numbering.addStream(e.stream))
-        m_out.streams.push_back(e.stream);
+    if (m_numbering.addStream(stream))
+        m_out.streams.push_back(stream);
     return e;
 }
 

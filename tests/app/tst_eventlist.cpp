@@ -106,9 +106,9 @@ std::vector<int64_t> bruteForce(const model::Snapshot& s, int device, const Even
             continue;
         if (e.size < f.minSize || e.size > f.maxSize)
             continue;
-        if (f.stream && e.stream != *f.stream)
+        if (f.stream && s.stream(e) != *f.stream)
             continue;
-        if (std::find(f.hiddenStreams.begin(), f.hiddenStreams.end(), e.stream) != f.hiddenStreams.end())
+        if (std::find(f.hiddenStreams.begin(), f.hiddenStreams.end(), s.stream(e)) != f.hiddenStreams.end())
             continue;
         if (!needle.empty()) {
             bool found = false;

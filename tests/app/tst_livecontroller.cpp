@@ -75,7 +75,7 @@ struct RecordedStream {
             l.device = 0;
             l.addr = uint64_t(e.addr);
             l.size = uint64_t(e.size);
-            l.stream = uint64_t(e.stream);
+            l.stream = uint64_t(file->stream(e));
             l.timeUs = uint64_t(e.timeUs);
             l.stack = model::raw(e.stack) == 0 ? 0 : model::raw(e.stack) + 1;
             if (e.action == model::Action::Alloc && ref.allocationOfEntry(i) != model::NoAllocation)
@@ -164,7 +164,7 @@ void compareTraces(const model::Snapshot& a, const model::Snapshot& b)
         QCOMPARE(x.action, y.action);
         QCOMPARE(x.addr, y.addr);
         QCOMPARE(x.size, y.size);
-        QCOMPARE(x.stream, y.stream);
+        QCOMPARE(a.stream(x), b.stream(y));
         QCOMPARE(x.timeUs, y.timeUs);
         QCOMPARE(x.version, y.version);
         QCOMPARE(frames(a, x.stack), frames(b, y.stack));

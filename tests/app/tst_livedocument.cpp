@@ -66,7 +66,7 @@ struct FileSource {
             l.device = uint8_t(device);
             l.addr = uint64_t(e.addr);
             l.size = uint64_t(e.size);
-            l.stream = uint64_t(e.stream);
+            l.stream = uint64_t(file->stream(e));
             l.timeUs = uint64_t(e.timeUs);
             l.stack = model::raw(e.stack) == 0 ? 0 : model::raw(e.stack) + 1;
             if (e.action == model::Action::Alloc && ref.allocationOfEntry(next) != model::NoAllocation)

@@ -242,7 +242,7 @@ Recording fromFile(const model::Snapshot& file, const model::Replay& replay, siz
         default: continue; // (snapshot entries and others carry no allocator change)
         }
         EventRecord rec = event(records.size() + 1, type, uint64_t(e.addr), uint64_t(e.size), uint64_t(e.size),
-                                uint64_t(e.stream), raw(e.stack) == 0 ? 0 : raw(e.stack) + 1);
+                                uint64_t(file.stream(e)), raw(e.stack) == 0 ? 0 : raw(e.stack) + 1);
         rec.timeNs = uint64_t(e.timeUs) * 1000;
         if (e.action == model::Action::Alloc && replay.allocationOfEntry(j) != model::NoAllocation)
             rec.size = uint64_t(replay.allocation(replay.allocationOfEntry(j)).size);
@@ -308,7 +308,7 @@ private Q_SLOTS:
         QVERIFY(s.allocatorSettings && s.allocatorSettings->find("max_split_size"));
         QCOMPARE(s.stackSize(s.deviceTraces[0][0].stack), size_t(1)); // "later"
         QCOMPARE(s.stackSize(s.deviceTraces[0].back().stack), size_t(2)); // inner(int) in main
-        QCOMPARE(s.str(s.deviceTraces[0][0].compileContext), std::string_view("N/A"));
+        QCOMPARE(s.str(s.form(s.deviceTraces[0][0]).compileContext), std::string_view("N/A"));
         QCOMPARE(stateLines(s), stateLines(w.recorded));
         // The whole final state: the block freed after the resync leaves its request on the remainder of the
         // split (1500000), the pending free block stays pending, the fresh state's free block keeps its stale

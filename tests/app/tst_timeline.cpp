@@ -129,7 +129,10 @@ std::vector<uint8_t> hideStream(const Session& session, Mode mode, int64_t hidde
     const auto& replay = session.replay();
     if (mode == Mode::Allocations) {
         for (const model::Allocation& a : replay.allocations())
-            out.push_back(a.allocIndex >= 0 && session.entries()[size_t(a.allocIndex)].stream == hiddenStream ? 0 : 1);
+            out.push_back(a.allocIndex >= 0
+                                  && session.snapshot().stream(session.entries()[size_t(a.allocIndex)]) == hiddenStream
+                              ? 0
+                              : 1);
     } else {
         for (const model::SegmentPiece& p : replay.segmentPieces())
             out.push_back(p.stream == hiddenStream ? 0 : 1);

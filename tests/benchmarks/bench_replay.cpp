@@ -138,7 +138,7 @@ void extendBenchmark(benchmark::State& state, const model::Snapshot& snapshot)
         chunks = 0;
         for (size_t at = 0; at < entries.size(); at += Chunk) {
             const auto t0 = std::chrono::steady_clock::now();
-            extender.append(grown, entries.subspan(at, std::min(Chunk, entries.size() - at)));
+            extender.append(grown, snapshot.entryForms, entries.subspan(at, std::min(Chunk, entries.size() - at)));
             lastChunkSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             ++chunks;
         }

@@ -55,6 +55,7 @@ inline std::unique_ptr<model::Snapshot> repeated(const model::Snapshot& s, size_
     out->frames = s.frames;
     out->stackOffsets = s.stackOffsets;
     out->stackFrames = s.stackFrames;
+    out->entryForms = s.entryForms; // same ids
     out->hasDeviceTraces = true;
 
     const auto& trace = s.deviceTraces.at(0);
@@ -90,7 +91,9 @@ inline std::unique_ptr<model::Snapshot> repeated(const model::Snapshot& s, size_
             e.hasFrames = false;
             // The action as written is its action's own name (a writer writes actionName where there is one: the
             // copied entry's would turn every free_requested below into that entry's action in the file).
-            e.actionName = model::EmptyString;
+            model::EntryForm form = s.form(e);
+            form.actionName = model::EmptyString;
+            e.form = out->entryForms.intern(form);
             for (const model::Segment& seg : s.segments) {
                 if (seg.device != 0)
                     continue;

@@ -130,7 +130,7 @@ void apply(model::Snapshot& s, Change change)
         // a block that is not live and entry 1 allocates one that is not live after it (the earliest is shown).
         model::TraceEntry& e = s.deviceTraces[0][6];
         e.action = model::Action::Unknown;
-        e.actionName = s.strings.intern("teleport");
+        e.form = s.entryForms.intern({ .actionName = s.strings.intern("teleport") });
         break;
     }
     }

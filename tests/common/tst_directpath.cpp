@@ -95,6 +95,11 @@ std::string difference(const model::Snapshot& a, const model::Snapshot& b)
         if (a.history[k].addr != b.history[k].addr || a.history[k].realSize != b.history[k].realSize
             || a.history[k].stack != b.history[k].stack || a.history[k].hasFrames != b.history[k].hasFrames)
             return "history " + std::to_string(k);
+    if (a.entryForms.size() != b.entryForms.size())
+        return "entry form count";
+    for (uint32_t k = 0; k < a.entryForms.size(); ++k)
+        if (!(a.entryForms.get(FormId { k }) == b.entryForms.get(FormId { k })))
+            return "entry form " + std::to_string(k);
     if (a.deviceTraces.size() != b.deviceTraces.size())
         return "device count";
     for (size_t d = 0; d < a.deviceTraces.size(); ++d) {
@@ -102,10 +107,9 @@ std::string difference(const model::Snapshot& a, const model::Snapshot& b)
             return "trace length of device " + std::to_string(d);
         for (size_t k = 0; k < a.deviceTraces[d].size(); ++k) {
             const TraceEntry &x = a.deviceTraces[d][k], &y = b.deviceTraces[d][k];
-            if (x.action != y.action || x.hasFrames != y.hasFrames || x.layout != y.layout
-                || x.actionName != y.actionName || x.addr != y.addr || x.size != y.size || x.stream != y.stream
-                || x.timeUs != y.timeUs || x.stack != y.stack || x.compileContext != y.compileContext
-                || x.userMetadata != y.userMetadata || x.version != y.version || x.extraIndex != y.extraIndex)
+            // Forms compare by id: the tables are equal (above).
+            if (x.action != y.action || x.hasFrames != y.hasFrames || x.form != y.form || x.addr != y.addr
+                || x.size != y.size || x.timeUs != y.timeUs || x.stack != y.stack || x.version != y.version)
                 return "device " + std::to_string(d) + ", trace entry " + std::to_string(k);
         }
     }

@@ -72,7 +72,7 @@ TraceEvent eventOf(const model::Snapshot& s, const model::Replay& replay, int64_
     t.device = 0;
     t.addr = uint64_t(e.addr);
     t.size = uint64_t(e.size);
-    t.stream = uint64_t(e.stream);
+    t.stream = uint64_t(s.stream(e));
     t.timeUs = uint64_t(e.timeUs);
     t.stack = model::raw(e.stack);
     if (e.action == model::Action::Alloc && replay.allocationOfEntry(i) != model::NoAllocation)
@@ -207,17 +207,18 @@ void TestEventTrace::resyncReachesTarget()
     extender.start(grown, start, 0);
     std::vector<model::TraceEntry> entries;
     std::vector<model::EntryDetail> details;
+    model::EntryFormTable forms;
     for (const TraceEvent& e : events) {
         model::TraceEntry t;
         t.action = e.action;
         t.addr = int64_t(e.addr);
         t.size = int64_t(e.size);
-        t.stream = int64_t(e.stream);
+        t.form = forms.intern({ .stream = int64_t(e.stream) });
         t.timeUs = int64_t(e.timeUs);
         entries.push_back(t);
         details.push_back({ model::ByteCount(e.blockSize), { e.poolFirst, e.poolSecond } });
     }
-    extender.append(grown, entries, details);
+    extender.append(grown, forms, entries, details);
     QCOMPARE(grown.warnings(), 0u);
     QCOMPARE(linesOf(grown.stateAt(grown.entryCount()), 0, test::StaleRequests::Compare), target);
     QCOMPARE(test::stateLines(grown.stateAt(grown.entryCount()), test::StaleRequests::Compare),
@@ -253,7 +254,7 @@ void TestEventTrace::numbersAsTheBuilder()
     size_t entries = 0;
     for (const auto& trace : s->deviceTraces)
         for (const model::TraceEntry& e : trace) {
-            see(e.stream);
+            see(s->stream(e));
             QCOMPARE(numbering.version(e.action, e.addr), e.version);
             ++entries;
         }

@@ -18,7 +18,7 @@ using memscope::model::GrowingArray;
 
 namespace {
 
-// A value with non-zero defaults, as the model's records have (TraceEntry::extraIndex, Allocation::allocIndex).
+// A value with non-zero defaults, as the model's records have (TraceEntry::action, Allocation::allocIndex).
 struct Record {
     int64_t a = -1;
     uint32_t b = 0xffffffffu;
@@ -206,7 +206,7 @@ void TestGrowingArray::worksAsSpanAndWithAlgorithms()
     QCOMPARE(*std::lower_bound(g.begin(), g.end(), 500), int64_t(500));
     QCOMPARE(std::distance(g.rbegin(), g.rend()), ptrdiff_t(1000));
     memscope::model::Trace trace(3);
-    QCOMPARE(trace[2].extraIndex, UINT32_MAX); // the model's records keep their defaults
+    QCOMPARE(trace[2].action, memscope::model::Action::Unknown); // the model's records keep their defaults
 }
 
 // The prefault thread makes the pages past the size present (mincore says so) and changes no element, also

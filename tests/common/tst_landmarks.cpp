@@ -230,7 +230,7 @@ void TestLandmarks::ooms()
     std::vector<int64_t> expected;
     const Trace& t = s->deviceTraces[0];
     for (size_t j = 0; j < t.size(); ++j)
-        if (s->str(t[j].actionName) == "oom")
+        if (s->str(s->form(t[j]).actionName) == "oom")
             expected.push_back(int64_t(j));
     QCOMPARE(int(expected.size()), count);
     QCOMPARE(oomEntries(t), expected);

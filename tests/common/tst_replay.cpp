@@ -279,6 +279,7 @@ std::unique_ptr<model::Snapshot> truncatedCopy(const model::Snapshot& s, int dev
     t->segments = s.segments;
     t->blocks = s.blocks;
     t->deviceTraces = s.deviceTraces;
+    t->entryForms = s.entryForms;
     t->hasDeviceTraces = true;
     auto& trace = t->deviceTraces[size_t(device)];
     trace.erase(trace.begin(), trace.begin() + ptrdiff_t(std::min(drop, trace.size())));
@@ -348,6 +349,7 @@ public:
     {
         auto s = std::make_unique<model::Snapshot>();
         s->deviceTraces = { model::Trace(m_trace.begin(), m_trace.end()) };
+        s->entryForms = m_forms;
         for (const FlatSegment& f : m_truth.back()) {
             model::Segment seg;
             seg.address = f.address;
@@ -489,7 +491,7 @@ private:
     void emit(Action action, DeviceAddr addr, ByteCount size, int64_t stream = 0)
     {
         model::TraceEntry e = entry(action, addr, size);
-        e.stream = stream;
+        e.form = m_forms.intern({ .stream = stream });
         m_trace.push_back(e);
         m_truth.push_back(flat());
     }
@@ -674,6 +676,7 @@ private:
     std::vector<uint32_t> m_objectOrigin { 0 }; // per object: the object whose request it carries
     DeviceAddr m_nextSegment = 0x10000000;
     std::vector<model::TraceEntry> m_trace;
+    model::EntryFormTable m_forms; // the entries' streams
     std::vector<std::vector<FlatSegment>> m_truth; // m_truth[i]: the state after i entries
     std::vector<std::vector<std::pair<DeviceAddr, uint32_t>>> m_truthObjects; // its inactive blocks' objects
 };
@@ -1187,7 +1190,7 @@ void TestReplay::legacyFreeIsNeverPending()
     t.push_back(entry(Action::SegmentAlloc, 0x10000, 2 << 20));
     t.push_back(entry(Action::Alloc, 0x10000, 1000));
     t.push_back(entry(Action::FreeCompleted, 0x10000, 1000));
-    t.back().actionName = legacy;
+    t.back().form = s.entryForms.intern({ .actionName = legacy });
     model::Segment seg;
     seg.address = 0x10000;
     seg.totalSize = 2 << 20;

@@ -142,7 +142,7 @@ void TestReplayExtender::matchesBuild()
         std::vector<int64_t> checks;
         for (int64_t j = k; j < n;) {
             const int64_t take = std::min<int64_t>(pick(rng), n - j);
-            extender.append(grown, std::span(trace).subspan(size_t(first + j), size_t(take)),
+            extender.append(grown, snapshot->entryForms, std::span(trace).subspan(size_t(first + j), size_t(take)),
                             std::span(details).subspan(size_t(j - k), size_t(take)));
             j += take;
             QCOMPARE(grown.entryCount(), j - k);
@@ -264,7 +264,8 @@ void TestReplayExtender::timelineItemsGrowToo()
     int appends = 0;
     for (int64_t j = k; j < ref.entryCount(); j += chunk) {
         const int64_t take = std::min<int64_t>(chunk, ref.entryCount() - j);
-        extender.append(grown, std::span(trace).subspan(size_t(ref.firstEntry() + j), size_t(take)));
+        extender.append(grown, snapshot->entryForms,
+                        std::span(trace).subspan(size_t(ref.firstEntry() + j), size_t(take)));
         allocs.extendAllocations(grown);
         pieces.extendSegments(grown);
         if (!same(allocs, model::TimelineItems::fromAllocations(grown)))
@@ -315,7 +316,8 @@ void TestReplayExtender::timelineItemsPendingAcrossAppends()
         model::TimelineItems items = model::TimelineItems::fromAllocations(grown);
         bool sawPending = false;
         for (size_t j = 0; j < entries.size(); j += chunk) {
-            extender.append(grown, std::span(entries).subspan(j, std::min(chunk, entries.size() - j)));
+            extender.append(grown, empty.entryForms,
+                            std::span(entries).subspan(j, std::min(chunk, entries.size() - j)));
             items.extendAllocations(grown);
             const model::TimelineItems fresh = model::TimelineItems::fromAllocations(grown);
             QCOMPARE(items.byPending, fresh.byPending);
@@ -351,7 +353,7 @@ void TestReplayExtender::emptyStart()
         entry(Action::FreeCompleted, 0x1000000, 1000),    entry(Action::FreeRequested, 0x1000400, 512),
         entry(Action::FreeCompleted, 0x1000400, 512),     entry(Action::SegmentFree, 0x1000000, 2 << 20),
     };
-    x.append(r, std::span(entries).first(3));
+    x.append(r, empty.entryForms, std::span(entries).first(3));
     QCOMPARE(r.entryCount(), 3);
     QCOMPARE(r.series().active.back(), 1024 + 512);
     QCOMPARE(r.series().reserved.back(), ByteCount(2 << 20));
@@ -360,7 +362,7 @@ void TestReplayExtender::emptyStart()
     QCOMPARE(r.allocations().size(), size_t(2));
     QCOMPARE(r.allocations()[0].freeCompletedIndex, 3);
     QCOMPARE(r.allocations()[0].freeRequestedIndex, 3);
-    x.append(r, std::span(entries).subspan(3));
+    x.append(r, empty.entryForms, std::span(entries).subspan(3));
     QCOMPARE(r.entryCount(), 8);
     QCOMPARE(r.warnings(), 0u);
     QCOMPARE(r.allocations()[0].freeRequestedIndex, 3);
@@ -389,7 +391,7 @@ void TestReplayExtender::inconsistentEntriesAreCounted()
     model::TraceEntry segmentFreeUnknown = freeUnknown;
     segmentFreeUnknown.action = model::Action::SegmentFree;
     const std::vector<model::TraceEntry> entries { freeUnknown, segmentFreeUnknown };
-    x.append(r, entries);
+    x.append(r, empty.entryForms, entries);
     QCOMPARE(r.entryCount(), 2);
     QCOMPARE(r.warnings(), 2u);
     QCOMPARE(r.allocationOfEntry(0), model::NoAllocation);

@@ -117,7 +117,7 @@ model::ReplayState extendedEnd(Recorder& rec, std::vector<model::EntryDetail>& d
     model::ReplayExtender extender;
     extender.start(replay, join, 0);
     const auto& trace = whole.deviceTraces[0];
-    extender.append(replay, std::span(trace.data(), trace.size()), details);
+    extender.append(replay, whole.entryForms, std::span(trace.data(), trace.size()), details);
     if (replay.warnings() != 0)
         qWarning("the extended replay has %llu warnings", static_cast<unsigned long long>(replay.warnings()));
     return replay.stateAt(replay.entryCount());

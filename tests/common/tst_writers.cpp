@@ -214,22 +214,23 @@ std::string firstDifference(const Snapshot& a, const Snapshot& b, bool layouts =
         for (size_t i = 0; i < a.deviceTraces[d].size(); ++i) {
             const model::TraceEntry& x = a.deviceTraces[d][i];
             const model::TraceEntry& y = b.deviceTraces[d][i];
+            const model::EntryForm &xf = a.form(x), &yf = b.form(y);
             const std::string at = "device " + std::to_string(d) + " entry " + std::to_string(i) + ": ";
             MS_SAME(at + "action", x.action, y.action);
-            if (layouts || x.actionName != model::EmptyString)
-                MS_SAME(at + "action name", a.str(x.actionName), b.str(y.actionName));
+            if (layouts || xf.actionName != model::EmptyString)
+                MS_SAME(at + "action name", a.str(xf.actionName), b.str(yf.actionName));
             MS_SAME(at + "addr", x.addr, y.addr);
             MS_SAME(at + "size", x.size, y.size);
-            MS_SAME(at + "stream", x.stream, y.stream);
+            MS_SAME(at + "stream", xf.stream, yf.stream);
             MS_SAME(at + "time_us", x.timeUs, y.timeUs);
-            MS_SAME(at + "compile_context", a.str(x.compileContext), b.str(y.compileContext));
-            MS_SAME(at + "user_metadata", a.str(x.userMetadata), b.str(y.userMetadata));
+            MS_SAME(at + "compile_context", a.str(xf.compileContext), b.str(yf.compileContext));
+            MS_SAME(at + "user_metadata", a.str(xf.userMetadata), b.str(yf.userMetadata));
             MS_SAME(at + "has frames", x.hasFrames, y.hasFrames);
             MS_SAME(at + "frames", stackText(a, x.stack), stackText(b, y.stack));
             MS_SAME(at + "version", x.version, y.version);
             if (layouts)
-                MS_SAME(at + "key order", layoutText(a, x.layout), layoutText(b, y.layout));
-            if (!sameExtras(a, x.extraIndex, b, y.extraIndex))
+                MS_SAME(at + "key order", layoutText(a, xf.layout), layoutText(b, yf.layout));
+            if (!sameExtras(a, xf.extraIndex, b, yf.extraIndex))
                 return at + "unknown keys";
         }
     }
@@ -301,7 +302,7 @@ Snapshot makeSnapshot()
         e.timeUs = time;
         e.stack = stack;
         e.hasFrames = action != model::Action::Snapshot && action != model::Action::Oom;
-        e.compileContext = s.strings.intern("N/A");
+        e.form = s.entryForms.intern({ .compileContext = s.strings.intern("N/A") });
         return e;
     };
     s.deviceTraces = { {
@@ -543,6 +544,24 @@ assert text == json.dumps(a, separators=(',', ':'), ensure_ascii=False), 'our JS
                       .repeated(300)
                 + json("{'action':'free_requested','addr':1,'size':2,'stream':0,'time_us':4}]]}")
             << true;
+        // Each entry's stream, action spelling, compile_context, user_metadata, key order and unknown keys are its
+        // form (model::EntryForm), stored once per distinct combination: 600 entries cycling through more forms than
+        // the interning cache holds, streams at the ends of int64, some with unknown keys (a form of their own).
+        {
+            static const char* const actions[] = { "alloc", "free_requested", "free_completed", "free", "teleport" };
+            static const char* const streams[] = { "0", "-1", "-9223372036854775808", "9223372036854775807", "7" };
+            QByteArray entries;
+            for (int i = 0; i < 600; ++i) {
+                entries += (i ? "," : "") + json("{'action':'") + actions[i % 5] + json("','addr':")
+                    + QByteArray::number(4096 + 512 * (i % 13)) + json(",'size':512,'stream':")
+                    + (i % 7 < 5 ? QByteArray(streams[i % 7]) : QByteArray::number(1000 + i % 97))
+                    + json(",'time_us':") + QByteArray::number(i) + json(",'compile_context':'c")
+                    + QByteArray::number(i % 11) + json("','user_metadata':'m") + QByteArray::number(i % 3)
+                    + (i % 50 == 0 ? json("','x_entry':") + QByteArray::number(i) + "}" : json("'}"));
+            }
+            QTest::newRow("entries of many forms")
+                << json("{'segments':[],'device_traces':[[") + entries + json("]]}") << true;
+        }
     }
     void roundTripsSyntheticSnapshots()
     {
@@ -609,14 +628,14 @@ assert json.loads(open(ours_json, 'rb').read().decode('utf-8')) == json.loads(so
             QCOMPARE(layoutText(*again, again->blocks[0].layout),
                      (Keys { "address", "size", "requested_size", "state", "frames" }));
             const auto& trace = again->deviceTraces[0];
-            QCOMPARE(layoutText(*again, trace[1].layout),
+            QCOMPARE(layoutText(*again, again->form(trace[1]).layout),
                      (Keys { "action", "addr", "size", "stream", "time_us", "compile_context", "user_metadata",
                              "frames" }));
-            QCOMPARE(layoutText(*again, trace[2].layout),
+            QCOMPARE(layoutText(*again, again->form(trace[2]).layout),
                      (Keys { "action", "device_free", "size", "stream", "time_us", "compile_context",
                              "user_metadata" }));
             QCOMPARE(again->str(again->blocks[1].stateName), std::string_view("inactive"));
-            QCOMPARE(again->str(trace[3].actionName), std::string_view("snapshot"));
+            QCOMPARE(again->str(again->form(trace[3]).actionName), std::string_view("snapshot"));
             QCOMPARE(again->str(again->annotations[0].stageName), std::string_view("START"));
         }
     }

@@ -276,7 +276,7 @@ namespace {
                 case Action::SegmentUnmap:
                 case Action::Oom:
                     m_entries.push_back(
-                        Entry { t.action, uintptr_t(t.addr), size_t(t.size), uintptr_t(t.stream), i, {} });
+                        Entry { t.action, uintptr_t(t.addr), size_t(t.size), uintptr_t(m_snapshot.stream(t)), i, {} });
                     break;
                 default:
                     break; // snapshot markers and actions this allocator never reports
