@@ -80,6 +80,11 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
     connect(session, &Session::grown, this, &TimelineView::onGrown);
     connect(session, &Session::selectionChanged, this, qOverload<>(&QWidget::update));
     connect(session, &Session::hoveredChanged, this, qOverload<>(&QWidget::update));
+    // A plot rendered in the background is shown at the next paint.
+    m_renderer.setPlotReadyCallback([this] {
+        refreshHover();
+        update();
+    });
 
     onDeviceChanged();
 }
@@ -117,6 +122,15 @@ void TimelineView::startBuild(uint8_t changes)
 }
 
 void TimelineView::finishBuild()
+{
+    finishDataBuild();
+    if (hasData()) {
+        m_renderer.preparePlotNow(frame());
+        refreshHover();
+    }
+}
+
+void TimelineView::finishDataBuild()
 {
     if (!m_buildWatcher)
         return;
@@ -168,7 +182,7 @@ void TimelineView::onGrown()
     const bool wasReset = m_geometry.isReset();
     const bool atEnd = last >= m_axis.entryCount();
     const double width = m_geometry.span();
-    finishBuild(); // the data to extend
+    finishDataBuild(); // the data to extend (the plot follows at the next paint, O(new columns))
     if (hasData()) {
         // The renderer lets go of it too, so that the items are extended in place; its plot stays valid and renders
         // only the columns the new entries changed (the data's revision and entry count tell).
@@ -312,6 +326,7 @@ void TimelineView::relayout()
 {
     const QFontMetrics fm = fontMetrics();
     m_layout = TimelineLayout::compute(size(), fm.height(), fm.horizontalAdvance(QStringLiteral("1023.75 MiB")));
+    m_layoutSize = size();
     m_geometry.rect = QRectF(m_layout.plot);
     const QSize hint = m_segmentsButton->sizeHint();
     const int h = std::min(hint.height(), m_layout.header.height() - 2);
@@ -341,10 +356,18 @@ void TimelineView::changeEvent(QEvent* event)
 
 // ---- hit testing --------------------------------------------------------------------------------------------------
 
-int TimelineView::columnAt(double x) const
+TimelineFrame TimelineView::hitFrame()
 {
-    const int column = int(std::floor((x - m_layout.plot.left()) * devicePixelRatioF()));
-    return column >= 0 && column < int(m_renderer.columns().state.size()) ? column : -1;
+    TimelineFrame f;
+    f.axis = &m_axis;
+    f.geometry = &m_geometry;
+    f.layout = m_layout;
+    f.bounds = rect();
+    f.palette = palette(); // the plot's key has its colours (isPlotCurrent)
+    f.dpr = devicePixelRatioF();
+    f.device = m_device;
+    f.segments = m_showSegments;
+    return f;
 }
 
 int64_t TimelineView::stateAtPixel(double x) const
@@ -354,13 +377,13 @@ int64_t TimelineView::stateAtPixel(double x) const
 
 int64_t TimelineView::stateAtX(int x)
 {
-    finishBuild();
+    finishDataBuild();
     if (!hasData())
         return -1;
-    m_renderer.prepare(frame());
+    m_renderer.preparePlotNow(frame());
     if (!m_layout.plot.contains(QPoint(x, m_layout.plot.center().y())))
         return -1;
-    const int column = columnAt(x + 0.5);
+    const int column = m_renderer.columnAt(hitFrame(), x + 0.5);
     return column < 0 ? -1 : m_renderer.columns().state[size_t(column)];
 }
 
@@ -369,8 +392,10 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
     Hit hit;
     if (!m_session || !hasData() || !m_layout.plot.contains(pos))
         return hit;
-    m_renderer.prepare(frame());
-    const int column = columnAt(pos.x() + 0.5);
+    // The plot shown, as painted (moved onto the range while the range's own plot renders): what is under the
+    // mouse is what the user sees there.
+    const TimelineFrame f = hitFrame();
+    const int column = m_renderer.columnAt(f, pos.x() + 0.5);
     if (column < 0)
         return hit;
     hit.state = m_renderer.columns().state[size_t(column)];
@@ -392,7 +417,7 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
         }
     }
     // The byte at the middle of the pixel row, as the rasteriser rounds run boundaries to the nearest row.
-    const double bytes = m_geometry.bytesAt(pos.y() + 0.5);
+    const double bytes = m_renderer.bytesAt(f, pos.y() + 0.5);
     ByteCount offset = 0;
     hit.item = m_hitStack.itemAt(ByteCount(std::floor(bytes)), &offset);
     if (hit.item == NoTimelineItem)
@@ -415,9 +440,16 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
     return hit;
 }
 
+void TimelineView::finishPlot()
+{
+    finishDataBuild();
+    if (hasData())
+        m_renderer.preparePlotNow(frame());
+}
+
 AllocationId TimelineView::allocationAt(QPoint pos)
 {
-    finishBuild();
+    finishPlot();
     return hitTest(pos).allocation;
 }
 
@@ -425,7 +457,7 @@ int64_t TimelineView::segmentPieceAt(QPoint pos)
 {
     if (!m_showSegments)
         return -1;
-    finishBuild();
+    finishPlot();
     const Hit hit = hitTest(pos);
     return hit.item == NoTimelineItem ? -1 : int64_t(hit.item);
 }
@@ -453,11 +485,21 @@ void TimelineView::updateHover(QPoint pos)
     if (!m_session)
         return;
     const Hit hit = hitTest(pos);
+    // Found in a plot rendered for another range (the range's own is under way): looked at again when it comes.
+    m_hoverPos = pos;
+    m_hoverStale = hasData() && !m_renderer.isPlotCurrent(hitFrame());
     if (m_showSegments && hit.item != m_hoverPiece) {
         m_hoverPiece = hit.item;
         update();
     }
     m_session->setHovered(hit.allocation);
+}
+
+void TimelineView::refreshHover()
+{
+    if (m_hoverStale && m_drag == Drag::None && m_layout.plot.contains(m_hoverPos))
+        updateHover(m_hoverPos);
+    m_hoverStale = false;
 }
 
 QString TimelineView::tooltipText(QPoint pos)
@@ -497,7 +539,9 @@ QString TimelineView::tooltipText(QPoint pos)
 
 TimelineFrame TimelineView::frame()
 {
-    if (m_geometry.rect != QRectF(m_layout.plot))
+    // The widget's size now, even where its resize event is still pending (a hidden widget resized gets it when
+    // shown): finishBuild() renders the plot a grab will paint.
+    if (m_geometry.rect != QRectF(m_layout.plot) || m_layoutSize != size())
         relayout();
     TimelineFrame f;
     f.axis = &m_axis;
@@ -636,6 +680,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event)
             setCursor(Qt::CrossCursor);
             updateHover(pos);
         } else {
+            m_hoverStale = false;
             if (m_session)
                 m_session->setHovered(NoAllocation);
             if (m_showSegments && m_hoverPiece != NoTimelineItem) {
@@ -714,6 +759,7 @@ void TimelineView::wheelEvent(QWheelEvent* event)
 void TimelineView::leaveEvent(QEvent* event)
 {
     QWidget::leaveEvent(event);
+    m_hoverStale = false;
     if (m_session)
         m_session->setHovered(NoAllocation);
     if (m_hoverPiece != NoTimelineItem) {
