@@ -139,12 +139,16 @@ void TimelineView::finishDataBuild()
     adopt(data);
 }
 
-void TimelineView::adopt(std::shared_ptr<const TimelineData> data)
+void TimelineView::adopt(std::shared_ptr<const TimelineData> data, bool takeAxis)
 {
     if (data == m_data)
         return;
     m_data = std::move(data);
     m_renderer.setData(m_data);
+    // Its time axis, made in the build (or the index axis, the time axis no longer asked for), showing the same
+    // states.
+    if (takeAxis && hasData() && m_axis != m_data->timeAxis && (m_data->timeAxis || m_axis->isTime()))
+        onTimeAxisChanged();
     m_allocPiece.reset(); // grown data may be the same object, changed
     m_allocPieceData = nullptr;
     m_hitGeneration = UINT64_MAX; // the hit stack is bound to the data's vectors
@@ -180,25 +184,27 @@ void TimelineView::onGrown()
         return;
     const auto [first, last] = visibleRange();
     const bool wasReset = m_geometry.isReset();
-    const bool atEnd = last >= m_axis.entryCount();
+    const bool atEnd = last >= m_axis->entryCount();
     const double width = m_geometry.span();
     finishDataBuild(); // the data to extend (the plot follows at the next paint, O(new columns))
     if (hasData()) {
         // The renderer lets go of it too, so that the items are extended in place; its plot stays valid and renders
         // only the columns the new entries changed (the data's revision and entry count tell).
         m_renderer.setData(nullptr);
+        // And the axis, the data's time axis, which the build extends (rebuildAxis takes it back).
+        m_axis = std::make_shared<const StateAxis>();
         TimelineDataRequest request = makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown,
                                                               std::exchange(m_data, nullptr), ++m_revision);
-        adopt(buildTimelineData(std::move(request)));
+        adopt(buildTimelineData(std::move(request)), false);
     } else {
         startBuild(TimelineDataRequest::Items);
     }
     rebuildAxis(AxisChange::Grown); // shows everything
     if (!wasReset) {
         if (atEnd)
-            m_geometry.setRange(m_axis.domainEnd() - width, m_axis.domainEnd());
+            m_geometry.setRange(m_axis->domainEnd() - width, m_axis->domainEnd());
         else
-            m_geometry.setRange(m_axis.stateBegin(first), m_axis.stateBegin(last + 1));
+            m_geometry.setRange(m_axis->stateBegin(first), m_axis->stateBegin(last + 1));
     }
     emitRangeIfChanged();
     update();
@@ -228,44 +234,40 @@ void TimelineView::rebuildAxis(AxisChange change)
         return;
     const int64_t n = m_session->entryCount();
     const bool time = m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty();
-    if (time && change == AxisChange::Grown && m_axis.isTime() && m_axis.entryCount() <= n) {
-        std::vector<int64_t> more;
-        more.reserve(size_t(n - m_axis.entryCount()));
-        for (int64_t s = m_axis.entryCount() + 1; s <= n; ++s)
-            more.push_back(m_session->timeUsAt(s));
-        m_axis.appendTimes(more);
-    } else if (time) {
-        std::vector<int64_t> times(size_t(n) + 1);
-        for (int64_t s = 0; s <= n; ++s)
-            times[size_t(s)] = m_session->timeUsAt(s);
-        m_axis = StateAxis::time(std::move(times));
-    } else {
-        m_axis = StateAxis::index(n);
-    }
+    // The time axis (each state's time: O(entries)) is the data's, made by its build off this thread and extended by
+    // a growth (O(new entries)); until the data has it, the index axis.
+    if (time && hasData() && m_data->timeAxis)
+        m_axis = m_data->timeAxis;
+    else
+        m_axis = std::make_shared<const StateAxis>(StateAxis::index(n));
     // A growing (live) document's domain runs ahead of its data by LiveDomainAhead and grows in steps, so that the
     // columns of what is already drawn keep their states while entries arrive (the renderer renders only the new
     // ones). The columns beyond the data stay empty. Once it stops growing, the domain is the data's.
-    double end = m_axis.domainEnd();
+    double end = m_axis->domainEnd();
     if (m_session->isGrowing()) {
         if (change != AxisChange::Grown || m_liveDomainEnd < end)
-            m_liveDomainEnd = m_axis.domainBegin() + (end - m_axis.domainBegin()) * LiveDomainAhead;
+            m_liveDomainEnd = m_axis->domainBegin() + (end - m_axis->domainBegin()) * LiveDomainAhead;
         end = m_liveDomainEnd;
     }
-    m_geometry.setDomain(m_axis.domainBegin(), end, time ? 4.0 : std::min<double>(8.0, double(n + 1)));
+    m_geometry.setDomain(m_axis->domainBegin(), end, m_axis->isTime() ? 4.0 : std::min<double>(8.0, double(n + 1)));
     const QSignalBlocker block(m_timeButton);
-    m_timeButton->setChecked(m_axis.isTime());
+    m_timeButton->setChecked(time);
     m_timeButton->setEnabled(!m_session->entries().empty());
 }
 
 void TimelineView::onTimeAxisChanged()
 {
+    // A time axis the data does not have yet is made by a build.
+    const bool time = m_session && m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty();
+    if (time && (!hasData() || !m_data->timeAxis) && !(m_buildWatcher && (m_buildChanges & TimelineDataRequest::Axis)))
+        startBuild(TimelineDataRequest::Axis);
     // Keep the same states in view.
     const auto [first, last] = visibleRange();
     const bool wasReset = m_geometry.isReset();
     rebuildAxis();
     if (!wasReset)
-        m_geometry.setRange(m_axis.stateBegin(first),
-                            last >= m_axis.entryCount() ? m_axis.domainEnd() : m_axis.stateBegin(last + 1));
+        m_geometry.setRange(m_axis->stateBegin(first),
+                            last >= m_axis->entryCount() ? m_axis->domainEnd() : m_axis->stateBegin(last + 1));
     emitRangeIfChanged();
     update();
 }
@@ -291,15 +293,15 @@ void TimelineView::zoomToRange(int64_t first, int64_t last)
 {
     if (first > last)
         std::swap(first, last);
-    const double end = last >= m_axis.entryCount() ? m_axis.domainEnd() : m_axis.stateBegin(last + 1);
-    setRange(m_axis.stateBegin(first), end);
+    const double end = last >= m_axis->entryCount() ? m_axis->domainEnd() : m_axis->stateBegin(last + 1);
+    setRange(m_axis->stateBegin(first), end);
 }
 
 std::pair<int64_t, int64_t> TimelineView::visibleRange() const
 {
-    const int64_t first = m_axis.stateAt(m_geometry.begin);
-    const int64_t last = std::max(first, m_axis.statesBefore(m_geometry.end) - 1);
-    return { first, std::min(last, m_axis.entryCount()) };
+    const int64_t first = m_axis->stateAt(m_geometry.begin);
+    const int64_t last = std::max(first, m_axis->statesBefore(m_geometry.end) - 1);
+    return { first, std::min(last, m_axis->entryCount()) };
 }
 
 void TimelineView::resetZoom() { setRange(m_geometry.domainBegin, m_geometry.domainEnd); }
@@ -359,7 +361,7 @@ void TimelineView::changeEvent(QEvent* event)
 TimelineFrame TimelineView::hitFrame()
 {
     TimelineFrame f;
-    f.axis = &m_axis;
+    f.axis = m_axis.get();
     f.geometry = &m_geometry;
     f.layout = m_layout;
     f.bounds = rect();
@@ -372,7 +374,7 @@ TimelineFrame TimelineView::hitFrame()
 
 int64_t TimelineView::stateAtPixel(double x) const
 {
-    return m_axis.stateAt(m_geometry.coordAt(std::clamp<double>(x, m_layout.plot.left(), m_layout.plot.right() + 1)));
+    return m_axis->stateAt(m_geometry.coordAt(std::clamp<double>(x, m_layout.plot.left(), m_layout.plot.right() + 1)));
 }
 
 int64_t TimelineView::stateAtX(int x)
@@ -544,7 +546,7 @@ TimelineFrame TimelineView::frame()
     if (m_geometry.rect != QRectF(m_layout.plot) || m_layoutSize != size())
         relayout();
     TimelineFrame f;
-    f.axis = &m_axis;
+    f.axis = m_axis.get();
     f.geometry = &m_geometry;
     f.layout = m_layout;
     f.bounds = rect();
@@ -776,7 +778,7 @@ void TimelineView::keyPressEvent(QKeyEvent* event)
     }
     const auto [first, last] = visibleRange();
     const int64_t page = std::max<int64_t>(1, (last - first) / 10);
-    const double anchor = m_axis.stateMarker(m_session->cursor());
+    const double anchor = m_axis->stateMarker(m_session->cursor());
     switch (event->key()) {
     case Qt::Key_Left:
         m_session->setCursor(m_session->cursor() - ((event->modifiers() & Qt::ShiftModifier) ? page : 1));

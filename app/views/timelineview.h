@@ -61,6 +61,9 @@ public:
     QRect axisRect() const { return m_layout.xAxis; }
     QRect overviewRect() const { return m_layout.overview; }
     const TimelineGeometry& geometry() const { return m_geometry; }
+    // The x axis shown: the data's time axis when the Session asks for time and the data has it (its build makes
+    // it), else the index axis.
+    const StateAxis& axis() const { return *m_axis; }
     // The data shown now (null before the first build finished): immutable, shareable with any thread.
     std::shared_ptr<const TimelineData> data() const { return m_data; }
     // Whether a build of the data is under way (the view shows the previous data, or "building", meanwhile).
@@ -129,8 +132,9 @@ private:
     void finishDataBuild();
     // finishDataBuild(), and the plot of the range and size now rendered (whether visible or not).
     void finishPlot();
-    // Shows `data` (a build's result, or grown data).
-    void adopt(std::shared_ptr<const TimelineData> data);
+    // Shows `data` (a build's result, or grown data), and its time axis unless takeAxis is false (a growth takes it
+    // with its own range rules).
+    void adopt(std::shared_ptr<const TimelineData> data, bool takeAxis = true);
     // How the axis is made again: from scratch (a new device, axis kind, ...) or after entries were appended.
     enum class AxisChange : uint8_t { Rebuilt, Grown };
     void rebuildAxis(AxisChange change = AxisChange::Rebuilt);
@@ -174,7 +178,8 @@ private:
     std::shared_ptr<const std::vector<model::TimelineItem>> m_allocPiece;
     const TimelineData* m_allocPieceData = nullptr;
 
-    StateAxis m_axis;
+    // The axis shown (never null): the data's time axis, or the index axis.
+    std::shared_ptr<const StateAxis> m_axis = std::make_shared<const StateAxis>();
     TimelineGeometry m_geometry;
     // A live document's domain end, ahead of its data (rebuildAxis): x LiveDomainAhead of the data's length when
     // the data reaches it. Its y scale keeps room to grow likewise (TimelineRenderer::LiveBytesAhead).

@@ -274,9 +274,17 @@ void TestLiveDocument::timelineRendersOnlyNewColumns()
     view.grab();
     int partial = 0;
     for (int round = 0; round < 12; ++round) {
+        const StateAxis* axis = &view.axis();
         live.append(src.take(150));
         live.flush();
         session.documentGrew();
+        // The time axis grew in place (O(new entries)), the data's as the view's.
+        QCOMPARE(view.axis().isTime(), timeAxis);
+        if (timeAxis) {
+            QCOMPARE(&view.axis(), axis);
+            QCOMPARE(view.data()->timeAxis.get(), axis);
+        }
+        QCOMPARE(view.axis().entryCount(), session.entryCount());
         const int before = view.renderCount();
         QImage grown = view.grab().toImage();
         if (view.isRendering()) {

@@ -1226,6 +1226,8 @@ private Q_SLOTS:
         view.finishBuild(); // the data is built in the background
         view.resize(900, 400);
         session->setTimeAxis(time ? app::TimeAxis::Time : app::TimeAxis::Index);
+        view.finishBuild(); // the time axis is made with the data, in the background
+        QCOMPARE(view.axis().isTime(), time);
         view.zoomToRange(first, last);
         const auto range = view.visibleRange();
         // Time mode: several states may share a microsecond, so the range may take in a few neighbours.
@@ -1235,6 +1237,8 @@ private Q_SLOTS:
                  qPrintable(QString::number(range.second)));
         // Switching the axis keeps the same states in view.
         session->setTimeAxis(time ? app::TimeAxis::Index : app::TimeAxis::Time);
+        view.finishBuild();
+        QCOMPARE(view.axis().isTime(), !time);
         QVERIFY(std::abs(view.visibleRange().first - range.first) <= 20);
         QVERIFY(std::abs(view.visibleRange().second - range.second) <= 20);
     }

@@ -4,8 +4,8 @@
 // with the newest data, the superseded results are never shown; and the plot's background renders: a paint while one
 // is under way does not wait and shows the previous plot moved onto the new range, the job's plot replaces it, a
 // superseded job's plot is never shown, hit testing meanwhile answers for the plot shown, finishTimelineBuilds waits
-// for the render. The renderers' thread pool is held busy (PoolBlocker) where a render must stay under way. Runs
-// offscreen on the GUI thread.
+// for the render; the time axis comes with the data. The renderers' thread pool is held busy (PoolBlocker) where a
+// render must stay under way. Runs offscreen on the GUI thread.
 #include "apptestutil.h"
 #include "style/colors.h"
 #include "views/timelinedata.h"
@@ -712,6 +712,50 @@ private Q_SLOTS:
         QCOMPARE(other.geometry().begin, view.geometry().begin);
         QCOMPARE(other.geometry().end, view.geometry().end);
         QCOMPARE(image, other.grab().toImage());
+    }
+
+    // The time axis (each state's time, O(entries)) is made by the data's build: while it runs the view keeps the
+    // index axis; then the axis is the data's, the same as one made from the Session's times, with the same states
+    // in view; builds for other changes keep it (the same object); the index axis needs no build.
+    void timeAxisIsBuiltWithTheData()
+    {
+        auto session = test::loadSession("transformer_train.pickle");
+        QVERIFY(session);
+        TimelineView view(session.get());
+        view.resize(900, 400);
+        view.finishBuild();
+        QVERIFY(!view.data()->timeAxis);
+        QVERIFY(!view.axis().isTime());
+        view.zoomToRange(3000, 5999);
+        const auto range = view.visibleRange();
+        session->setTimeAxis(TimeAxis::Time);
+        QVERIFY(view.isBuilding());
+        QVERIFY(!view.axis().isTime());
+        view.finishBuild();
+        QVERIFY(view.axis().isTime());
+        QCOMPARE(&view.axis(), view.data()->timeAxis.get());
+        const int64_t n = session->entryCount();
+        std::vector<int64_t> times;
+        for (int64_t s = 0; s <= n; ++s)
+            times.push_back(session->timeUsAt(s));
+        const StateAxis expected = StateAxis::time(std::move(times));
+        QCOMPARE(view.axis().entryCount(), expected.entryCount());
+        QCOMPARE(view.axis().domainBegin(), expected.domainBegin());
+        QCOMPARE(view.axis().domainEnd(), expected.domainEnd());
+        for (int64_t s = 0; s <= n; s += 97)
+            QCOMPARE(view.axis().stateBegin(s), expected.stateBegin(s));
+        // Several states may share a microsecond: the range may take in a few neighbours.
+        QVERIFY(std::abs(view.visibleRange().first - range.first) <= 20);
+        QVERIFY(std::abs(view.visibleRange().second - range.second) <= 20);
+        const StateAxis* axis = &view.axis();
+        session->setColorMode(ColorMode::Stack);
+        view.finishBuild();
+        QCOMPARE(int(view.data()->colorMode), int(ColorMode::Stack));
+        QCOMPARE(&view.axis(), axis);
+        session->setTimeAxis(TimeAxis::Index);
+        QVERIFY(!view.isBuilding());
+        QVERIFY(!view.axis().isTime());
+        QVERIFY(std::abs(view.visibleRange().first - range.first) <= 20);
     }
 
     // finishBuild() shows the newest data at once; the builds' late notifications change nothing after it.
