@@ -322,12 +322,14 @@ void TimelineRenderer::startJob(const TimelineFrame& frame, const PlotKey& key)
     watcher->setFuture(QtConcurrent::run(threadPool(), &TimelineRenderer::renderPlot, plotRequest(frame, key)));
 }
 
-// The job under way is superseded: it runs to its end (nothing waits for it), its result is dropped.
+// The job under way is superseded: it runs to its end (nothing waits for it), its result is dropped. Its watcher is
+// cut off first: a finished notification already queued must not reach a renderer that may be gone by then.
 void TimelineRenderer::dropJob()
 {
     if (!m_job)
         return;
     ++m_jobId;
+    QObject::disconnect(m_job, nullptr, nullptr, nullptr);
     m_job->deleteLater();
     m_job = nullptr;
 }
@@ -339,7 +341,8 @@ void TimelineRenderer::finishPlot()
     QFutureWatcher<Plot>* watcher = std::exchange(m_job, nullptr);
     QFuture<Plot> future = watcher->future();
     future.waitForFinished(); // runs the job here if no pool thread has taken it yet
-    ++m_jobId; // its finished notification, if queued, is dropped
+    ++m_jobId;
+    QObject::disconnect(watcher, nullptr, nullptr, nullptr); // its finished notification, if queued, is dropped
     watcher->deleteLater();
     show(future.takeResult());
 }

@@ -102,6 +102,7 @@ void TimelineView::startBuild(uint8_t changes)
     m_buildChanges = changes;
     const uint64_t generation = ++m_buildGeneration;
     TimelineDataRequest request = makeTimelineDataRequest(*m_session, changes, m_data, ++m_revision);
+    m_buildTimeAxis = request.timeAxis;
     // The watcher of a superseded build goes (its job runs to its end; nothing waits for it).
     if (m_buildWatcher)
         m_buildWatcher->deleteLater();
@@ -259,7 +260,7 @@ void TimelineView::onTimeAxisChanged()
 {
     // A time axis the data does not have yet is made by a build.
     const bool time = m_session && m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty();
-    if (time && (!hasData() || !m_data->timeAxis) && !(m_buildWatcher && (m_buildChanges & TimelineDataRequest::Axis)))
+    if (time && (!hasData() || !m_data->timeAxis) && !(m_buildWatcher && m_buildTimeAxis))
         startBuild(TimelineDataRequest::Axis);
     // Keep the same states in view.
     const auto [first, last] = visibleRange();

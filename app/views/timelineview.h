@@ -173,6 +173,7 @@ private:
     QFutureWatcher<std::shared_ptr<const TimelineData>>* m_buildWatcher = nullptr;
     uint64_t m_buildGeneration = 0;
     uint8_t m_buildChanges = 0;
+    bool m_buildTimeAxis = false; // the build under way makes the time axis
     uint64_t m_revision = 0; // the last data revision handed out
     // The segment piece of each allocation, when the data has none (segments mode's selection needs it).
     std::shared_ptr<const std::vector<model::TimelineItem>> m_allocPiece;
