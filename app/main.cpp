@@ -156,6 +156,7 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
     memscope::app::finishTimelineBuilds(target);
     QCoreApplication::sendPostedEvents(); // pending layout requests, so the grab shows the final geometry
     QCoreApplication::processEvents();
+    memscope::app::finishTimelineBuilds(&window); // their plots at that geometry (exportView finishes its view's)
     const QString error = target ? window.exportView(out, target)
                                  : (window.grab().save(out) ? QString() : out + QStringLiteral(": cannot write the screenshot"));
     if (target)
@@ -225,6 +226,7 @@ int takeGroupScreenshot(memscope::app::MainWindow& window, bool ranks, const QSt
     memscope::app::finishTimelineBuilds(target);
     QCoreApplication::sendPostedEvents();
     QCoreApplication::processEvents();
+    memscope::app::finishTimelineBuilds(&window); // their plots at the final geometry (exportView finishes its view's)
     const QString error = target ? window.exportView(out, target)
                                  : (window.grab().save(out) ? QString() : out + QStringLiteral(": cannot write the screenshot"));
     delete target;
@@ -290,6 +292,7 @@ int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& end
     memscope::app::finishTimelineBuilds(&window);
     QCoreApplication::sendPostedEvents();
     QCoreApplication::processEvents();
+    memscope::app::finishTimelineBuilds(&window); // their plots at the final geometry
     if (!window.grab().save(out)) {
         printError(out + QStringLiteral(": cannot write the screenshot"));
         return 1;

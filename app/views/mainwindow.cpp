@@ -5,6 +5,7 @@
 #include "views/diffwindow.h"
 #include "views/livewindow.h"
 #include "views/rankgroupview.h"
+#include "views/timelineview.h"
 
 #include "model/diff.h"
 
@@ -754,6 +755,8 @@ QString MainWindow::exportView(const QString& path, QWidget* view)
         view = doc ? doc->currentView() : currentDiff() ? currentDiff()->currentView() : currentRankGroup();
     if (!view)
         return tr("nothing to export: no snapshot is open");
+    // A timeline renders its plot in the background and paints the previous one meanwhile: an export waits for it.
+    finishTimelineBuilds(view);
     if (path.endsWith(QLatin1String(".svg"), Qt::CaseInsensitive)) {
         QSvgGenerator svg;
         svg.setFileName(path);

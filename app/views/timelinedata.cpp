@@ -114,12 +114,42 @@ namespace {
         }
     }
 
-    // `items` for changing: itself when nothing else holds it, else a copy.
-    std::shared_ptr<TimelineItems> mutableItems(std::shared_ptr<const TimelineItems>& items)
+    // `shared` for changing: itself when nothing else holds it, else a copy.
+    template <typename T> std::shared_ptr<T> mutableCopy(std::shared_ptr<const T>& shared)
     {
-        if (items.use_count() == 1)
-            return std::const_pointer_cast<TimelineItems>(std::exchange(items, nullptr));
-        return std::make_shared<TimelineItems>(*items);
+        if (shared.use_count() == 1)
+            return std::const_pointer_cast<T>(std::exchange(shared, nullptr));
+        return std::make_shared<T>(*shared);
+    }
+
+    // The time of states [from, to] of `device`, as Session::timeUsAt gives them: the time of the entry that made
+    // the state (state 0 takes the first entry's).
+    std::vector<int64_t> stateTimes(const Trace& entries, int64_t from, int64_t to)
+    {
+        std::vector<int64_t> times;
+        times.reserve(size_t(std::max<int64_t>(0, to - from + 1)));
+        const int64_t last = int64_t(entries.size()) - 1;
+        for (int64_t s = from; s <= to; ++s)
+            times.push_back(entries.empty() ? 0 : entries[size_t(std::clamp<int64_t>(s - 1, 0, last))].timeUs);
+        return times;
+    }
+
+    // The time axis the request asks for: `base`'s when it is of the same states (or, for a growth, extended by
+    // the new ones: in place when nothing else holds it), made from the entries otherwise; null when not asked for.
+    std::shared_ptr<const StateAxis> timeAxisFor(const TimelineDataRequest& request,
+                                                 std::shared_ptr<const StateAxis> base, const Trace& entries,
+                                                 int64_t entryCount)
+    {
+        if (!request.timeAxis)
+            return nullptr;
+        if (base && base->entryCount() == entryCount)
+            return base;
+        if (base && base->entryCount() < entryCount && (request.changes & TimelineDataRequest::Grown)) {
+            auto axis = mutableCopy(base);
+            axis->appendTimes(stateTimes(entries, axis->entryCount() + 1, entryCount));
+            return axis;
+        }
+        return std::make_shared<const StateAxis>(StateAxis::time(stateTimes(entries, 0, entryCount)));
     }
 
 } // namespace
@@ -141,6 +171,7 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
         if (!session.isPoolVisible(pool))
             r.hiddenPools.insert(pool);
     r.annotations = session.annotationSpans();
+    r.timeAxis = session.timeAxis() == TimeAxis::Time && !session.entries().empty();
     if ((changes & TimelineDataRequest::Grown) && r.base && r.base->allocs) {
         // Only the new entries are looked at for OOMs.
         r.ooms = r.base->ooms;
@@ -157,6 +188,9 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
     const auto lock = request.document->readLock();
     const Replay& replay = request.document->replays[size_t(request.device)];
     const Snapshot& snapshot = *request.document->snapshot;
+    static const Trace none;
+    const Trace& entries
+        = size_t(request.device) < snapshot.deviceTraces.size() ? snapshot.deviceTraces[size_t(request.device)] : none;
     uint8_t changes = request.changes;
     const TimelineData* base = request.base.get();
     if (!base || base->document != request.document || base->device != request.device
@@ -170,8 +204,8 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
         std::shared_ptr<TimelineData> data = request.base.use_count() == 1
             ? std::const_pointer_cast<TimelineData>(std::exchange(request.base, nullptr))
             : std::make_shared<TimelineData>(*base);
-        auto allocs = mutableItems(data->allocs);
-        auto pieces = mutableItems(data->pieces);
+        auto allocs = mutableCopy(data->allocs);
+        auto pieces = mutableCopy(data->pieces);
         allocs->extendAllocations(replay);
         pieces->extendSegments(replay);
         data->allocs = std::move(allocs);
@@ -179,6 +213,7 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
         data->allocPiece.reset();
         data->annotations = std::move(request.annotations);
         data->ooms = std::move(request.ooms);
+        data->timeAxis = timeAxisFor(request, std::exchange(data->timeAxis, nullptr), entries, replay.entryCount());
         if (changes & TimelineDataRequest::Colors) {
             data->colorMode = request.colorMode;
             data->allocColors.clear();
@@ -199,6 +234,8 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
     data->colorMode = request.colorMode;
     data->annotations = std::move(request.annotations);
     data->ooms = std::move(request.ooms);
+    data->timeAxis = timeAxisFor(request, base && !(changes & TimelineDataRequest::Items) ? base->timeAxis : nullptr,
+                                 entries, replay.entryCount());
     if (changes & TimelineDataRequest::Items) {
         data->allocs = std::make_shared<const TimelineItems>(TimelineItems::fromAllocations(replay));
         data->pieces = std::make_shared<const TimelineItems>(TimelineItems::fromSegments(replay));

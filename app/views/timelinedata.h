@@ -1,6 +1,7 @@
 // The memory timeline's data: for one device of a Document, the stacked items of both modes (allocations and
 // segment pieces, model/timeline.h), their colours by the Session's colour mode, which of them the stream and pool
-// filters show, the segment piece holding each allocation, the annotations and the OOM marks. Immutable once built
+// filters show, the segment piece holding each allocation, the annotations and the OOM marks, and the time axis
+// (each state's time: O(entries) to make, so that it is made here and not on the GUI thread). Immutable once built
 // and shared (std::shared_ptr<const TimelineData>): the timeline view paints it, and any view may read it on any
 // thread. buildTimelineData() makes it from a TimelineDataRequest, a plain copy of what it needs from the Session, so
 // that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and drops stale results).
@@ -8,6 +9,7 @@
 
 #include "document/session.h"
 #include "model/timeline.h"
+#include "views/timelinegeometry.h"
 
 #include <cstdint>
 #include <memory>
@@ -33,6 +35,9 @@ struct TimelineData {
     std::shared_ptr<const std::vector<model::TimelineItem>> allocPiece;
     std::shared_ptr<const std::vector<AnnotationSpan>> annotations; // the Session's (never null)
     std::vector<int64_t> ooms; // state indices
+    // The x axis in time (each state's time_us) when the Session asks for it; null otherwise (the index axis costs
+    // nothing to make: TimelineView makes it).
+    std::shared_ptr<const StateAxis> timeAxis;
 
     const model::Replay& replay() const { return document->replays[size_t(device)]; }
     const model::TimelineItems& items(bool segments) const { return segments ? *pieces : *allocs; }
@@ -49,6 +54,7 @@ struct TimelineDataRequest {
         Colors = 2, // the colour mode
         Visibility = 4, // the stream and pool filters
         Grown = 8, // a live document grew: items extended, colours and visibility of the new items added
+        Axis = 16, // the time axis was asked for, or no longer
     };
     uint8_t changes = Items | Colors | Visibility;
     std::shared_ptr<const TimelineData> base;
@@ -62,6 +68,7 @@ struct TimelineDataRequest {
     std::set<std::pair<int64_t, int64_t>> hiddenPools;
     std::shared_ptr<const std::vector<AnnotationSpan>> annotations;
     std::vector<int64_t> ooms;
+    bool timeAxis = false; // the time axis is asked for (and the device has entries)
 };
 
 // A request for the Session's state now. GUI thread (reads the Session).
@@ -71,7 +78,7 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
 // Builds the data a request asks for, reusing from its base what did not change; returns the base itself when
 // nothing the data holds changed. Holds the document's read lock while it reads (a live document does not grow
 // meanwhile). Any thread; a Grown request must run on the GUI thread (it follows Session::grown), and extends the
-// base's items in place when nothing else holds them.
+// base's items and time axis in place when nothing else holds them (O(new entries)).
 std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request);
 
 } // namespace memscope::app

@@ -6,17 +6,20 @@
 #include <QCoreApplication>
 #include <QElapsedTimer>
 #include <QFuture>
+#include <QFutureWatcher>
 #include <QLocale>
 #include <QPainter>
 #include <QPainterPath>
 #include <QStringBuilder>
 #include <QThread>
+#include <QThreadPool>
 #include <QtConcurrent/QtConcurrentRun>
 
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
+#include <mutex>
 
 namespace memscope::app {
 
@@ -38,137 +41,368 @@ namespace {
 
 // ---- rendering ----------------------------------------------------------------------------------------------------
 
-void TimelineRenderer::ensurePlot(const TimelineFrame& frame)
+namespace {
+
+    // One per rendering thread: a stack positioned at its first column, and working memory.
+    struct RenderPart {
+        TimelineStack stack;
+        TimelineRasterScratch scratch;
+        std::vector<AllocationId> live, liveScratch;
+        std::vector<TimelineItem> liveItems;
+    };
+
+} // namespace
+
+// The rendering threads' working memory, kept between renders (a stack's vectors grow to the live items once): a
+// render takes parts and gives them back. Shared with the jobs, which may outlive the renderer; any thread.
+struct TimelineRenderParts {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<RenderPart>> free;
+
+    std::vector<std::unique_ptr<RenderPart>> take(int count)
+    {
+        std::vector<std::unique_ptr<RenderPart>> parts;
+        {
+            const std::lock_guard lock(mutex);
+            while (int(parts.size()) < count && !free.empty()) {
+                parts.push_back(std::move(free.back()));
+                free.pop_back();
+            }
+        }
+        while (int(parts.size()) < count)
+            parts.push_back(std::make_unique<RenderPart>());
+        return parts;
+    }
+    void giveBack(std::vector<std::unique_ptr<RenderPart>>& parts)
+    {
+        const std::lock_guard lock(mutex);
+        for (auto& part : parts)
+            if (free.size() < size_t(MaxRenderThreads))
+                free.push_back(std::move(part));
+        parts.clear();
+    }
+};
+
+// Everything a render needs, copied on the GUI thread (the axis and the palette are the view's): a job reads only
+// this, the immutable data it holds, and the document under its read lock.
+struct TimelineRenderer::PlotRequest {
+    PlotKey key;
+    std::shared_ptr<const TimelineData> data;
+    std::shared_ptr<TimelineRenderParts> parts;
+    std::vector<int64_t> lo, hi; // the state range of each column with data
+    double headroom = Headroom;
+    bool growing = false;
+    double keptBytesTop = 0; // a live document's scale so far
+    uint32_t background = 0, neutral = 0, pending = 0;
+};
+
+namespace {
+
+    // The y scale of a plot whose largest total is `maxTotal`. A live document's scale keeps room to grow (up to
+    // LiveBytesAhead × what its data needs), so that a new scale, which renders every column again, is rare; a
+    // render of everything keeps that scale too when it fits.
+    double plotBytesTop(ByteCount maxTotal, double headroom, bool growing, double kept)
+    {
+        const double needed = std::max(double(maxTotal) * headroom, 1024.0);
+        if (!growing)
+            return needed;
+        return kept >= needed && kept <= needed * TimelineRenderer::LiveBytesAhead
+            ? kept
+            : needed * TimelineRenderer::LiveBytesAhead;
+    }
+
+    // Rasterises columns [from, columns.state.size()) of `image` and paints the columns past them (past the data)
+    // in the background colour. Columns are independent given a stack at each part's first column: they are split
+    // over the cores (this thread takes the first part and waits for the rest; an idle pool thread or this thread
+    // itself runs them). A render of the new columns only is small: one part. Any thread.
+    void rasterizeColumns(const TimelineData& data, bool segments, const TimelineColumns& columnsShown, QImage& image,
+                          double bytesTop, uint32_t background, uint32_t neutral, uint32_t pending, int from,
+                          TimelineRenderParts& pool)
+    {
+        TimelineRaster raster;
+        raster.pixels = reinterpret_cast<uint32_t*>(image.bits());
+        raster.stride = image.bytesPerLine() / 4;
+        raster.width = image.width();
+        raster.height = image.height();
+        raster.bytesPerPixel = bytesTop / image.height();
+        raster.background = background;
+        raster.neutral = neutral;
+        raster.pending = pending;
+        const int width = image.width();
+        const int columns = int(columnsShown.state.size());
+        if (columns < width)
+            for (int y = 0; y < image.height(); ++y)
+                std::fill_n(raster.pixels + ptrdiff_t(y) * raster.stride + columns, width - columns, raster.background);
+        const int parts = columns - from >= 256 ? std::clamp(QThread::idealThreadCount(), 1, MaxRenderThreads) : 1;
+        auto taken = pool.take(parts);
+        const TimelineItems& its = data.items(segments);
+        const Replay& replay = data.replay();
+        auto renderPart = [&](int i) {
+            RenderPart& part = *taken[size_t(i)];
+            const int begin = from + (columns - from) * i / parts, end = from + (columns - from) * (i + 1) / parts;
+            if (begin >= end)
+                return;
+            part.stack.bind(&its, data.visible(segments), data.colors(segments));
+            part.stack.setColours(tallBytes(raster), raster.neutral, raster.pending); // before stacking: no re-stack
+            const int64_t state = columnsShown.state[size_t(begin)];
+            if (segments) {
+                part.stack.reset(state);
+            } else {
+                // The replay's checkpoints find the live set faster than a scan of every earlier allocation.
+                replay.liveAt(state, part.live, part.liveScratch);
+                part.liveItems.resize(part.live.size());
+                std::transform(part.live.begin(), part.live.end(), part.liveItems.begin(),
+                               [](AllocationId a) { return raw(a); });
+                part.stack.reset(state, part.liveItems);
+            }
+            rasterize(part.stack, columnsShown, raster, part.scratch, begin, end);
+        };
+        std::vector<QFuture<void>> futures;
+        for (int i = 1; i < parts; ++i)
+            futures.push_back(QtConcurrent::run(TimelineRenderer::threadPool(), renderPart, i));
+        renderPart(0);
+        for (QFuture<void>& f : futures)
+            f.waitForFinished();
+        pool.giveBack(taken);
+    }
+
+} // namespace
+
+QThreadPool* TimelineRenderer::threadPool()
 {
-    TimelineGeometry& g = *frame.geometry;
-    const StateAxis& axis = *frame.axis;
-    const qreal dpr = frame.dpr;
+    // Not the global pool: Qt's raster engine splits a large fill over the global pool and waits for it (Qt 6.4's
+    // qdrawhelper.cpp, QT_THREAD_PARALLEL_FILLS), so that a plot rendering there would hold up the GUI thread's own
+    // paints until a thread came free.
+    struct Pool : QThreadPool {
+        Pool() { setMaxThreadCount(std::max(2, QThread::idealThreadCount())); }
+    };
+    static Pool pool;
+    return &pool;
+}
+
+TimelineRenderer::TimelineRenderer()
+    : m_parts(std::make_shared<TimelineRenderParts>())
+{
+}
+
+// A job under way runs to its end (it holds what it reads); its watcher goes, so nothing is told of it.
+TimelineRenderer::~TimelineRenderer() { delete m_job; }
+
+TimelineRenderer::PlotKey TimelineRenderer::plotKey(const TimelineFrame& frame) const
+{
+    const TimelineGeometry& g = *frame.geometry;
     const QRect plot = frame.layout.plot;
+    const qreal dpr = frame.dpr;
     const QSize pixels(std::max(1, int(std::lround(plot.width() * dpr))),
                        std::max(1, int(std::lround(plot.height() * dpr))));
     const QPalette& pal = frame.palette;
-    const PlotKey key { g.begin,
-                        g.end,
-                        pixels,
-                        dpr,
-                        frame.device,
-                        frame.segments,
-                        axis.isTime(),
-                        m_data->revision,
-                        pal.color(QPalette::Base).rgb(),
-                        pal.color(QPalette::Text).rgb() };
-    // The entries the views were told of (Session::grown): a live document may have more already.
-    const TimelineItems& its = m_data->items(frame.segments);
-    const int64_t entries = its.entryCount;
-    if (m_plotValid && key == m_plotKey && m_plotEntries == entries)
-        return;
+    return { g.begin,
+             g.end,
+             pixels,
+             dpr,
+             frame.device,
+             frame.segments,
+             frame.axis->isTime(),
+             m_data->revision,
+             pal.color(QPalette::Base).rgb(),
+             pal.color(QPalette::Text).rgb() };
+}
 
-    QElapsedTimer timer;
-    timer.start();
-    std::vector<int64_t> lo, hi;
-    axis.columnRanges(g.begin, g.end, pixels.width(), lo, hi);
+TimelineRenderer::PlotRequest TimelineRenderer::plotRequest(const TimelineFrame& frame, const PlotKey& key) const
+{
+    const TimelineGeometry& g = *frame.geometry;
+    const StateAxis& axis = *frame.axis;
+    PlotRequest r;
+    r.key = key;
+    r.data = m_data;
+    r.parts = m_parts;
+    const int width = key.pixels.width();
+    axis.columnRanges(g.begin, g.end, width, r.lo, r.hi);
     // Columns that begin past the data (a live domain runs ahead of it) show nothing.
-    const double columnWidth = (g.end - g.begin) / pixels.width();
-    size_t dataColumns = lo.size();
+    const double columnWidth = (g.end - g.begin) / width;
+    size_t dataColumns = r.lo.size();
     while (dataColumns > 0 && g.begin + double(dataColumns - 1) * columnWidth >= axis.domainEnd())
         --dataColumns;
-    lo.resize(dataColumns);
-    hi.resize(dataColumns);
-    // Only entries were appended since the last render, with the same range and everything else: the columns
-    // before the first whose state range changed are as they were (appending changes no earlier state).
-    size_t first = 0;
-    const bool grownOnly = m_plotValid && key == m_plotKey && m_plotEntries < entries;
-    if (grownOnly) {
-        const size_t common = std::min(m_lo.size(), lo.size());
-        while (first < common && m_lo[first] == lo[first] && m_hi[first] == hi[first])
-            ++first;
-    }
-    m_lo = std::move(lo);
-    m_hi = std::move(hi);
-    sampleColumns(its, m_data->visible(frame.segments), m_lo, m_hi, m_columns, first);
+    r.lo.resize(dataColumns);
+    r.hi.resize(dataColumns);
     // Headroom above the largest total; with annotations or OOMs, enough for their label rows too, so that the
     // labels never cover the data.
-    double headroom = Headroom;
+    const QRect plot = frame.layout.plot;
     if (!m_data->annotations->empty() || !m_data->ooms.empty()) {
         const double reserved = LabelRows * (QFontMetrics(frame.font).height() + 3) + 6;
-        headroom = std::max(headroom, plot.height() / std::max(1.0, plot.height() - reserved));
+        r.headroom = std::max(r.headroom, plot.height() / std::max(1.0, plot.height() - reserved));
     }
-    // A live document's scale keeps room to grow (up to LiveBytesAhead × what its data needs), so that a new scale,
-    // which renders every column again, is rare; a render of everything keeps that scale too when it fits.
-    const double needed = std::max(double(m_columns.maxTotal) * headroom, 1024.0);
-    double bytesTop = needed;
-    if (frame.growing) {
-        const double kept = g.bytesTop;
-        bytesTop = kept >= needed && kept <= needed * LiveBytesAhead ? kept : needed * LiveBytesAhead;
-    }
-    if (bytesTop != g.bytesTop)
+    r.growing = frame.growing;
+    r.keptBytesTop = g.bytesTop;
+    const QColor base = frame.palette.color(QPalette::Base), text = frame.palette.color(QPalette::Text);
+    r.background = base.rgb();
+    r.neutral = colors::mix(base, text, 0.45).rgb();
+    r.pending = colors::pendingFree().rgb();
+    return r;
+}
+
+TimelineRenderer::Plot TimelineRenderer::renderPlot(PlotRequest request)
+{
+    QElapsedTimer timer;
+    timer.start();
+    const TimelineData& data = *request.data;
+    // A live document grows its replay in place, on the GUI thread, under its growth lock: the job holds it for
+    // reading while it reads the replay (liveAt), as the data's build does, and flush() leaves what arrives queued
+    // for its next call meanwhile (document/livedocument.h) rather than change what is being read. The data's items
+    // are this job's own: a growth that finds them held copies them instead of extending them in place.
+    const auto lock = data.document->readLock();
+    const bool segments = request.key.segments;
+    const TimelineItems& its = data.items(segments);
+    Plot plot;
+    plot.key = request.key;
+    plot.valid = true;
+    plot.entries = its.entryCount;
+    plot.lo = std::move(request.lo);
+    plot.hi = std::move(request.hi);
+    sampleColumns(its, data.visible(segments), plot.lo, plot.hi, plot.columns, 0);
+    plot.bytesTop = plotBytesTop(plot.columns.maxTotal, request.headroom, request.growing, request.keptBytesTop);
+    plot.image = QImage(request.key.pixels, QImage::Format_RGB32);
+    plot.image.setDevicePixelRatio(request.key.dpr);
+    rasterizeColumns(data, segments, plot.columns, plot.image, plot.bytesTop, request.background, request.neutral,
+                     request.pending, 0, *request.parts);
+    plot.renderMs = double(timer.nsecsElapsed()) / 1e6;
+    return plot;
+}
+
+// Only entries were appended since the plot shown was rendered, with the same key: the columns before the first
+// whose state range changed are as they were (appending changes no earlier state), the others are rendered here.
+// A live document's growth keeps this synchronous: it costs the new columns only (its domain runs ahead of the data,
+// so the old columns keep their states, and its scale keeps room to grow), and this thread is the one that grows the
+// replay, so that it reads it without a lock and the picture follows the data without a job's round trip.
+void TimelineRenderer::growPlot(const TimelineFrame& frame)
+{
+    QElapsedTimer timer;
+    timer.start();
+    PlotRequest r = plotRequest(frame, m_shown.key);
+    Plot& plot = m_shown;
+    const TimelineItems& its = m_data->items(frame.segments);
+    size_t first = 0;
+    const size_t common = std::min(plot.lo.size(), r.lo.size());
+    while (first < common && plot.lo[first] == r.lo[first] && plot.hi[first] == r.hi[first])
+        ++first;
+    plot.lo = std::move(r.lo);
+    plot.hi = std::move(r.hi);
+    sampleColumns(its, m_data->visible(frame.segments), plot.lo, plot.hi, plot.columns, first);
+    const double bytesTop = plotBytesTop(plot.columns.maxTotal, r.headroom, r.growing, plot.bytesTop);
+    if (bytesTop != plot.bytesTop)
         first = 0;
-    g.bytesTop = bytesTop;
-
-    if (m_plot.size() != pixels || m_plot.format() != QImage::Format_RGB32)
-        m_plot = QImage(pixels, QImage::Format_RGB32);
-    m_plot.setDevicePixelRatio(dpr);
-
-    const QColor base = pal.color(QPalette::Base), text = pal.color(QPalette::Text);
-    TimelineRaster raster;
-    raster.pixels = reinterpret_cast<uint32_t*>(m_plot.bits());
-    raster.stride = m_plot.bytesPerLine() / 4;
-    raster.width = pixels.width();
-    raster.height = pixels.height();
-    raster.bytesPerPixel = g.bytesTop / pixels.height();
-    raster.background = base.rgb();
-    raster.neutral = colors::mix(base, text, 0.45).rgb();
-    raster.pending = colors::pendingFree().rgb();
-    // The columns past the data: background.
-    const int width = pixels.width();
-    const int columns = int(dataColumns);
-    if (columns < width)
-        for (int y = 0; y < pixels.height(); ++y)
-            std::fill_n(raster.pixels + ptrdiff_t(y) * raster.stride + columns, width - columns, raster.background);
-
-    // Columns are independent given a stack at each part's first column: split them over the cores (the GUI
-    // thread takes the first part and waits for the rest; an idle pool thread or the GUI thread itself runs them).
-    // A render of the new columns only is small: one part.
-    const int from = int(first);
-    const int parts = columns - from >= 256 ? std::clamp(QThread::idealThreadCount(), 1, MaxRenderThreads) : 1;
-    while (int(m_parts.size()) < parts)
-        m_parts.push_back(std::make_unique<RenderPart>());
-    const Replay& replay = m_data->replay();
-    const bool segments = frame.segments;
-    auto renderPart = [&, this](int i) {
-        RenderPart& part = *m_parts[size_t(i)];
-        const int begin = from + (columns - from) * i / parts, end = from + (columns - from) * (i + 1) / parts;
-        if (begin >= end)
-            return;
-        part.stack.bind(&its, m_data->visible(frame.segments), m_data->colors(frame.segments));
-        part.stack.setColours(tallBytes(raster), raster.neutral, raster.pending); // before stacking: no re-stack
-        const int64_t state = m_columns.state[size_t(begin)];
-        if (segments) {
-            part.stack.reset(state);
-        } else {
-            // The replay's checkpoints find the live set faster than a scan of every earlier allocation.
-            replay.liveAt(state, part.live, part.liveScratch);
-            part.liveItems.resize(part.live.size());
-            std::transform(part.live.begin(), part.live.end(), part.liveItems.begin(),
-                           [](AllocationId a) { return raw(a); });
-            part.stack.reset(state, part.liveItems);
-        }
-        rasterize(part.stack, m_columns, raster, part.scratch, begin, end);
-    };
-    std::vector<QFuture<void>> futures;
-    for (int i = 1; i < parts; ++i)
-        futures.push_back(QtConcurrent::run(renderPart, i));
-    renderPart(0);
-    for (QFuture<void>& f : futures)
-        f.waitForFinished();
-
-    m_renderMs = double(timer.nsecsElapsed()) / 1e6;
-    m_renderFirstColumn = from;
+    plot.bytesTop = bytesTop;
+    rasterizeColumns(*m_data, frame.segments, plot.columns, plot.image, plot.bytesTop, r.background, r.neutral,
+                     r.pending, int(first), *m_parts);
+    plot.entries = its.entryCount;
+    plot.renderMs = double(timer.nsecsElapsed()) / 1e6;
+    plot.firstColumn = int(first);
     ++m_renderCount;
     ++m_renderGeneration;
-    m_plotKey = key;
-    m_plotEntries = entries;
-    m_plotValid = true;
+}
+
+void TimelineRenderer::startJob(const TimelineFrame& frame, const PlotKey& key)
+{
+    dropJob();
+    const uint64_t id = ++m_jobId;
+    m_jobKey = key;
+    auto* watcher = new QFutureWatcher<Plot>();
+    m_job = watcher;
+    QObject::connect(watcher, &QFutureWatcherBase::finished, watcher, [this, watcher, id] {
+        // Stale (a newer key was asked for) or already shown by finishPlot(): dropped.
+        if (id != m_jobId || watcher != m_job)
+            return;
+        Plot plot = watcher->future().takeResult();
+        m_job = nullptr;
+        watcher->deleteLater();
+        show(std::move(plot));
+        if (m_plotReady)
+            m_plotReady();
+    });
+    watcher->setFuture(QtConcurrent::run(threadPool(), &TimelineRenderer::renderPlot, plotRequest(frame, key)));
+}
+
+// The job under way is superseded: it runs to its end (nothing waits for it), its result is dropped. Its watcher is
+// cut off first: a finished notification already queued must not reach a renderer that may be gone by then.
+void TimelineRenderer::dropJob()
+{
+    if (!m_job)
+        return;
+    ++m_jobId;
+    QObject::disconnect(m_job, nullptr, nullptr, nullptr);
+    m_job->deleteLater();
+    m_job = nullptr;
+}
+
+void TimelineRenderer::finishPlot()
+{
+    if (!m_job)
+        return;
+    QFutureWatcher<Plot>* watcher = std::exchange(m_job, nullptr);
+    QFuture<Plot> future = watcher->future();
+    future.waitForFinished(); // runs the job here if no pool thread has taken it yet
+    ++m_jobId;
+    QObject::disconnect(watcher, nullptr, nullptr, nullptr); // its finished notification, if queued, is dropped
+    watcher->deleteLater();
+    show(future.takeResult());
+}
+
+void TimelineRenderer::show(Plot plot)
+{
+    m_shown = std::move(plot);
+    ++m_renderCount;
+    ++m_renderGeneration;
+}
+
+bool TimelineRenderer::hasPlot(const TimelineFrame& frame) const
+{
+    return m_shown.valid && m_shown.key.device == frame.device && m_shown.key.segments == frame.segments
+        && m_shown.key.time == frame.axis->isTime();
+}
+
+bool TimelineRenderer::plotFits(const TimelineFrame& frame) const
+{
+    const PlotKey& key = m_shown.key;
+    const TimelineGeometry& g = *frame.geometry;
+    return key.begin == g.begin && key.end == g.end && key.dpr == frame.dpr
+        && key.pixels.width() == std::max(1, int(std::lround(frame.layout.plot.width() * frame.dpr)))
+        && key.pixels.height() == std::max(1, int(std::lround(frame.layout.plot.height() * frame.dpr)));
+}
+
+bool TimelineRenderer::isPlotCurrent(const TimelineFrame& frame) const
+{
+    return hasData(frame) && m_shown.valid && m_shown.key == plotKey(frame)
+        && m_shown.entries == m_data->items(frame.segments).entryCount;
+}
+
+double TimelineRenderer::columnX(const TimelineFrame& frame, double column) const
+{
+    if (plotFits(frame))
+        return frame.layout.plot.left() + column / frame.dpr;
+    const PlotKey& key = m_shown.key;
+    return frame.geometry->xAt(key.begin + column * (key.end - key.begin) / key.pixels.width());
+}
+
+int TimelineRenderer::columnAt(const TimelineFrame& frame, double x) const
+{
+    if (!hasPlot(frame))
+        return -1;
+    int column;
+    if (plotFits(frame)) {
+        column = int(std::floor((x - frame.layout.plot.left()) * frame.dpr));
+    } else {
+        // Where the plot shown is painted: its range mapped onto the frame's.
+        const PlotKey& key = m_shown.key;
+        column = int(std::floor((frame.geometry->coordAt(x) - key.begin) / (key.end - key.begin) * key.pixels.width()));
+    }
+    return column >= 0 && column < int(m_shown.columns.state.size()) ? column : -1;
+}
+
+double TimelineRenderer::bytesAt(const TimelineFrame& frame, double y) const
+{
+    TimelineGeometry g = *frame.geometry;
+    g.bytesTop = m_shown.bytesTop;
+    return g.bytesAt(y);
 }
 
 void TimelineRenderer::ensureOverview(const TimelineFrame& frame)
@@ -230,7 +464,7 @@ void TimelineRenderer::ensureOutline(const TimelineFrame& frame, Outline& outlin
     if (item == NoTimelineItem || item >= m_data->items(frame.segments).count())
         outline.offsets.clear();
     else
-        itemOffsets(m_data->items(frame.segments), m_data->visible(frame.segments), item, m_columns.state,
+        itemOffsets(m_data->items(frame.segments), m_data->visible(frame.segments), item, m_shown.columns.state,
                     outline.offsets);
 }
 
@@ -240,8 +474,33 @@ void TimelineRenderer::prepare(const TimelineFrame& frame)
 {
     if (!hasData(frame))
         return;
-    ensurePlot(frame);
+    const PlotKey key = plotKey(frame);
+    if (m_shown.valid && key == m_shown.key) {
+        dropJob(); // back to the plot shown (a zoom undone before its job ended)
+        if (m_shown.entries < m_data->items(frame.segments).entryCount)
+            growPlot(frame);
+    } else if (!m_job || !(key == m_jobKey)) {
+        startJob(frame, key);
+    }
+    if (hasPlot(frame))
+        frame.geometry->bytesTop = m_shown.bytesTop;
     ensureOverview(frame);
+}
+
+void TimelineRenderer::preparePlotNow(const TimelineFrame& frame)
+{
+    if (!hasData(frame))
+        return;
+    const PlotKey key = plotKey(frame);
+    if (!m_shown.valid || !(key == m_shown.key)) {
+        if (m_job && key == m_jobKey) {
+            finishPlot();
+        } else {
+            dropJob();
+            show(renderPlot(plotRequest(frame, key)));
+        }
+    }
+    prepare(frame); // the columns new entries changed, the y scale, the overview
 }
 
 void TimelineRenderer::paint(QPainter& p, const TimelineFrame& frame)
@@ -253,22 +512,29 @@ void TimelineRenderer::paint(QPainter& p, const TimelineFrame& frame)
         return;
     }
     prepare(frame);
+    const bool plotShown = hasPlot(frame);
 
     paintHeader(p, frame);
-    p.drawImage(frame.layout.plot.topLeft(), m_plot);
-    paintYAxis(p, frame);
+    if (plotShown) {
+        paintPlot(p, frame);
+        paintYAxis(p, frame);
+    } else {
+        paintBuilding(p, frame);
+    }
     paintAnnotations(p, frame);
 
-    p.save();
-    p.setClipRect(frame.layout.plot);
-    p.setRenderHint(QPainter::Antialiasing, true);
-    ensureOutline(frame, m_selectOutline, frame.selected);
-    paintOutline(p, frame, m_selectOutline, colors::selection(pal), 2.5);
-    if (frame.hovered != frame.selected) {
-        ensureOutline(frame, m_hoverOutline, frame.hovered);
-        paintOutline(p, frame, m_hoverOutline, pal.color(QPalette::Text), 1.5);
+    if (plotShown) {
+        p.save();
+        p.setClipRect(frame.layout.plot);
+        p.setRenderHint(QPainter::Antialiasing, true);
+        ensureOutline(frame, m_selectOutline, frame.selected);
+        paintOutline(p, frame, m_selectOutline, colors::selection(pal), 2.5);
+        if (frame.hovered != frame.selected) {
+            ensureOutline(frame, m_hoverOutline, frame.hovered);
+            paintOutline(p, frame, m_hoverOutline, pal.color(QPalette::Text), 1.5);
+        }
+        p.restore();
     }
-    p.restore();
 
     p.setPen(pal.color(QPalette::Mid));
     p.setBrush(Qt::NoBrush);
@@ -278,11 +544,29 @@ void TimelineRenderer::paint(QPainter& p, const TimelineFrame& frame)
     paintCursor(p, frame);
 }
 
+// The plot shown: as it is when it was rendered for this range and size; else moved and stretched onto the frame's
+// range and the plot's size (what a zoom or pan shows until its plot comes), the background where it has nothing.
+void TimelineRenderer::paintPlot(QPainter& p, const TimelineFrame& frame)
+{
+    const QRect plot = frame.layout.plot;
+    if (plotFits(frame)) {
+        p.drawImage(plot.topLeft(), m_shown.image);
+        return;
+    }
+    p.fillRect(plot, frame.palette.color(QPalette::Base));
+    const double x0 = columnX(frame, 0), x1 = columnX(frame, m_shown.key.pixels.width());
+    p.save();
+    p.setClipRect(plot);
+    p.drawImage(QRectF(x0, plot.top(), x1 - x0, plot.height()), m_shown.image);
+    p.restore();
+}
+
 QImage TimelineRenderer::render(const TimelineFrame& frame)
 {
     QImage image(frame.bounds.size() * frame.dpr, QImage::Format_ARGB32_Premultiplied);
     image.setDevicePixelRatio(frame.dpr);
     image.fill(Qt::transparent);
+    preparePlotNow(frame);
     QPainter p(&image);
     p.setFont(frame.font);
     p.setPen(frame.palette.color(QPalette::WindowText));
@@ -331,7 +615,8 @@ void TimelineRenderer::paintHeader(QPainter& p, const TimelineFrame& frame)
             + tr(", block bytes");
     if (!m_data->allocVisible.empty() || !m_data->pieceVisible.empty())
         detail += tr(" (filtered)");
-    detail += tr(" · largest in view %1").arg(Session::formatBytes(m_columns.maxTotal));
+    if (hasPlot(frame))
+        detail += tr(" · largest in view %1").arg(Session::formatBytes(m_shown.columns.maxTotal));
     p.setPen(pal.color(QPalette::PlaceholderText));
     p.drawText(r.adjusted(titleWidth + 12, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
                QFontMetrics(frame.font).elidedText(detail, Qt::ElideRight, std::max(0, r.width() - titleWidth - 12)));
@@ -518,8 +803,6 @@ void TimelineRenderer::paintOutline(QPainter& p, const TimelineFrame& frame, con
         return;
     const TimelineItems& its = m_data->items(frame.segments);
     const double size = double(its.size[outline.item]);
-    const qreal dpr = frame.dpr;
-    const double left = frame.layout.plot.left();
     QColor fill = color;
     fill.setAlpha(50);
     // A halo in the base colour under the line keeps it visible on any mix of allocation colours.
@@ -554,7 +837,7 @@ void TimelineRenderer::paintOutline(QPainter& p, const TimelineFrame& frame, con
             flush();
             continue;
         }
-        const double x0 = left + double(x) / dpr, x1 = left + double(x + 1) / dpr;
+        const double x0 = columnX(frame, double(x)), x1 = columnX(frame, double(x + 1));
         const double yb = g.yAt(double(offsets[x])), yt = std::min(g.yAt(double(offsets[x]) + size), yb - 1);
         if (!top.isEmpty() && x > 0 && offsets[x] == offsets[x - 1]) {
             top.back().setX(x1);

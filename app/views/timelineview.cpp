@@ -80,6 +80,11 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
     connect(session, &Session::grown, this, &TimelineView::onGrown);
     connect(session, &Session::selectionChanged, this, qOverload<>(&QWidget::update));
     connect(session, &Session::hoveredChanged, this, qOverload<>(&QWidget::update));
+    // A plot rendered in the background is shown at the next paint.
+    m_renderer.setPlotReadyCallback([this] {
+        refreshHover();
+        update();
+    });
 
     onDeviceChanged();
 }
@@ -97,6 +102,7 @@ void TimelineView::startBuild(uint8_t changes)
     m_buildChanges = changes;
     const uint64_t generation = ++m_buildGeneration;
     TimelineDataRequest request = makeTimelineDataRequest(*m_session, changes, m_data, ++m_revision);
+    m_buildTimeAxis = request.timeAxis;
     // The watcher of a superseded build goes (its job runs to its end; nothing waits for it).
     if (m_buildWatcher)
         m_buildWatcher->deleteLater();
@@ -118,6 +124,15 @@ void TimelineView::startBuild(uint8_t changes)
 
 void TimelineView::finishBuild()
 {
+    finishDataBuild();
+    if (hasData()) {
+        m_renderer.preparePlotNow(frame());
+        refreshHover();
+    }
+}
+
+void TimelineView::finishDataBuild()
+{
     if (!m_buildWatcher)
         return;
     const auto data = m_buildWatcher->result(); // waits; runs the job here if no pool thread has taken it yet
@@ -125,12 +140,16 @@ void TimelineView::finishBuild()
     adopt(data);
 }
 
-void TimelineView::adopt(std::shared_ptr<const TimelineData> data)
+void TimelineView::adopt(std::shared_ptr<const TimelineData> data, bool takeAxis)
 {
     if (data == m_data)
         return;
     m_data = std::move(data);
     m_renderer.setData(m_data);
+    // Its time axis, made in the build (or the index axis, the time axis no longer asked for), showing the same
+    // states.
+    if (takeAxis && hasData() && m_axis != m_data->timeAxis && (m_data->timeAxis || m_axis->isTime()))
+        onTimeAxisChanged();
     m_allocPiece.reset(); // grown data may be the same object, changed
     m_allocPieceData = nullptr;
     m_hitGeneration = UINT64_MAX; // the hit stack is bound to the data's vectors
@@ -166,25 +185,27 @@ void TimelineView::onGrown()
         return;
     const auto [first, last] = visibleRange();
     const bool wasReset = m_geometry.isReset();
-    const bool atEnd = last >= m_axis.entryCount();
+    const bool atEnd = last >= m_axis->entryCount();
     const double width = m_geometry.span();
-    finishBuild(); // the data to extend
+    finishDataBuild(); // the data to extend (the plot follows at the next paint, O(new columns))
     if (hasData()) {
         // The renderer lets go of it too, so that the items are extended in place; its plot stays valid and renders
         // only the columns the new entries changed (the data's revision and entry count tell).
         m_renderer.setData(nullptr);
+        // And the axis, the data's time axis, which the build extends (rebuildAxis takes it back).
+        m_axis = std::make_shared<const StateAxis>();
         TimelineDataRequest request = makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown,
                                                               std::exchange(m_data, nullptr), ++m_revision);
-        adopt(buildTimelineData(std::move(request)));
+        adopt(buildTimelineData(std::move(request)), false);
     } else {
         startBuild(TimelineDataRequest::Items);
     }
     rebuildAxis(AxisChange::Grown); // shows everything
     if (!wasReset) {
         if (atEnd)
-            m_geometry.setRange(m_axis.domainEnd() - width, m_axis.domainEnd());
+            m_geometry.setRange(m_axis->domainEnd() - width, m_axis->domainEnd());
         else
-            m_geometry.setRange(m_axis.stateBegin(first), m_axis.stateBegin(last + 1));
+            m_geometry.setRange(m_axis->stateBegin(first), m_axis->stateBegin(last + 1));
     }
     emitRangeIfChanged();
     update();
@@ -214,44 +235,40 @@ void TimelineView::rebuildAxis(AxisChange change)
         return;
     const int64_t n = m_session->entryCount();
     const bool time = m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty();
-    if (time && change == AxisChange::Grown && m_axis.isTime() && m_axis.entryCount() <= n) {
-        std::vector<int64_t> more;
-        more.reserve(size_t(n - m_axis.entryCount()));
-        for (int64_t s = m_axis.entryCount() + 1; s <= n; ++s)
-            more.push_back(m_session->timeUsAt(s));
-        m_axis.appendTimes(more);
-    } else if (time) {
-        std::vector<int64_t> times(size_t(n) + 1);
-        for (int64_t s = 0; s <= n; ++s)
-            times[size_t(s)] = m_session->timeUsAt(s);
-        m_axis = StateAxis::time(std::move(times));
-    } else {
-        m_axis = StateAxis::index(n);
-    }
+    // The time axis (each state's time: O(entries)) is the data's, made by its build off this thread and extended by
+    // a growth (O(new entries)); until the data has it, the index axis.
+    if (time && hasData() && m_data->timeAxis)
+        m_axis = m_data->timeAxis;
+    else
+        m_axis = std::make_shared<const StateAxis>(StateAxis::index(n));
     // A growing (live) document's domain runs ahead of its data by LiveDomainAhead and grows in steps, so that the
     // columns of what is already drawn keep their states while entries arrive (the renderer renders only the new
     // ones). The columns beyond the data stay empty. Once it stops growing, the domain is the data's.
-    double end = m_axis.domainEnd();
+    double end = m_axis->domainEnd();
     if (m_session->isGrowing()) {
         if (change != AxisChange::Grown || m_liveDomainEnd < end)
-            m_liveDomainEnd = m_axis.domainBegin() + (end - m_axis.domainBegin()) * LiveDomainAhead;
+            m_liveDomainEnd = m_axis->domainBegin() + (end - m_axis->domainBegin()) * LiveDomainAhead;
         end = m_liveDomainEnd;
     }
-    m_geometry.setDomain(m_axis.domainBegin(), end, time ? 4.0 : std::min<double>(8.0, double(n + 1)));
+    m_geometry.setDomain(m_axis->domainBegin(), end, m_axis->isTime() ? 4.0 : std::min<double>(8.0, double(n + 1)));
     const QSignalBlocker block(m_timeButton);
-    m_timeButton->setChecked(m_axis.isTime());
+    m_timeButton->setChecked(time);
     m_timeButton->setEnabled(!m_session->entries().empty());
 }
 
 void TimelineView::onTimeAxisChanged()
 {
+    // A time axis the data does not have yet is made by a build.
+    const bool time = m_session && m_session->timeAxis() == TimeAxis::Time && !m_session->entries().empty();
+    if (time && (!hasData() || !m_data->timeAxis) && !(m_buildWatcher && m_buildTimeAxis))
+        startBuild(TimelineDataRequest::Axis);
     // Keep the same states in view.
     const auto [first, last] = visibleRange();
     const bool wasReset = m_geometry.isReset();
     rebuildAxis();
     if (!wasReset)
-        m_geometry.setRange(m_axis.stateBegin(first),
-                            last >= m_axis.entryCount() ? m_axis.domainEnd() : m_axis.stateBegin(last + 1));
+        m_geometry.setRange(m_axis->stateBegin(first),
+                            last >= m_axis->entryCount() ? m_axis->domainEnd() : m_axis->stateBegin(last + 1));
     emitRangeIfChanged();
     update();
 }
@@ -277,15 +294,15 @@ void TimelineView::zoomToRange(int64_t first, int64_t last)
 {
     if (first > last)
         std::swap(first, last);
-    const double end = last >= m_axis.entryCount() ? m_axis.domainEnd() : m_axis.stateBegin(last + 1);
-    setRange(m_axis.stateBegin(first), end);
+    const double end = last >= m_axis->entryCount() ? m_axis->domainEnd() : m_axis->stateBegin(last + 1);
+    setRange(m_axis->stateBegin(first), end);
 }
 
 std::pair<int64_t, int64_t> TimelineView::visibleRange() const
 {
-    const int64_t first = m_axis.stateAt(m_geometry.begin);
-    const int64_t last = std::max(first, m_axis.statesBefore(m_geometry.end) - 1);
-    return { first, std::min(last, m_axis.entryCount()) };
+    const int64_t first = m_axis->stateAt(m_geometry.begin);
+    const int64_t last = std::max(first, m_axis->statesBefore(m_geometry.end) - 1);
+    return { first, std::min(last, m_axis->entryCount()) };
 }
 
 void TimelineView::resetZoom() { setRange(m_geometry.domainBegin, m_geometry.domainEnd); }
@@ -312,6 +329,7 @@ void TimelineView::relayout()
 {
     const QFontMetrics fm = fontMetrics();
     m_layout = TimelineLayout::compute(size(), fm.height(), fm.horizontalAdvance(QStringLiteral("1023.75 MiB")));
+    m_layoutSize = size();
     m_geometry.rect = QRectF(m_layout.plot);
     const QSize hint = m_segmentsButton->sizeHint();
     const int h = std::min(hint.height(), m_layout.header.height() - 2);
@@ -341,26 +359,34 @@ void TimelineView::changeEvent(QEvent* event)
 
 // ---- hit testing --------------------------------------------------------------------------------------------------
 
-int TimelineView::columnAt(double x) const
+TimelineFrame TimelineView::hitFrame()
 {
-    const int column = int(std::floor((x - m_layout.plot.left()) * devicePixelRatioF()));
-    return column >= 0 && column < int(m_renderer.columns().state.size()) ? column : -1;
+    TimelineFrame f;
+    f.axis = m_axis.get();
+    f.geometry = &m_geometry;
+    f.layout = m_layout;
+    f.bounds = rect();
+    f.palette = palette(); // the plot's key has its colours (isPlotCurrent)
+    f.dpr = devicePixelRatioF();
+    f.device = m_device;
+    f.segments = m_showSegments;
+    return f;
 }
 
 int64_t TimelineView::stateAtPixel(double x) const
 {
-    return m_axis.stateAt(m_geometry.coordAt(std::clamp<double>(x, m_layout.plot.left(), m_layout.plot.right() + 1)));
+    return m_axis->stateAt(m_geometry.coordAt(std::clamp<double>(x, m_layout.plot.left(), m_layout.plot.right() + 1)));
 }
 
 int64_t TimelineView::stateAtX(int x)
 {
-    finishBuild();
+    finishDataBuild();
     if (!hasData())
         return -1;
-    m_renderer.prepare(frame());
+    m_renderer.preparePlotNow(frame());
     if (!m_layout.plot.contains(QPoint(x, m_layout.plot.center().y())))
         return -1;
-    const int column = columnAt(x + 0.5);
+    const int column = m_renderer.columnAt(hitFrame(), x + 0.5);
     return column < 0 ? -1 : m_renderer.columns().state[size_t(column)];
 }
 
@@ -369,8 +395,10 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
     Hit hit;
     if (!m_session || !hasData() || !m_layout.plot.contains(pos))
         return hit;
-    m_renderer.prepare(frame());
-    const int column = columnAt(pos.x() + 0.5);
+    // The plot shown, as painted (moved onto the range while the range's own plot renders): what is under the
+    // mouse is what the user sees there.
+    const TimelineFrame f = hitFrame();
+    const int column = m_renderer.columnAt(f, pos.x() + 0.5);
     if (column < 0)
         return hit;
     hit.state = m_renderer.columns().state[size_t(column)];
@@ -392,7 +420,7 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
         }
     }
     // The byte at the middle of the pixel row, as the rasteriser rounds run boundaries to the nearest row.
-    const double bytes = m_geometry.bytesAt(pos.y() + 0.5);
+    const double bytes = m_renderer.bytesAt(f, pos.y() + 0.5);
     ByteCount offset = 0;
     hit.item = m_hitStack.itemAt(ByteCount(std::floor(bytes)), &offset);
     if (hit.item == NoTimelineItem)
@@ -415,9 +443,16 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
     return hit;
 }
 
+void TimelineView::finishPlot()
+{
+    finishDataBuild();
+    if (hasData())
+        m_renderer.preparePlotNow(frame());
+}
+
 AllocationId TimelineView::allocationAt(QPoint pos)
 {
-    finishBuild();
+    finishPlot();
     return hitTest(pos).allocation;
 }
 
@@ -425,7 +460,7 @@ int64_t TimelineView::segmentPieceAt(QPoint pos)
 {
     if (!m_showSegments)
         return -1;
-    finishBuild();
+    finishPlot();
     const Hit hit = hitTest(pos);
     return hit.item == NoTimelineItem ? -1 : int64_t(hit.item);
 }
@@ -453,11 +488,21 @@ void TimelineView::updateHover(QPoint pos)
     if (!m_session)
         return;
     const Hit hit = hitTest(pos);
+    // Found in a plot rendered for another range (the range's own is under way): looked at again when it comes.
+    m_hoverPos = pos;
+    m_hoverStale = hasData() && !m_renderer.isPlotCurrent(hitFrame());
     if (m_showSegments && hit.item != m_hoverPiece) {
         m_hoverPiece = hit.item;
         update();
     }
     m_session->setHovered(hit.allocation);
+}
+
+void TimelineView::refreshHover()
+{
+    if (m_hoverStale && m_drag == Drag::None && m_layout.plot.contains(m_hoverPos))
+        updateHover(m_hoverPos);
+    m_hoverStale = false;
 }
 
 QString TimelineView::tooltipText(QPoint pos)
@@ -497,10 +542,12 @@ QString TimelineView::tooltipText(QPoint pos)
 
 TimelineFrame TimelineView::frame()
 {
-    if (m_geometry.rect != QRectF(m_layout.plot))
+    // The widget's size now, even where its resize event is still pending (a hidden widget resized gets it when
+    // shown): finishBuild() renders the plot a grab will paint.
+    if (m_geometry.rect != QRectF(m_layout.plot) || m_layoutSize != size())
         relayout();
     TimelineFrame f;
-    f.axis = &m_axis;
+    f.axis = m_axis.get();
     f.geometry = &m_geometry;
     f.layout = m_layout;
     f.bounds = rect();
@@ -636,6 +683,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event)
             setCursor(Qt::CrossCursor);
             updateHover(pos);
         } else {
+            m_hoverStale = false;
             if (m_session)
                 m_session->setHovered(NoAllocation);
             if (m_showSegments && m_hoverPiece != NoTimelineItem) {
@@ -714,6 +762,7 @@ void TimelineView::wheelEvent(QWheelEvent* event)
 void TimelineView::leaveEvent(QEvent* event)
 {
     QWidget::leaveEvent(event);
+    m_hoverStale = false;
     if (m_session)
         m_session->setHovered(NoAllocation);
     if (m_hoverPiece != NoTimelineItem) {
@@ -730,7 +779,7 @@ void TimelineView::keyPressEvent(QKeyEvent* event)
     }
     const auto [first, last] = visibleRange();
     const int64_t page = std::max<int64_t>(1, (last - first) / 10);
-    const double anchor = m_axis.stateMarker(m_session->cursor());
+    const double anchor = m_axis->stateMarker(m_session->cursor());
     switch (event->key()) {
     case Qt::Key_Left:
         m_session->setCursor(m_session->cursor() - ((event->modifiers() & Qt::ShiftModifier) ? page : 1));

@@ -14,8 +14,10 @@
 // The data (views/timelinedata.h: items, colours, filters) is built in a job on the global QThreadPool whenever the
 // device, the colour mode or the filters change; meanwhile the view paints the data it has (or, before its first
 // data, a "building" state), and a newer request supersedes an older one, whose result is dropped. A live document's
-// growth extends the data on the GUI thread (O(new items)). Painting is TimelineRenderer's (views/timelinerenderer.h);
-// this widget handles input and keeps the axis and the geometry. GUI thread only.
+// growth extends the data on the GUI thread (O(new items)). Painting is TimelineRenderer's (views/timelinerenderer.h),
+// which renders a new range's plot in a job too and paints the plot it has, moved onto the range, until it comes
+// (a repaint follows); hit testing uses the plot shown. This widget handles input and keeps the axis and the
+// geometry. GUI thread only.
 #pragma once
 
 #include "model/timeline.h"
@@ -59,16 +61,24 @@ public:
     QRect axisRect() const { return m_layout.xAxis; }
     QRect overviewRect() const { return m_layout.overview; }
     const TimelineGeometry& geometry() const { return m_geometry; }
+    // The x axis shown: the data's time axis when the Session asks for time and the data has it (its build makes
+    // it), else the index axis.
+    const StateAxis& axis() const { return *m_axis; }
     // The data shown now (null before the first build finished): immutable, shareable with any thread.
     std::shared_ptr<const TimelineData> data() const { return m_data; }
     // Whether a build of the data is under way (the view shows the previous data, or "building", meanwhile).
     bool isBuilding() const { return m_buildWatcher != nullptr; }
-    // Waits for the build under way, if any, and shows its data. For screenshots and tests (finishTimelineBuilds).
+    // Whether a render of the plot is under way (the view shows the previous plot, moved, meanwhile).
+    bool isRendering() const { return m_renderer.isPlotPending(); }
+    // Waits for the build under way, if any, and shows its data, and renders the plot of its range and size now
+    // (here, or its job under way waited for). For screenshots, exports and tests (finishTimelineBuilds): a grab that
+    // follows shows them.
     void finishBuild();
     const TimelineRenderer& renderer() const { return m_renderer; }
 
     // The state index the plot column at widget x shows (each column shows the state of its largest total among
-    // the states it covers); -1 outside the plot. Finishes a build under way and renders the plot first if needed.
+    // the states it covers); -1 outside the plot. Finishes a build under way and renders the plot first if needed
+    // (here: these three wait, the mouse's hit testing does not).
     int64_t stateAtX(int x);
     // The allocation under a widget point: the one drawn there, or in segments mode the one at that address of the
     // segment drawn there; NoAllocation if none. Finishes a build under way first, as segmentPieceAt.
@@ -118,8 +128,13 @@ private:
     // Starts a build of the data for `changes` (TimelineDataRequest::Change) on the global thread pool, superseding
     // the one under way (whose changes it takes over).
     void startBuild(uint8_t changes);
-    // Shows `data` (a build's result, or grown data).
-    void adopt(std::shared_ptr<const TimelineData> data);
+    // Waits for the data build under way, if any, and shows its data.
+    void finishDataBuild();
+    // finishDataBuild(), and the plot of the range and size now rendered (whether visible or not).
+    void finishPlot();
+    // Shows `data` (a build's result, or grown data), and its time axis unless takeAxis is false (a growth takes it
+    // with its own range rules).
+    void adopt(std::shared_ptr<const TimelineData> data, bool takeAxis = true);
     // How the axis is made again: from scratch (a new device, axis kind, ...) or after entries were appended.
     enum class AxisChange : uint8_t { Rebuilt, Grown };
     void rebuildAxis(AxisChange change = AxisChange::Rebuilt);
@@ -135,12 +150,15 @@ private:
     // What the renderer paints now, besides the data.
     TimelineFrame frame();
 
+    // What hit testing needs of a frame (no palette, font or outlines).
+    TimelineFrame hitFrame();
     Hit hitTest(QPoint pos);
-    int columnAt(double x) const;
     int64_t stateAtPixel(double x) const;
     model::TimelineItem selectedItem();
     model::TimelineItem hoveredItem();
     void updateHover(QPoint pos);
+    // The hover found in another range's plot, found again in the plot shown now.
+    void refreshHover();
     QString tooltipText(QPoint pos);
 
     QPointer<Session> m_session;
@@ -155,18 +173,21 @@ private:
     QFutureWatcher<std::shared_ptr<const TimelineData>>* m_buildWatcher = nullptr;
     uint64_t m_buildGeneration = 0;
     uint8_t m_buildChanges = 0;
+    bool m_buildTimeAxis = false; // the build under way makes the time axis
     uint64_t m_revision = 0; // the last data revision handed out
     // The segment piece of each allocation, when the data has none (segments mode's selection needs it).
     std::shared_ptr<const std::vector<model::TimelineItem>> m_allocPiece;
     const TimelineData* m_allocPieceData = nullptr;
 
-    StateAxis m_axis;
+    // The axis shown (never null): the data's time axis, or the index axis.
+    std::shared_ptr<const StateAxis> m_axis = std::make_shared<const StateAxis>();
     TimelineGeometry m_geometry;
     // A live document's domain end, ahead of its data (rebuildAxis): x LiveDomainAhead of the data's length when
     // the data reaches it. Its y scale keeps room to grow likewise (TimelineRenderer::LiveBytesAhead).
     static constexpr double LiveDomainAhead = 1.25;
     double m_liveDomainEnd = 0;
     TimelineLayout m_layout;
+    QSize m_layoutSize; // the widget's size m_layout was computed for
     std::pair<int64_t, int64_t> m_emittedRange { -1, -1 };
 
     TimelineRenderer m_renderer;
@@ -179,6 +200,9 @@ private:
     std::vector<model::TimelineItem> m_liveItems;
 
     model::TimelineItem m_hoverPiece = model::NoTimelineItem; // segments mode: the piece under the mouse
+    // The mouse's last place on the plot, and whether its hover was found in a plot of another range.
+    QPoint m_hoverPos;
+    bool m_hoverStale = false;
 
     Drag m_drag = Drag::None;
     QPoint m_pressPos;
@@ -187,8 +211,9 @@ private:
     double m_pressCoord = 0; // the axis coordinate under the press (overview drags)
 };
 
-// Finishes the data builds of `root` and every TimelineView inside it (TimelineView::finishBuild), so that a grab
-// shows their finished data: what --screenshot and the tests call before rendering. GUI thread.
+// Finishes the data builds and plot renders of `root` and every TimelineView inside it (TimelineView::finishBuild), so
+// that a grab at their present sizes shows their finished data and plots: what --screenshot, exports and the tests
+// call before rendering. GUI thread.
 void finishTimelineBuilds(QWidget* root);
 
 } // namespace memscope::app

@@ -205,8 +205,8 @@ private Q_SLOTS:
             QVERIFY2(lines[i].startsWith(path + QLatin1String(": warning: ") + warnings[i]), qPrintable(lines[i]));
         }
         QVERIFY(QTest::qWaitForWindowExposed(&window));
-        memscope::app::finishTimelineBuilds(&window);
-        QCoreApplication::processEvents();
+        QCoreApplication::processEvents(); // the layout settles
+        memscope::app::finishTimelineBuilds(&window); // the timeline's data and plot at its size
         QVERIFY(window.grab().save(memscope::test::screenshotDir() + QLatin1String("/warnings-")
                                    + QFileInfo(path).baseName() + QLatin1String(".png")));
         // Dismissed, the banner goes; the document stays.

@@ -1,7 +1,11 @@
 // The memory timeline without its widget: TimelineRenderer paints data built by buildTimelineData into a QImage, and
 // the pixels are checked against the data (an allocation's colour where it is stacked at a state, the cursor line,
-// the "building" state without data); and the view's background builds: changes made while a build is under way end
-// with the newest data, the superseded results are never shown. Runs offscreen on the GUI thread.
+// the "building" state without data); the view's background builds: changes made while a build is under way end
+// with the newest data, the superseded results are never shown; and the plot's background renders: a paint while one
+// is under way does not wait and shows the previous plot moved onto the new range, the job's plot replaces it, a
+// superseded job's plot is never shown, hit testing meanwhile answers for the plot shown, finishTimelineBuilds waits
+// for the render; the time axis comes with the data. The renderers' thread pool is held busy (PoolBlocker) where a
+// render must stay under way. Runs offscreen on the GUI thread.
 #include "apptestutil.h"
 #include "style/colors.h"
 #include "views/timelinedata.h"
@@ -10,6 +14,9 @@
 
 #include <QFontMetrics>
 #include <QImage>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QSemaphore>
 #include <QSignalSpy>
 #include <QTest>
 #include <QThreadPool>
@@ -74,6 +81,88 @@ std::shared_ptr<const TimelineData> withoutMarks(const std::shared_ptr<const Tim
     plain->annotations = std::make_shared<const std::vector<AnnotationSpan>>();
     plain->ooms.clear();
     return plain;
+}
+
+// Keeps every thread of the renderers' pool busy until released, so that a plot job asked for meanwhile stays queued:
+// what a paint does while a render is under way is then seen without a race. A wait for such a job would not hang (a
+// QFuture's wait runs a job no thread has taken), it would render it: the tests see that as a plot shown too soon.
+class PoolBlocker {
+public:
+    PoolBlocker()
+    {
+        QThreadPool* pool = TimelineRenderer::threadPool();
+        pool->waitForDone(); // earlier jobs
+        m_count = pool->maxThreadCount();
+        for (int i = 0; i < m_count; ++i)
+            pool->start([this] {
+                m_started.release();
+                m_released.acquire();
+            });
+        m_started.acquire(m_count);
+    }
+    ~PoolBlocker()
+    {
+        release();
+        TimelineRenderer::threadPool()->waitForDone();
+    }
+    void release()
+    {
+        if (!std::exchange(m_done, true))
+            m_released.release(m_count);
+    }
+
+private:
+    QSemaphore m_started, m_released;
+    int m_count = 0;
+    bool m_done = false;
+};
+
+// A paint as a widget's: prepare without waiting, then paint.
+QImage paintNow(TimelineRenderer& renderer, const TimelineFrame& frame)
+{
+    QImage image(frame.bounds.size(), QImage::Format_ARGB32_Premultiplied);
+    image.fill(Qt::transparent);
+    QPainter p(&image);
+    p.setFont(frame.font);
+    p.setPen(frame.palette.color(QPalette::WindowText));
+    renderer.paint(p, frame);
+    return image;
+}
+
+// Moves the geometry's range as a test row says: "pan N" (N columns to the right, content moving left), "zoom F"
+// (F × the span around the middle: < 1 zooms in).
+void moveRange(TimelineGeometry& g, const QString& how, int columns)
+{
+    const QStringList words = how.split(QLatin1Char(' '));
+    const double amount = words.value(1).toDouble();
+    if (words.value(0) == QLatin1String("pan")) {
+        const double step = amount * g.span() / columns;
+        g.setRange(g.begin + step, g.end + step);
+    } else {
+        const double middle = (g.begin + g.end) / 2, half = g.span() * amount / 2;
+        g.setRange(middle - half, middle + half);
+    }
+}
+
+// The item stacked at `bytes` at `state` (items bottom first, in index order, as the stack draws them), or none.
+TimelineItem itemAt(const model::TimelineItems& items, int64_t state, ByteCount bytes)
+{
+    ByteCount offset = 0;
+    for (TimelineItem k = 0; k < items.count(); ++k) {
+        if (!items.liveAt(k, state))
+            continue;
+        if (bytes >= offset && bytes < offset + items.size[k])
+            return k;
+        offset += items.size[k];
+    }
+    return model::NoTimelineItem;
+}
+
+void sendMouseMove(QWidget& widget, QPoint pos)
+{
+    QMouseEvent move(QEvent::MouseMove, QPointF(pos), widget.mapToGlobal(QPointF(pos)), Qt::NoButton, Qt::NoButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(&widget, &move);
 }
 
 // A stream other than the first one with segments, or -1.
@@ -351,6 +440,322 @@ private Q_SLOTS:
             for (size_t k = 0; k < pieces.size(); ++k)
                 QCOMPARE(bool(data->pieceVisible[k]), pieces[k].stream != side);
         }
+    }
+
+    void paintDoesNotWaitForTheRender_data()
+    {
+        QTest::addColumn<QString>("move");
+        QTest::addColumn<bool>("uncovered"); // part of the new range is outside the plot shown
+        QTest::newRow("pan right by 100 columns") << "pan 100" << true;
+        QTest::newRow("pan left by 37 columns") << "pan -37" << true;
+        QTest::newRow("zoom in 2x around the middle") << "zoom 0.5" << false;
+        QTest::newRow("zoom out 1.5x around the middle") << "zoom 1.5" << true;
+    }
+
+    // A paint after the range changed returns with the render asked for and not done (the pool is held busy, so
+    // the job cannot have run): the plot shown is the previous one, moved and stretched onto the new range (each
+    // pixel the previous plot's column at that coordinate), the background where it has nothing. Once the job ran,
+    // its plot replaces it: the picture is the one a synchronous render makes.
+    void paintDoesNotWaitForTheRender()
+    {
+        QFETCH(QString, move);
+        QFETCH(bool, uncovered);
+        auto session = test::loadSession("transformer_train.pickle");
+        QVERIFY(session);
+        const auto data = withoutMarks(build(*session));
+        Scene scene(*data, false, QSize(1000, 420));
+        const double n = double(data->allocs->entryCount);
+        scene.geometry.setRange(n / 4, 3 * n / 4);
+        TimelineRenderer renderer;
+        renderer.setData(data);
+        int ready = 0;
+        renderer.setPlotReadyCallback([&] { ++ready; });
+        const QImage before = renderer.render(scene.frame);
+        const auto [oldBegin, oldEnd] = renderer.plotRange();
+        const QRect plot = scene.frame.layout.plot;
+        const int columns = plot.width();
+        const int renders = renderer.renderCount();
+
+        PoolBlocker blocker;
+        moveRange(scene.geometry, move, columns);
+        QVERIFY(scene.geometry.begin != oldBegin || scene.geometry.end != oldEnd);
+        const QImage moved = paintNow(renderer, scene.frame);
+        QVERIFY(renderer.isPlotPending());
+        QCOMPARE(renderer.renderCount(), renders);
+        QCOMPARE(renderer.plotRange(), std::make_pair(oldBegin, oldEnd));
+        // What a render of the new range shows (another renderer: this one's job stays under way).
+        TimelineRenderer fresh;
+        fresh.setData(data);
+        const QImage expected = fresh.render(scene.frame);
+
+        const QRgb base = knownPalette().color(QPalette::Base).rgb();
+        int same = 0, compared = 0, background = 0, outside = 0, dataThere = 0;
+        for (int x = plot.left(); x <= plot.right(); ++x) {
+            const double column = (scene.geometry.coordAt(x + 0.5) - oldBegin) / (oldEnd - oldBegin) * columns;
+            for (int y = plot.top() + 1; y < plot.bottom() - 1; y += 7) {
+                if (column >= 1 && column < columns - 1) {
+                    // Nearest neighbour: the column there, or (rounding at a stretched column's edge) its neighbour.
+                    const int c = int(std::floor(column));
+                    const QRgb pixel = moved.pixel(x, y);
+                    same += pixel == before.pixel(plot.left() + c, y)
+                        || (move.startsWith(QLatin1String("zoom"))
+                            && (pixel == before.pixel(plot.left() + c - 1, y)
+                                || pixel == before.pixel(plot.left() + c + 1, y)));
+                    ++compared;
+                }
+            }
+            // Beyond the plot shown: the background, near the bottom, where a render of the range has data.
+            if (column < 0 || column >= columns + 1) {
+                for (int y = plot.bottom() - 4; y < plot.bottom() - 1; ++y, ++outside) {
+                    background += moved.pixel(x, y) == base;
+                    dataThere += expected.pixel(x, y) != base;
+                }
+            }
+        }
+        QVERIFY(compared > 1000);
+        QVERIFY2(same * 100 >= compared * 99,
+                 qPrintable(QStringLiteral("%1 of %2 pixels are the previous plot's, moved").arg(same).arg(compared)));
+        if (uncovered) {
+            QVERIFY(outside > 0);
+            QCOMPARE(background, outside);
+            QVERIFY2(dataThere * 2 > outside, "a render of the new range has data where the moved plot has none");
+        }
+        QCOMPARE(ready, 0);
+
+        // The job runs; its plot is shown, and the picture is the synchronous render's.
+        blocker.release();
+        QTRY_VERIFY(!renderer.isPlotPending());
+        QCOMPARE(ready, 1);
+        QCOMPARE(renderer.renderCount(), renders + 1);
+        QCOMPARE(renderer.plotRange(), std::make_pair(scene.geometry.begin, scene.geometry.end));
+        QVERIFY(renderer.isPlotCurrent(scene.frame));
+        QCOMPARE(paintNow(renderer, scene.frame), expected);
+    }
+
+    void supersededRenderIsDropped_data()
+    {
+        QTest::addColumn<QString>("moves"); // each followed by a paint, all while the pool is held busy
+        QTest::addColumn<bool>("finishPlot"); // finished by finishPlot() rather than through the event loop
+        QTest::addColumn<int>("shown"); // plots shown in the end
+        QTest::newRow("pan, pan again") << "pan 50;pan 50" << false << 1;
+        QTest::newRow("zoom in, pan") << "zoom 0.5;pan -80" << false << 1;
+        QTest::newRow("pan, pan again, finishPlot") << "pan 50;pan 50" << true << 1;
+        QTest::newRow("pan, back to the plot shown") << "pan 50;pan -50" << false << 0;
+    }
+
+    // Request A, then B before A's job ran: when both jobs ran, B's plot is shown and A's never was (one plot shown,
+    // one notification). Back to the range shown, nothing is shown at all.
+    void supersededRenderIsDropped()
+    {
+        QFETCH(QString, moves);
+        QFETCH(bool, finishPlot);
+        QFETCH(int, shown);
+        auto session = test::loadSession("mlp_train.pickle");
+        QVERIFY(session);
+        const auto data = withoutMarks(build(*session));
+        Scene scene(*data, false, QSize(900, 360));
+        const double n = double(data->allocs->entryCount);
+        scene.geometry.setRange(n / 4, 3 * n / 4);
+        TimelineRenderer renderer;
+        renderer.setData(data);
+        int ready = 0;
+        renderer.setPlotReadyCallback([&] { ++ready; });
+        renderer.render(scene.frame);
+        const auto first = renderer.plotRange();
+        const int renders = renderer.renderCount();
+        {
+            PoolBlocker blocker;
+            for (const QString& move : moves.split(QLatin1Char(';'))) {
+                moveRange(scene.geometry, move, scene.frame.layout.plot.width());
+                paintNow(renderer, scene.frame);
+            }
+            QCOMPARE(renderer.isPlotPending(), shown > 0);
+            if (finishPlot) {
+                blocker.release();
+                renderer.finishPlot();
+                QVERIFY(!renderer.isPlotPending());
+            }
+        } // every job has run to its end
+        QCoreApplication::processEvents(); // and its notification, if any, is delivered
+        QCoreApplication::processEvents();
+        QVERIFY(!renderer.isPlotPending());
+        QCOMPARE(renderer.renderCount(), renders + shown);
+        QCOMPARE(ready, finishPlot ? 0 : shown);
+        const auto last = std::make_pair(scene.geometry.begin, scene.geometry.end);
+        QCOMPARE(renderer.plotRange(), shown > 0 ? last : first);
+        QVERIFY(renderer.isPlotCurrent(scene.frame));
+    }
+
+    // While the plot of a new range renders, the mouse finds what the picture shows: the allocation stacked at the
+    // point's bytes (by the shown plot's y scale) at the state of the shown plot's column painted there. Once the
+    // range's plot came, the same points find what it shows (its columns and scale: zoomed into a valley, the scale
+    // shrinks), which differs at many of them.
+    void hitTestingUsesThePlotShown()
+    {
+        auto session = test::loadSession("transformer_train.pickle");
+        QVERIFY(session);
+        TimelineView view(session.get());
+        view.resize(900, 400);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.finishBuild();
+        QVERIFY(!view.isRendering());
+        const auto data = view.data();
+        // The valley: the smallest total away from the ends.
+        const auto& totals = view.renderer().columns().total;
+        const size_t valley = size_t(
+            std::min_element(totals.begin() + ptrdiff_t(totals.size() / 5), totals.end() - ptrdiff_t(totals.size() / 5))
+            - totals.begin());
+        const int64_t first = view.renderer().columns().state[valley - 12];
+        const int64_t last = view.renderer().columns().state[valley + 12];
+        const QRect plot = view.plotRect();
+        std::vector<QPoint> points;
+        for (int gx = 1; gx < 20; ++gx)
+            for (int gy = 1; gy < 10; ++gy)
+                points.emplace_back(plot.left() + plot.width() * gx / 20, plot.top() + plot.height() * gy / 10);
+        // What the plot shown has at a point: its column there (mapped onto the view's range), its scale.
+        auto expectedAt = [&](QPoint pos) {
+            const auto [begin, end] = view.renderer().plotRange();
+            const auto& states = view.renderer().columns().state;
+            const double column = (view.geometry().coordAt(pos.x() + 0.5) - begin) / (end - begin) * plot.width();
+            if (column < 0 || column >= double(states.size()))
+                return model::NoAllocation;
+            const double bytes = view.geometry().bytesAt(pos.y() + 0.5); // the scale of the plot shown
+            const TimelineItem item = itemAt(*data->allocs, states[size_t(column)], ByteCount(std::floor(bytes)));
+            return item == model::NoTimelineItem ? model::NoAllocation : model::AllocationId { item };
+        };
+        const double shownTop = view.geometry().bytesTop;
+
+        std::vector<model::AllocationId> during, after;
+        {
+            PoolBlocker blocker;
+            view.zoomToRange(first, last);
+            view.repaint();
+            QVERIFY(view.isRendering());
+            QCOMPARE(view.geometry().bytesTop, shownTop); // the plot shown keeps its scale until the new one comes
+            int hits = 0;
+            for (QPoint pos : points) {
+                const model::AllocationId expected = expectedAt(pos);
+                sendMouseMove(view, pos);
+                QCOMPARE(session->hovered(), expected);
+                during.push_back(expected);
+                hits += expected != model::NoAllocation;
+            }
+            QVERIFY(view.isRendering()); // all of it before the plot of the range came
+            QVERIFY2(hits > 20, "the grid met allocations");
+        }
+        QTRY_VERIFY(!view.isRendering());
+        QCOMPARE(view.renderer().plotRange(), std::make_pair(view.geometry().begin, view.geometry().end));
+        view.repaint(); // the new plot's scale
+        int changed = 0;
+        for (QPoint pos : points) {
+            const model::AllocationId expected = expectedAt(pos);
+            sendMouseMove(view, pos);
+            QCOMPARE(session->hovered(), expected);
+            changed += expected != during[after.size()];
+            after.push_back(expected);
+        }
+        QVERIFY2(changed * 4 > int(points.size()),
+                 qPrintable(QStringLiteral("%1 of %2 points find another allocation in the range's own plot")
+                                .arg(changed)
+                                .arg(points.size())));
+    }
+
+    void finishTimelineBuildsWaitsForThePlot_data()
+    {
+        QTest::addColumn<QString>("change");
+        QTest::newRow("a pan") << "pan";
+        QTest::newRow("a resize") << "resize";
+        QTest::newRow("another palette") << "palette";
+    }
+
+    // A grab after finishTimelineBuilds shows the plot of the view's range and size, though a paint had asked for it
+    // in the background (held there): the same picture as a view that never painted before.
+    void finishTimelineBuildsWaitsForThePlot()
+    {
+        QFETCH(QString, change);
+        auto session = test::loadSession("multistream.pickle");
+        QVERIFY(session);
+        TimelineView view(session.get());
+        view.resize(800, 360);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const int64_t n = session->entryCount();
+        view.zoomToRange(n / 5, n / 2);
+        finishTimelineBuilds(&view);
+        QPalette dark = view.palette();
+        dark.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
+        dark.setColor(QPalette::Text, QColor(0xe0, 0xe0, 0xe0));
+        QImage image;
+        {
+            PoolBlocker blocker;
+            if (change == QLatin1String("pan"))
+                view.zoomToRange(n / 3, n / 3 + (n / 2 - n / 5));
+            else if (change == QLatin1String("resize"))
+                view.resize(700, 300);
+            else
+                view.setPalette(dark);
+            view.repaint();
+            QVERIFY(view.isRendering());
+            finishTimelineBuilds(&view); // runs the queued job here
+            QVERIFY(!view.isRendering());
+            image = view.grab().toImage();
+        }
+        TimelineView other(session.get());
+        other.resize(view.size());
+        if (change == QLatin1String("palette"))
+            other.setPalette(dark);
+        other.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&other));
+        other.zoomToRange(view.visibleRange().first, view.visibleRange().second);
+        finishTimelineBuilds(&other);
+        QCOMPARE(other.geometry().begin, view.geometry().begin);
+        QCOMPARE(other.geometry().end, view.geometry().end);
+        QCOMPARE(image, other.grab().toImage());
+    }
+
+    // The time axis (each state's time, O(entries)) is made by the data's build: while it runs the view keeps the
+    // index axis; then the axis is the data's, the same as one made from the Session's times, with the same states
+    // in view; builds for other changes keep it (the same object); the index axis needs no build.
+    void timeAxisIsBuiltWithTheData()
+    {
+        auto session = test::loadSession("transformer_train.pickle");
+        QVERIFY(session);
+        TimelineView view(session.get());
+        view.resize(900, 400);
+        view.finishBuild();
+        QVERIFY(!view.data()->timeAxis);
+        QVERIFY(!view.axis().isTime());
+        view.zoomToRange(3000, 5999);
+        const auto range = view.visibleRange();
+        session->setTimeAxis(TimeAxis::Time);
+        QVERIFY(view.isBuilding());
+        QVERIFY(!view.axis().isTime());
+        view.finishBuild();
+        QVERIFY(view.axis().isTime());
+        QCOMPARE(&view.axis(), view.data()->timeAxis.get());
+        const int64_t n = session->entryCount();
+        std::vector<int64_t> times;
+        for (int64_t s = 0; s <= n; ++s)
+            times.push_back(session->timeUsAt(s));
+        const StateAxis expected = StateAxis::time(std::move(times));
+        QCOMPARE(view.axis().entryCount(), expected.entryCount());
+        QCOMPARE(view.axis().domainBegin(), expected.domainBegin());
+        QCOMPARE(view.axis().domainEnd(), expected.domainEnd());
+        for (int64_t s = 0; s <= n; s += 97)
+            QCOMPARE(view.axis().stateBegin(s), expected.stateBegin(s));
+        // Several states may share a microsecond: the range may take in a few neighbours.
+        QVERIFY(std::abs(view.visibleRange().first - range.first) <= 20);
+        QVERIFY(std::abs(view.visibleRange().second - range.second) <= 20);
+        const StateAxis* axis = &view.axis();
+        session->setColorMode(ColorMode::Stack);
+        view.finishBuild();
+        QCOMPARE(int(view.data()->colorMode), int(ColorMode::Stack));
+        QCOMPARE(&view.axis(), axis);
+        session->setTimeAxis(TimeAxis::Index);
+        QVERIFY(!view.isBuilding());
+        QVERIFY(!view.axis().isTime());
+        QVERIFY(std::abs(view.visibleRange().first - range.first) <= 20);
     }
 
     // finishBuild() shows the newest data at once; the builds' late notifications change nothing after it.
