@@ -136,16 +136,14 @@ void RecordingBuilder::annotate(const Note& note)
     m_out.hasAnnotationsKey = true;
 }
 
-void RecordingBuilder::writeState(const model::EventTrace::Devices& devices, StackKeys keys,
-                                  model::Snapshot& out) const
+void RecordingBuilder::writeState(const model::EventTrace::Devices& devices, StackKeys keys, model::Snapshot& out) const
 {
     const model::StringId large = out.strings.intern("large");
     const model::StringId small = out.strings.intern("small");
     // The versions the trace leaves: a copy, so that writing a state changes nothing for the entries that follow.
     model::TraceNumbering numbering = m_numbering;
-    auto stackOf = [&](uint64_t key) {
-        return keys == StackKeys::Snapshot ? model::StackId { uint32_t(key) } : stack(key);
-    };
+    auto stackOf
+        = [&](uint64_t key) { return keys == StackKeys::Snapshot ? model::StackId { uint32_t(key) } : stack(key); };
     for (size_t d = 0; d < devices.size(); ++d) {
         const auto& freeBlocks = devices[d].free.blocks();
         for (const auto& [address, seg] : devices[d].segments) {

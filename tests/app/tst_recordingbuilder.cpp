@@ -8,6 +8,7 @@
 #include "document/livedocument.h"
 #include "loadsnapshot.h"
 #include "testutil.h"
+#include "wirerecords.h"
 
 #include "io/snapshotio.h"
 #include "model/replay.h"
@@ -83,24 +84,15 @@ Written write(const Recording& r)
 EventRecord event(uint64_t sequence, EventType type, uint64_t address, uint64_t size, uint64_t requested = 0,
                   uint64_t stream = 0, uint32_t stack = 0, uint8_t device = 0)
 {
-    EventRecord e {};
-    e.sequence = sequence;
-    e.timeNs = 1'000'000'000 + sequence * 1000;
-    e.address = address;
-    e.size = size;
-    e.requestedSize = requested;
-    e.stream = stream;
+    EventRecord e = test::eventRecord(sequence, type, address, size, requested, stream);
     e.stackId = stack;
-    e.type = uint8_t(type);
     e.device = device;
     return e;
 }
 
 SegmentRecord segment(uint64_t address, uint64_t size, uint8_t device = 0, uint64_t stream = 0)
 {
-    SegmentRecord s {};
-    s.address = address;
-    s.size = size;
+    SegmentRecord s = test::segmentRecord(address, size);
     s.stream = stream;
     s.device = device;
     s.isSmall = size == 2 * MiB;
@@ -110,11 +102,7 @@ SegmentRecord segment(uint64_t address, uint64_t size, uint8_t device = 0, uint6
 BlockRecord block(uint64_t address, uint64_t size, uint64_t requested, uint8_t state, uint8_t device = 0,
                   uint32_t stack = 0)
 {
-    BlockRecord b {};
-    b.address = address;
-    b.size = size;
-    b.requestedSize = requested;
-    b.state = state;
+    BlockRecord b = test::blockRecord(address, size, requested, state);
     b.device = device;
     b.stackId = stack;
     return b;
@@ -146,18 +134,19 @@ Recording handMade()
     const std::vector blocks { block(A, MiB, 1'000'000, 1, 0, 7), block(A + MiB, MiB, 4'000, 0),
                                block(A + 2 * MiB, MiB, 999, 2), block(D1, 512, 500, 1, 1) };
     r.state = viewer::encodeState(viewer::makeHello(42, 2, "node1", "0.1"), 10, segs, blocks);
-    r.steps.push_back(stackDef(7, { { 0x401000, "inner(int)", "/usr/lib/libx.so", 0 }, { 0x403000, "main", "/bin/job", 12 } }));
+    r.steps.push_back(
+        stackDef(7, { { 0x401000, "inner(int)", "/usr/lib/libx.so", 0 }, { 0x403000, "main", "/bin/job", 12 } }));
     r.steps.push_back(stackDef(8, { { 0x500000, "later", "/bin/job", 3 } }));
     r.steps.push_back([](Recorder& rec) {
         std::vector<uint8_t> notes;
         viewer::appendNote(notes, 0, 0, 1'000'020'000, "step_0");
         for (const viewer::DecodedNote& n : viewer::decodeNotes(notes).notes)
             rec.addNote(n);
-        rec.setSettings(viewer::decodeSettings(viewer::encodeSettings("expandable_segments=b:0\nmax_split_size=i:134217728\n")));
+        rec.setSettings(
+            viewer::decodeSettings(viewer::encodeSettings("expandable_segments=b:0\nmax_split_size=i:134217728\n")));
     });
     r.steps.push_back(events({ event(11, EventType::Alloc, A + MiB, 512 * 1024, 500'000, 0, 8),
-                               event(12, EventType::FreeRequested, A, MiB),
-                               event(13, EventType::FreeCompleted, A, MiB),
+                               event(12, EventType::FreeRequested, A, MiB), event(13, EventType::FreeCompleted, A, MiB),
                                event(14, EventType::SegmentAlloc, B, 2 * MiB, 0, 0x5555, 8),
                                event(15, EventType::Alloc, B, 4096, 4000, 0x5555, 8),
                                event(16, EventType::Alloc, D1 + 512, 1024, 1000, 0, 0, 1) }));
@@ -179,13 +168,13 @@ Recording handMade()
         why.gaps = 1;
         why.missing = 2;
         why.timeNs = 1'000'000'000 + 20 * 1000;
-        rec.resync(viewer::decodeState(viewer::encodeState(viewer::makeHello(42, 2, "node1", "0.1"), 20, fresh,
-                                                            freshBlocks)),
-                   why);
+        rec.resync(
+            viewer::decodeState(viewer::encodeState(viewer::makeHello(42, 2, "node1", "0.1"), 20, fresh, freshBlocks)),
+            why);
     });
-    r.steps.push_back(events({ event(21, EventType::FreeRequested, A, 2 * MiB),
-                               event(22, EventType::FreeCompleted, A, 2 * MiB),
-                               event(23, EventType::Alloc, A, 256, 200, 0, 7) }));
+    r.steps.push_back(
+        events({ event(21, EventType::FreeRequested, A, 2 * MiB), event(22, EventType::FreeCompleted, A, 2 * MiB),
+                 event(23, EventType::Alloc, A, 256, 200, 0, 7) }));
     return r;
 }
 
@@ -207,8 +196,8 @@ Recording fromFile(const model::Snapshot& file, const model::Replay& replay, siz
         for (uint32_t k = s.blockBegin; k < s.blockBegin + s.blockCount; ++k) {
             const model::ReplayBlock& b = start.blocks[k];
             const uint8_t state = b.state == model::BlockState::Inactive ? 0
-                : b.state == model::BlockState::ActivePendingFree     ? 2
-                                                                      : 1;
+                : b.state == model::BlockState::ActivePendingFree        ? 2
+                                                                         : 1;
             blocks.push_back(block(uint64_t(b.address), uint64_t(b.size), uint64_t(b.requestedSize), state, 0,
                                    raw(b.stack) == 0 ? 0 : raw(b.stack) + 1));
         }
@@ -217,7 +206,8 @@ Recording fromFile(const model::Snapshot& file, const model::Replay& replay, siz
     r.steps.push_back([&file](Recorder& rec) {
         for (uint32_t k = 1; k < file.stackCount(); ++k) {
             std::vector<viewer::DecodedFrame> frames;
-            for (const model::FrameId* f = file.stackBegin(model::StackId { k }); f != file.stackEnd(model::StackId { k }); ++f) {
+            for (const model::FrameId* f = file.stackBegin(model::StackId { k });
+                 f != file.stackEnd(model::StackId { k }); ++f) {
                 const model::Frame& fr = file.frame(*f);
                 frames.push_back({ 0, file.str(fr.name), file.str(fr.filename), int32_t(fr.line.bits()) });
             }
@@ -231,15 +221,32 @@ Recording fromFile(const model::Snapshot& file, const model::Replay& replay, siz
         const model::TraceEntry& e = trace[size_t(replay.firstEntry() + j)];
         EventType type = EventType::Count;
         switch (e.action) {
-        case model::Action::Alloc: type = EventType::Alloc; break;
-        case model::Action::FreeRequested: type = EventType::FreeRequested; break;
-        case model::Action::FreeCompleted: type = EventType::FreeCompleted; break;
-        case model::Action::SegmentAlloc: type = EventType::SegmentAlloc; break;
-        case model::Action::SegmentFree: type = EventType::SegmentFree; break;
-        case model::Action::SegmentMap: type = EventType::SegmentMap; break;
-        case model::Action::SegmentUnmap: type = EventType::SegmentUnmap; break;
-        case model::Action::Oom: type = EventType::Oom; break;
-        default: continue; // (snapshot entries and others carry no allocator change)
+        case model::Action::Alloc:
+            type = EventType::Alloc;
+            break;
+        case model::Action::FreeRequested:
+            type = EventType::FreeRequested;
+            break;
+        case model::Action::FreeCompleted:
+            type = EventType::FreeCompleted;
+            break;
+        case model::Action::SegmentAlloc:
+            type = EventType::SegmentAlloc;
+            break;
+        case model::Action::SegmentFree:
+            type = EventType::SegmentFree;
+            break;
+        case model::Action::SegmentMap:
+            type = EventType::SegmentMap;
+            break;
+        case model::Action::SegmentUnmap:
+            type = EventType::SegmentUnmap;
+            break;
+        case model::Action::Oom:
+            type = EventType::Oom;
+            break;
+        default:
+            continue; // (snapshot entries and others carry no allocator change)
         }
         EventRecord rec = event(records.size() + 1, type, uint64_t(e.addr), uint64_t(e.size), uint64_t(e.size),
                                 uint64_t(file.stream(e)), raw(e.stack) == 0 ? 0 : raw(e.stack) + 1);
@@ -254,8 +261,8 @@ Recording fromFile(const model::Snapshot& file, const model::Replay& replay, siz
         records.push_back(rec);
     }
     for (size_t at = 0; at < records.size(); at += batch)
-        r.steps.push_back(events(std::vector<EventRecord>(records.begin() + ptrdiff_t(at),
-                                                          records.begin() + ptrdiff_t(std::min(records.size(), at + batch)))));
+        r.steps.push_back(events(std::vector<EventRecord>(
+            records.begin() + ptrdiff_t(at), records.begin() + ptrdiff_t(std::min(records.size(), at + batch)))));
     return r;
 }
 

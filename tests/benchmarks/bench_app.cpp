@@ -106,36 +106,52 @@ void BM_CursorMoveRepaintAllBigTrace(benchmark::State& state)
 }
 BENCHMARK(BM_CursorMoveRepaintAllBigTrace)->Unit(benchmark::kMillisecond);
 
-void timelineBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc, int64_t perMille)
-{
-    app::Session session(doc);
-    app::TimelineView view(&session);
-    view.resize(1920, 1080);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
-    const int64_t n = session.entryCount();
-    // perMille: the visible fraction of the trace, in 1/1000.
-    const int64_t span = std::max<int64_t>(2, n * perMille / 1000);
-    std::mt19937_64 rng(11);
-    {
-        app::finishTimelineBuilds(&view); // the data, built in the background
-        QPainter painter(&canvas);
-        view.render(&painter); // what is made once per document (colours, the overview strip), as after opening
-    }
+// A timeline at 1920x1080 over `doc`, its data built, zoomed to a different range of `perMille`/1000 of the trace
+// at each zoom(), so that the cached plot is never the one asked for (the whole trace: one state less every other
+// time).
+struct TimelineZooms {
+    app::Session session;
+    app::TimelineView view;
+    QImage canvas { 1920, 1080, QImage::Format_ARGB32_Premultiplied };
+    int64_t n = 0, span = 0;
+    std::mt19937_64 rng { 11 };
     bool shorter = false;
-    for (auto _ : state) {
-        // A different range each time, so the cached plot is always re-rendered (the whole trace: one state less
-        // every other time).
+
+    TimelineZooms(std::shared_ptr<const app::Document> doc, int64_t perMille)
+        : session(std::move(doc))
+        , view(&session)
+    {
+        view.resize(1920, 1080);
+        view.setAttribute(Qt::WA_DontShowOnScreen);
+        view.show();
+        n = session.entryCount();
+        span = std::max<int64_t>(2, n * perMille / 1000);
+        app::finishTimelineBuilds(&view); // the data, built in the background
+    }
+    void zoom()
+    {
         const int64_t first = n > span ? int64_t(rng() % uint64_t(n - span)) : 0;
         shorter = !shorter;
         view.zoomToRange(first, first + span - (shorter && n <= span ? 1 : 0));
-        // A paint renders the plot in the background and shows the previous one meanwhile: the synchronous path
-        // (what --screenshot and exports take) renders it here, so that the plot's full render is what is measured.
-        app::finishTimelineBuilds(&view);
+    }
+    void paint()
+    {
         QPainter painter(&canvas);
         view.render(&painter);
-        benchmark::DoNotOptimize(canvas.bits());
+    }
+};
+
+void timelineBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc, int64_t perMille)
+{
+    TimelineZooms t(std::move(doc), perMille);
+    t.paint(); // what is made once per document (colours, the overview strip), as after opening
+    for (auto _ : state) {
+        t.zoom();
+        // A paint renders the plot in the background and shows the previous one meanwhile: the synchronous path
+        // (what --screenshot and exports take) renders it here, so that the plot's full render is what is measured.
+        app::finishTimelineBuilds(&t.view);
+        t.paint();
+        benchmark::DoNotOptimize(t.canvas.bits());
     }
 }
 
@@ -143,28 +159,13 @@ void timelineBenchmark(benchmark::State& state, std::shared_ptr<const app::Docum
 // the previous one moved (the render itself, waited for outside the timing, is what the benchmarks above measure).
 void timelineAskBenchmark(benchmark::State& state, std::shared_ptr<const app::Document> doc, int64_t perMille)
 {
-    app::Session session(doc);
-    app::TimelineView view(&session);
-    view.resize(1920, 1080);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
-    const int64_t n = session.entryCount();
-    const int64_t span = std::max<int64_t>(2, n * perMille / 1000);
-    std::mt19937_64 rng(11);
-    app::finishTimelineBuilds(&view);
-    bool shorter = false;
+    TimelineZooms t(std::move(doc), perMille);
     for (auto _ : state) {
-        const int64_t first = n > span ? int64_t(rng() % uint64_t(n - span)) : 0;
-        shorter = !shorter;
-        view.zoomToRange(first, first + span - (shorter && n <= span ? 1 : 0));
-        {
-            QPainter painter(&canvas);
-            view.render(&painter);
-        }
-        benchmark::DoNotOptimize(canvas.bits());
+        t.zoom();
+        t.paint();
+        benchmark::DoNotOptimize(t.canvas.bits());
         state.PauseTiming();
-        app::finishTimelineBuilds(&view); // the plot, so that the next paint moves a plot of the last range
+        app::finishTimelineBuilds(&t.view); // the plot, so that the next paint moves a plot of the last range
         state.ResumeTiming();
     }
 }

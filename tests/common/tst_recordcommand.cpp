@@ -3,15 +3,16 @@
 // late-join handshake, stopping at goodbye / event count / silence, the automatic resync after a gap, recording
 // across a job restart (--follow), the errors for nobody answering, a refused CURVE key, a bad command line and an
 // unwritable file; and `memscope-cli keygen`.
-#include "io/snapshotio.h"
-#include "model/replay.h"
 #include "client/agentclient.h"
 #include "client/curvekeys.h"
+#include "io/snapshotio.h"
 #include "keygencommand.h"
+#include "model/replay.h"
 #include "recordcommand.h"
 #include "viewer/decoder.h"
 #include "wire/endpoint.h"
 #include "wire/keyfile.h"
+#include "wirerecords.h"
 
 #include <QDir>
 #include <QFile>
@@ -40,14 +41,7 @@ constexpr uint64_t Base = 0x7f0000000000;
 
 EventRecord makeEvent(uint64_t sequence, EventType type, uint64_t address, uint64_t size, uint64_t requested = 0)
 {
-    EventRecord e {};
-    e.sequence = sequence;
-    e.timeNs = 5'000'000'000 + sequence * 1000;
-    e.address = address;
-    e.size = size;
-    e.requestedSize = requested;
-    e.type = uint8_t(type);
-    return e;
+    return test::eventRecord(sequence, type, address, size, requested, 0, 5'000'000'000);
 }
 
 enum class Ending { Goodbye, Endless, Silent };
@@ -205,7 +199,8 @@ QStringList describe(const model::Snapshot& s)
         const model::Block* blocks = s.segmentBlocks(seg);
         for (uint32_t i = 0; i < seg.blockCount; ++i)
             if (blocks[i].state != model::BlockState::Inactive)
-                lines << QStringLiteral("  block %1 size %2").arg(uint64_t(blocks[i].address), 0, 16).arg(blocks[i].size);
+                lines
+                    << QStringLiteral("  block %1 size %2").arg(uint64_t(blocks[i].address), 0, 16).arg(blocks[i].size);
     }
     return lines;
 }
@@ -262,9 +257,11 @@ private Q_SLOTS:
         QTest::addColumn<int>("entries"); // -1: at least one
         QTest::newRow("until goodbye") << Ending::Goodbye << 20 << QStringList() << QStringLiteral("goodbye")
                                        << QString() << 60;
-        QTest::newRow("event limit") << Ending::Endless << 0 << QStringList { QStringLiteral("--events"), QStringLiteral("7") }
+        QTest::newRow("event limit") << Ending::Endless << 0
+                                     << QStringList { QStringLiteral("--events"), QStringLiteral("7") }
                                      << QStringLiteral("event limit reached") << QString() << 7;
-        QTest::newRow("duration limit") << Ending::Endless << 0 << QStringList { QStringLiteral("--duration"), QStringLiteral("0.5") }
+        QTest::newRow("duration limit") << Ending::Endless << 0
+                                        << QStringList { QStringLiteral("--duration"), QStringLiteral("0.5") }
                                         << QStringLiteral("duration reached") << QString() << -1;
         QTest::newRow("agent goes silent") << Ending::Silent << 5 << QStringList() << QStringLiteral("went silent")
                                            << QStringLiteral("the agent went silent (no goodbye") << 15;
@@ -383,8 +380,9 @@ private Q_SLOTS:
                                     dir.path().toStdString() + "/x.pickle", "--curve-server-key", name + ".pub",
                                     "--curve-key", name + ".key" });
         QCOMPARE(r.status, 1);
-        QVERIFY2(r.err.contains(QString::fromStdString(name + ".key: the secret key file is readable by group or "
-                                                              "others (mode 0644); refusing it")),
+        QVERIFY2(r.err.contains(QString::fromStdString(name
+                                                       + ".key: the secret key file is readable by group or "
+                                                         "others (mode 0644); refusing it")),
                  qPrintable(r.err));
     }
 
@@ -404,7 +402,7 @@ private Q_SLOTS:
         QVERIFY2(secret.ok() && pub.ok(), (secret.error + pub.error).c_str());
         QCOMPARE(made.out, QString::fromStdString(pub.key) + u'\n'); // prints the public key
         QCOMPARE(client::publicKeyOf(secret.key), pub.key);
-        struct stat st {};
+        struct stat st { };
         QCOMPARE(::stat((name + ".key").c_str(), &st), 0);
         QCOMPARE(st.st_mode & 0777, 0600U);
         // Never over an existing key without --force.
@@ -428,8 +426,9 @@ private Q_SLOTS:
         const std::string endpoint = "ipc://" + dir.path().toStdString() + "/nobody";
         const Run r = runCaptured({ endpoint, "-o", dir.path().toStdString() + "/x.pickle", "--timeout", "0.3" });
         QCOMPARE(r.status, 1);
-        QVERIFY2(r.err.contains(QString::fromStdString(endpoint + ": no memscope agent answered (is the job running?)")),
-                 qPrintable(r.err));
+        QVERIFY2(
+            r.err.contains(QString::fromStdString(endpoint + ": no memscope agent answered (is the job running?)")),
+            qPrintable(r.err));
         QVERIFY(!QFile::exists(dir.path() + QStringLiteral("/x.pickle")));
     }
 
@@ -450,13 +449,18 @@ private Q_SLOTS:
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("reason");
         QTest::newRow("nothing") << QStringList() << QStringLiteral("needs an ENDPOINT");
-        QTest::newRow("no output file") << QStringList { QStringLiteral("ipc:///tmp/x") } << QStringLiteral("needs -o FILE");
+        QTest::newRow("no output file") << QStringList { QStringLiteral("ipc:///tmp/x") }
+                                        << QStringLiteral("needs -o FILE");
         QTest::newRow("-o without a file") << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("-o") }
                                            << QStringLiteral("-o needs a FILE");
-        QTest::newRow("negative duration") << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("-o"), QStringLiteral("f"), QStringLiteral("--duration"), QStringLiteral("-1") }
-                                           << QStringLiteral("--duration needs a positive number");
-        QTest::newRow("fractional event count") << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("-o"), QStringLiteral("f"), QStringLiteral("--events"), QStringLiteral("1.5") }
-                                                << QStringLiteral("--events needs a positive whole number");
+        QTest::newRow("negative duration")
+            << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("-o"), QStringLiteral("f"),
+                             QStringLiteral("--duration"), QStringLiteral("-1") }
+            << QStringLiteral("--duration needs a positive number");
+        QTest::newRow("fractional event count")
+            << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("-o"), QStringLiteral("f"),
+                             QStringLiteral("--events"), QStringLiteral("1.5") }
+            << QStringLiteral("--events needs a positive whole number");
         QTest::newRow("unknown option") << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("--fast") }
                                         << QStringLiteral("unknown option '--fast'");
         QTest::newRow("two endpoints") << QStringList { QStringLiteral("ipc:///a"), QStringLiteral("ipc:///b") }
@@ -465,8 +469,9 @@ private Q_SLOTS:
             << QStringList { QStringLiteral("ipc:///tmp/x"), QStringLiteral("-o"), QStringLiteral("f"),
                              QStringLiteral("--curve-key"), QStringLiteral("k.key") }
             << QStringLiteral("--curve-server-key and --curve-key go together");
-        QTest::newRow("unsupported transport") << QStringList { QStringLiteral("inproc://x"), QStringLiteral("-o"), QStringLiteral("f") }
-                                               << QStringLiteral("inproc://x: not an ipc:// or tcp://HOST:PORT endpoint (inproc://");
+        QTest::newRow("unsupported transport")
+            << QStringList { QStringLiteral("inproc://x"), QStringLiteral("-o"), QStringLiteral("f") }
+            << QStringLiteral("inproc://x: not an ipc:// or tcp://HOST:PORT endpoint (inproc://");
     }
     void badCommandLine()
     {

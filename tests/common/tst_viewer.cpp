@@ -7,6 +7,7 @@
 #include "testutil.h"
 #include "viewer/decoder.h"
 #include "viewer/recorder.h"
+#include "wirerecords.h"
 
 #include <QDir>
 #include <QFile>
@@ -33,15 +34,7 @@ constexpr uint64_t A = 0x7f0000000000, B = 0x7f0010000000, C = 0x7f0020000000;
 EventRecord makeEvent(uint64_t sequence, EventType type, uint64_t address, uint64_t size, uint64_t requested = 0,
                       uint64_t stream = 0)
 {
-    EventRecord e {};
-    e.sequence = sequence;
-    e.timeNs = 1'000'000'000 + sequence * 1000;
-    e.address = address;
-    e.size = size;
-    e.requestedSize = requested;
-    e.stream = stream;
-    e.type = uint8_t(type);
-    return e;
+    return test::eventRecord(sequence, type, address, size, requested, stream);
 }
 
 std::vector<uint8_t> validCompressedBatch()
@@ -64,21 +57,12 @@ template <class T> void poke(std::vector<uint8_t>& bytes, size_t offset, T value
 
 SegmentRecord segment(uint64_t address, uint64_t size, bool expandable = false)
 {
-    SegmentRecord s {};
-    s.address = address;
-    s.size = size;
-    s.isExpandable = expandable;
-    return s;
+    return test::segmentRecord(address, size, expandable);
 }
 
 BlockRecord block(uint64_t address, uint64_t size, uint64_t requested, uint8_t state = 1)
 {
-    BlockRecord b {};
-    b.address = address;
-    b.size = size;
-    b.requestedSize = requested;
-    b.state = state;
-    return b;
+    return test::blockRecord(address, size, requested, state);
 }
 
 std::vector<uint8_t> validState()
@@ -759,7 +743,8 @@ private Q_SLOTS:
         QCOMPARE(back.streams, s.streams);
         for (size_t i = 0; i < s.blocks.size(); ++i)
             QCOMPARE(back.blocks[i].version, s.blocks[i].version);
-        const model::Replay replay = model::Replay::build(back, 0, { .minCheckpointInterval = 0, .checkpointSpacing = 0 });
+        const model::Replay replay
+            = model::Replay::build(back, 0, { .minCheckpointInterval = 0, .checkpointSpacing = 0 });
         QCOMPARE(replay.warnings(), 0ULL);
         QCOMPARE(replay.entryCount(), int64_t(11));
         const model::ReplayState end = replay.stateAt(replay.entryCount());
