@@ -10,6 +10,7 @@
 #include "ingest/demojob.h"
 #include "ingest/resources.h"
 #include "itemmodels/insightsmodel.h"
+#include "model/processmemory.h"
 #include "views/diffwindow.h"
 #include "views/livewindow.h"
 #include "views/mainwindow.h"
@@ -32,9 +33,6 @@
 #include <string_view>
 
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <unistd.h>
 
 namespace {
@@ -306,14 +304,7 @@ int takeLiveScreenshot(memscope::app::MainWindow& window, const QStringList& end
 
 int main(int argc, char** argv)
 {
-#ifdef __GLIBC__
-    // glibc serves a request of at least M_MMAP_THRESHOLD with a mapping of its own, given back when freed, and
-    // raises that threshold to the size of each such mapping freed, up to 32 MiB (mallopt(3), "dynamic mmap
-    // threshold"). Opening a large file frees mappings of hundreds of MB (the replay's build), so every buffer of
-    // up to 32 MiB the views then make comes from the heap, and what they free there stays resident: about 55 MB at
-    // the peak of a 1 GB open (README, Speed). A fixed threshold keeps buffers of 4 MiB and more out of the heap.
-    mallopt(M_MMAP_THRESHOLD, 4 << 20);
-#endif
+    memscope::model::tuneProcessMemory(argv); // first: it may execute the program again (model/processmemory.h)
     // --screenshot renders headless: use the offscreen platform unless the caller chose one.
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--screenshot") == 0) {

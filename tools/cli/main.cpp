@@ -17,6 +17,7 @@
 #include "recordcommand.h"
 #include "io/snapshotio.h"
 #include "model/consistency.h"
+#include "model/processmemory.h"
 #include "model/replay.h"
 #include "report/memoryviz.h"
 #include "viewer/recorder.h"
@@ -400,6 +401,7 @@ std::string info(const std::string& path, const model::Snapshot& s, std::vector<
 
 int main(int argc, char** argv)
 {
+    model::tuneProcessMemory(argv); // first: it may execute the program again (model/processmemory.h)
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty())
         return usageError("no command given");

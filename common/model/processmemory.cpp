@@ -1,0 +1,111 @@
+#include "model/processmemory.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string_view>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <unistd.h>
+
+namespace memscope::model {
+
+namespace {
+
+    constexpr const char* TunablesVariable = "GLIBC_TUNABLES";
+    constexpr const char* HugePagesTunable = "glibc.malloc.hugetlb";
+    // Set in the environment of the copy: "1" where the user had GLIBC_TUNABLES (its value in the second marker), "0"
+    // where not.
+    constexpr const char* CopyMarker = "MEMSCOPE_TUNED_COPY";
+    constexpr const char* UserTunables = "MEMSCOPE_USER_GLIBC_TUNABLES";
+
+    bool sanitized()
+    {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+        return true; // the sanitizer's allocator replaces glibc's: the tunable would do nothing
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+        return true;
+#else
+        return false;
+#endif
+#else
+        return false;
+#endif
+    }
+
+} // namespace
+
+std::optional<std::string> tunablesWithHugePages(const char* current)
+{
+    const std::string_view given = current ? current : "";
+    // GLIBC_TUNABLES is name=value pairs separated by ':' (glibc manual, "Tunables").
+    size_t at = 0;
+    while (at <= given.size()) {
+        const size_t end = std::min(given.find(':', at), given.size());
+        const std::string_view pair = given.substr(at, end - at);
+        if (pair.substr(0, pair.find('=')) == HugePagesTunable)
+            return std::nullopt;
+        at = end + 1;
+    }
+    std::string out(given);
+    if (!out.empty())
+        out += ':';
+    out += HugePagesTunable;
+    out += "=1";
+    return out;
+}
+
+bool hugePagesOnRequest(const std::string& enabledFile)
+{
+    // The kernel marks the selected mode with brackets (Documentation/admin-guide/mm/transhuge.rst).
+    return enabledFile.find("[madvise]") != std::string::npos;
+}
+
+bool restoreUserTunables()
+{
+    const char* marker = std::getenv(CopyMarker);
+    if (!marker)
+        return false;
+    const char* user = std::getenv(UserTunables);
+    if (std::strcmp(marker, "1") == 0 && user)
+        setenv(TunablesVariable, user, 1);
+    else
+        unsetenv(TunablesVariable);
+    unsetenv(UserTunables);
+    unsetenv(CopyMarker);
+    return true;
+}
+
+void tuneProcessMemory(char** argv)
+{
+#ifdef __GLIBC__
+    if (!restoreUserTunables() && !sanitized() && argv && argv[0]) {
+        std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
+        const std::string enabled((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+        const char* current = std::getenv(TunablesVariable);
+        const std::optional<std::string> tunables = tunablesWithHugePages(current);
+        if (tunables && hugePagesOnRequest(enabled)) {
+            if (current)
+                setenv(UserTunables, current, 1);
+            setenv(CopyMarker, current ? "1" : "0", 1);
+            setenv(TunablesVariable, tunables->c_str(), 1);
+            execv("/proc/self/exe", argv);
+            restoreUserTunables(); // the exec failed (no /proc, say): go on as we are
+        }
+    }
+    // glibc serves a request of at least M_MMAP_THRESHOLD with a mapping of its own, given back when freed, and
+    // raises that threshold to the size of each such mapping freed, up to 32 MiB (mallopt(3), "dynamic mmap
+    // threshold"). Opening a large file frees mappings of hundreds of MB (the replay's build), so every buffer of
+    // up to 32 MiB the views then make comes from the heap, and what they free there stays resident: about 55 MB at
+    // the peak of a 1 GB open (README, Speed). A fixed threshold keeps buffers of 4 MiB and more out of the heap.
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+#else
+    (void)argv;
+#endif
+}
+
+} // namespace memscope::model
