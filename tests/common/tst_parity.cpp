@@ -51,6 +51,7 @@ private Q_SLOTS:
     void reports();
     void corpus_data();
     void corpus();
+    void longTrace();
     void compare_data();
     void compare();
     void corpusCompare_data();
@@ -129,6 +130,24 @@ void TestParity::corpus()
     QVERIFY2(!e, e.toString().c_str());
     const std::string want(bytes.begin(), bytes.end());
     const std::string got = reportOf(*r.snapshot, kind);
+    QVERIFY2(got == want, firstDifference(got, want).c_str());
+}
+
+// The long real trace whose ring wrapped (tests/data/long), read through the .xz reader: PyTorch's segsum of it.
+void TestParity::longTrace()
+{
+    const std::string path = test::dataPath("long/gpt2_long.pickle.xz");
+    const io::LoadResult r = io::loadSnapshot(path);
+    QVERIFY2(r.ok(), r.error.toString().c_str());
+    for (const model::LoadWarning& w : r.snapshot->warnings)
+        QFAIL(model::warningLine(path, w).c_str());
+    QCOMPARE(r.snapshot->deviceTraces.size(), size_t(1));
+    QCOMPARE(r.snapshot->deviceTraces[0].size(), size_t(1250000)); // max_entries of its ring (gpt2_long.meta.json)
+    std::vector<uint8_t> bytes;
+    const io::Error e = io::readFile(test::dataPath("long/gpt2_long.segsum.txt"), bytes);
+    QVERIFY2(!e, e.toString().c_str());
+    const std::string want(bytes.begin(), bytes.end());
+    const std::string got = reportOf(*r.snapshot, QStringLiteral("segsum"));
     QVERIFY2(got == want, firstDifference(got, want).c_str());
 }
 
