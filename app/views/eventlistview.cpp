@@ -6,19 +6,23 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QEvent>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QKeyEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QLocale>
 #include <QMenu>
 #include <QMouseEvent>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QTableView>
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <bit>
 
 namespace memscope::app {
@@ -119,9 +123,13 @@ EventListView::EventListView(Session* session, QWidget* parent)
     m_debounce->setInterval(DebounceMs);
     connect(m_debounce, &QTimer::timeout, this, &EventListView::applyBar);
 
+    m_window = new RowWindowModel(m_model, this);
     m_table = new QTableView(this);
     m_table->setObjectName(QStringLiteral("eventTable"));
-    m_table->setModel(m_model);
+    m_table->setModel(m_window);
+    // The window is a screenful: the view's own scroll bar moves it, and nothing scrolls the table itself.
+    m_table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_table->setAutoScroll(false);
     m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_table->setSelectionMode(QAbstractItemView::SingleSelection);
     m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -147,16 +155,37 @@ EventListView::EventListView(Session* session, QWidget* parent)
     m_table->setColumnWidth(EventListModel::AddressColumn, widthOf("b000000000000_0000"));
     m_table->setColumnWidth(EventListModel::SizeColumn, widthOf("1000.0 MiB0"));
     m_table->setColumnWidth(EventListModel::StreamColumn, widthOf("Stream0"));
-    layout->addWidget(m_table, 1);
+    m_scroll = new QScrollBar(Qt::Vertical, this);
+    m_scroll->setObjectName(QStringLiteral("eventScrollBar"));
+    connect(m_scroll, &QScrollBar::valueChanged, this, [this] { updateWindow(); });
+    connect(m_scroll, &QScrollBar::actionTriggered, this, [this] { m_centerOnResize = false; });
+    auto* tableRow = new QHBoxLayout;
+    tableRow->setContentsMargins(0, 0, 0, 0);
+    tableRow->setSpacing(0);
+    tableRow->addWidget(m_table, 1);
+    m_scrollColumn = new QVBoxLayout; // beside the rows only, as the table's own bar would be (updateWindow)
+    m_scrollColumn->setContentsMargins(0, 0, 0, 0);
+    m_scrollColumn->addWidget(m_scroll);
+    tableRow->addLayout(m_scrollColumn);
+    layout->addLayout(tableRow, 1);
 
+    // (A reset of the window keeps the table's selection model; setModel alone replaces it.)
     connect(m_table->selectionModel(), &QItemSelectionModel::currentChanged, this,
             [this](const QModelIndex& current) { onCurrentChanged(current); });
     // A click on the row that is already current (e.g. the cursor's row) still picks its allocation.
     connect(m_table, &QAbstractItemView::clicked, this, [this](const QModelIndex& index) { onCurrentChanged(index); });
     connect(m_table, &QAbstractItemView::entered, this, [this](const QModelIndex& index) {
-        m_session->setHovered(AllocationId(m_model->data(index, EventListModel::AllocationRole).toUInt()));
+        m_session->setHovered(AllocationId(m_window->data(index, EventListModel::AllocationRole).toUInt()));
     });
     m_table->viewport()->installEventFilter(this);
+    m_table->installEventFilter(this);
+    // The model's rows changed (a filter, another device, a live document's growth): the scroll bar's range, the
+    // window, and the current and selected rows, which are the model's and meant other entries before a reset.
+    connect(m_model, &QAbstractItemModel::modelReset, this, [this] {
+        m_currentRow = m_selectedRow = -1;
+        updateWindow();
+    });
+    connect(m_model, &QAbstractItemModel::rowsInserted, this, [this] { updateWindow(); });
 
     connect(m_model, &EventListModel::rowsReady, this, [this] {
         fillStreams();
@@ -237,56 +266,166 @@ void EventListView::onCurrentChanged(const QModelIndex& current)
 {
     if (m_syncing || !current.isValid())
         return;
-    const int64_t entry = m_model->entryOfRow(current.row());
+    const int row = m_window->sourceRow(current.row());
+    const int64_t entry = m_model->entryOfRow(row);
     if (entry < 0)
         return;
+    m_currentRow = m_selectedRow = row;
     m_syncing = true;
-    m_session->setSelection(AllocationId(m_model->data(current, EventListModel::AllocationRole).toUInt()));
+    m_session->setSelection(
+        AllocationId(m_model->data(m_model->index(row, 0), EventListModel::AllocationRole).toUInt()));
     m_session->setCursor(m_model->stateAfterEntry(entry));
     m_syncing = false;
+}
+
+void EventListView::chooseRow(int row)
+{
+    row = std::clamp(row, 0, m_model->rowCount() - 1);
+    if (row < 0)
+        return;
+    if (!isOnScreen(row))
+        scrollToRow(row, false);
+    const int windowRow = m_window->windowRow(row);
+    if (windowRow < 0)
+        return;
+    const QModelIndex index = m_window->index(windowRow, std::max(0, m_table->currentIndex().column()));
+    m_table->selectionModel()->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    onCurrentChanged(index); // also when it was current already (the cursor's row, filtered out of the selection)
+}
+
+int EventListView::pageRows() const
+{
+    const int rowHeight = std::max(1, m_table->verticalHeader()->defaultSectionSize());
+    return std::max(1, m_table->viewport()->height() / rowHeight);
+}
+
+void EventListView::updateWindow()
+{
+    const int rows = m_model->rowCount();
+    const int page = pageRows();
+    {
+        const QSignalBlocker block(m_scroll); // a range that clamps the value moves the window below
+        m_scroll->setRange(0, std::max(0, rows - page));
+        m_scroll->setPageStep(page);
+        m_scroll->setSingleStep(3);
+    }
+    const int top = m_table->viewport()->geometry().top(); // under the column headers
+    const int bottom = m_table->height() - m_table->viewport()->geometry().bottom() - 1;
+    if (m_scrollColumn->contentsMargins() != QMargins(0, top, 0, bottom))
+        m_scrollColumn->setContentsMargins(0, top, 0, bottom);
+    // One row more than fits whole: the last one shows in part, as a table's would.
+    m_window->setWindow(m_scroll->value(), page + 1);
+    showRowState();
+}
+
+void EventListView::showRowState()
+{
+    const bool wasSyncing = m_syncing;
+    m_syncing = true;
+    QItemSelectionModel* sel = m_table->selectionModel();
+    const int column = std::max(0, m_table->currentIndex().column());
+    const int selected = m_window->windowRow(m_selectedRow);
+    const int current = m_window->windowRow(m_currentRow);
+    if (selected >= 0 && m_selectedRow == m_currentRow) {
+        if (sel->currentIndex().row() != selected || !sel->isRowSelected(selected))
+            sel->setCurrentIndex(m_window->index(selected, column),
+                                 QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+    } else {
+        sel->clearSelection();
+        if (current >= 0)
+            sel->setCurrentIndex(m_window->index(current, column), QItemSelectionModel::NoUpdate);
+        else
+            sel->clearCurrentIndex();
+    }
+    m_syncing = wasSyncing;
+}
+
+void EventListView::scrollToRow(int row, bool center)
+{
+    const int page = pageRows();
+    int first = m_scroll->value();
+    if (center)
+        first = row - page / 2;
+    else if (row < first)
+        first = row;
+    else if (row >= first + page)
+        first = row - page + 1;
+    m_scroll->setValue(first); // valueChanged moves the window
+    updateWindow(); // also when the value did not change (a window not yet sized)
+}
+
+QRect EventListView::visualRect(int row, int column) const
+{
+    const int windowRow = m_window->windowRow(row);
+    return windowRow < 0 ? QRect() : m_table->visualRect(m_window->index(windowRow, column));
+}
+
+bool EventListView::handleKey(QKeyEvent* event)
+{
+    if (event->modifiers() & ~Qt::KeypadModifier)
+        return false;
+    m_centerOnResize = false;
+    const int rows = m_model->rowCount();
+    if (rows == 0)
+        return false;
+    const int from = m_currentRow >= 0 ? m_currentRow : m_scroll->value();
+    const int page = pageRows();
+    int to = from;
+    switch (event->key()) {
+    case Qt::Key_Up: to = m_currentRow >= 0 ? from - 1 : from; break;
+    case Qt::Key_Down: to = m_currentRow >= 0 ? from + 1 : from; break;
+    case Qt::Key_PageUp: to = from - page; break;
+    case Qt::Key_PageDown: to = from + page; break;
+    case Qt::Key_Home: to = 0; break;
+    case Qt::Key_End: to = rows - 1; break;
+    default: return false;
+    }
+    chooseRow(to);
+    return true;
 }
 
 void EventListView::syncToCursor()
 {
     if (m_syncing || m_model->device() != m_session->device())
         return;
-    m_syncing = true;
-    QItemSelectionModel* sel = m_table->selectionModel();
     const int64_t entry = m_model->entryBeforeState(m_session->cursor());
     const int row = m_model->rowOfEntry(entry);
-    if (row >= 0) {
-        const QModelIndex index = m_model->index(row, 0);
-        const bool onScreen = isOnScreen(index); // before setCurrentIndex auto-scrolls it to an edge
-        if (sel->currentIndex().row() != row || !sel->isRowSelected(row))
-            sel->setCurrentIndex(index, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
-        if (!onScreen) // a jump from elsewhere lands mid-view, with context on both sides
-            m_table->scrollTo(index, QAbstractItemView::PositionAtCenter);
-    } else {
-        // The cursor's entry is filtered out (or the cursor is before the first entry): select nothing, but keep
-        // the nearest earlier row current so that up/down continue from the right place.
-        sel->clearSelection();
-        const int near = m_model->rowAtOrBefore(entry);
-        if (near >= 0) {
-            const bool onScreen = isOnScreen(m_model->index(near, 0));
-            sel->setCurrentIndex(m_model->index(near, 0), QItemSelectionModel::NoUpdate);
-            if (!onScreen)
-                m_table->scrollTo(m_model->index(near, 0), QAbstractItemView::PositionAtCenter);
-        } else {
-            sel->clearCurrentIndex();
-            m_table->scrollToTop();
-        }
+    // The cursor's entry filtered out (or the cursor before the first entry): nothing selected, but the nearest
+    // earlier row current, so that up/down continue from the right place.
+    m_selectedRow = row;
+    m_currentRow = row >= 0 ? row : m_model->rowAtOrBefore(entry);
+    if (m_currentRow >= 0 && !isOnScreen(m_currentRow)) {
+        scrollToRow(m_currentRow); // a jump from elsewhere lands mid-view, with context on both sides
+        m_centerOnResize = true; // and stays there when the view gets its size (a window being laid out)
     }
-    m_syncing = false;
+    else if (m_currentRow < 0)
+        m_scroll->setValue(0);
+    updateWindow();
 }
 
-bool EventListView::isOnScreen(const QModelIndex& index) const
+bool EventListView::isOnScreen(int row) const
 {
-    return m_table->viewport()->rect().contains(m_table->visualRect(index));
+    const int windowRow = m_window->windowRow(row);
+    return windowRow >= 0 && m_table->viewport()->rect().contains(m_table->visualRect(m_window->index(windowRow, 0)));
 }
 
 bool EventListView::eventFilter(QObject* watched, QEvent* event)
 {
-    if (m_table && watched == m_table->viewport() && event->type() == QEvent::Leave) {
+    if (m_table && watched == m_table->viewport() && event->type() == QEvent::Wheel) {
+        m_centerOnResize = false;
+        QCoreApplication::sendEvent(m_scroll, event); // the window scrolls, not the table
+        return true;
+    } else if (m_table && watched == m_table->viewport() && event->type() == QEvent::Resize) {
+        QTimer::singleShot(0, this, [this] { // after the table laid itself out
+            if (m_centerOnResize && m_currentRow >= 0)
+                scrollToRow(m_currentRow);
+            else
+                updateWindow();
+        });
+    } else if (m_table && watched == m_table && event->type() == QEvent::KeyPress) {
+        if (handleKey(static_cast<QKeyEvent*>(event)))
+            return true;
+    } else if (m_table && watched == m_table->viewport() && event->type() == QEvent::Leave) {
         m_session->setHovered(NoAllocation);
     } else if (m_table && watched == m_table->viewport() && event->type() == QEvent::MouseMove) {
         // `entered` reports rows only: below the last row, nothing is hovered.

@@ -21,6 +21,7 @@
 #include <QSignalSpy>
 #include <QTableView>
 #include <QTest>
+#include <QWheelEvent>
 
 #include <map>
 #include <random>
@@ -554,14 +555,20 @@ private Q_SLOTS:
         QVERIFY(waitReady(*view.model()));
         QSignalSpy cursorSpy(s.get(), &Session::cursorChanged);
         QTableView* table = view.table();
-        const QModelIndex index = view.model()->index(entry, EventListModel::ActionColumn);
-        table->scrollTo(index);
-        QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, table->visualRect(index).center());
+        view.scrollToRow(entry);
+        const QRect rect = view.visualRect(entry, EventListModel::ActionColumn);
+        QVERIFY(table->viewport()->rect().contains(rect));
+        QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, rect.center());
         QCOMPARE(s->cursor(), int64_t(entry + 1));
         QCOMPARE(s->selection(), s->replay().allocationOfEntry(entry));
         QCOMPARE(cursorSpy.size(), entry + 1 == s->entryCount() ? 0 : 1); // the final state was the start
+        QCOMPARE(view.selectedRow(), entry);
+        QCOMPARE(view.currentRow(), entry);
+        // The table holds a screenful of rows, not the trace (the point of the window).
+        QVERIFY(table->model()->rowCount() <= view.height());
         QCOMPARE(table->selectionModel()->selectedRows().size(), 1);
-        QCOMPARE(table->selectionModel()->selectedRows().front().row(), entry);
+        QCOMPARE(table->selectionModel()->selectedRows().front().data(EventListModel::EntryIndexRole).toLongLong(),
+                 qlonglong(entry));
     }
 
     void keyboardMovesCursor()
@@ -583,7 +590,51 @@ private Q_SLOTS:
         QTest::keyClick(view.table(), Qt::Key_Up);
         QTest::keyClick(view.table(), Qt::Key_Up);
         QCOMPARE(s->cursor(), int64_t(100));
-        QCOMPARE(view.table()->currentIndex().row(), 99);
+        QCOMPARE(view.currentRow(), 99);
+        // A page, the ends, and past them: the window follows, the cursor with it.
+        const int page = view.scrollBar()->pageStep();
+        QVERIFY(page > 1);
+        QTest::keyClick(view.table(), Qt::Key_PageDown);
+        QCOMPARE(s->cursor(), int64_t(100 + page));
+        QTest::keyClick(view.table(), Qt::Key_End);
+        QCOMPARE(s->cursor(), s->entryCount());
+        QCOMPARE(view.currentRow(), int(s->entryCount()) - 1);
+        QVERIFY(view.table()->viewport()->rect().contains(view.visualRect(view.currentRow())));
+        QTest::keyClick(view.table(), Qt::Key_Down); // at the end already
+        QCOMPARE(s->cursor(), s->entryCount());
+        QTest::keyClick(view.table(), Qt::Key_Home);
+        QCOMPARE(s->cursor(), int64_t(1));
+        QCOMPARE(view.scrollBar()->value(), 0);
+        QTest::keyClick(view.table(), Qt::Key_Up); // at the start already
+        QCOMPARE(s->cursor(), int64_t(1));
+        QCOMPARE(view.currentRow(), 0);
+    }
+
+    // The wheel moves the window over the whole trace; the rows shown are the model's rows from the scroll bar on.
+    void wheelScrollsTheWindow()
+    {
+        auto s = session("big_trace.pickle.xz");
+        QVERIFY(s);
+        EventListView view(s.get());
+        view.resize(1000, 600);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        QVERIFY(waitReady(*view.model()));
+        QScrollBar* bar = view.scrollBar();
+        QCOMPARE(bar->maximum(), view.model()->rowCount() - bar->pageStep());
+        bar->setValue(200000);
+        const QAbstractItemModel* shown = view.table()->model();
+        QCOMPARE(shown->index(0, 0).data(EventListModel::EntryIndexRole).toLongLong(), 200000LL);
+        QWheelEvent down(QPointF(50, 50), view.table()->viewport()->mapToGlobal(QPointF(50, 50)), QPoint(),
+                         QPoint(0, -120), Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+        QCoreApplication::sendEvent(view.table()->viewport(), &down);
+        QVERIFY(bar->value() > 200000);
+        QCOMPARE(shown->index(0, 0).data(EventListModel::EntryIndexRole).toLongLong(), qlonglong(bar->value()));
+        for (int r = 0; r < shown->rowCount(); ++r)
+            QCOMPARE(shown->index(r, EventListModel::AddressColumn).data().toString(),
+                     view.model()->index(bar->value() + r, EventListModel::AddressColumn).data().toString());
+        bar->setValue(bar->maximum()); // the last row is in view
+        QVERIFY(view.table()->viewport()->rect().intersects(view.visualRect(view.model()->rowCount() - 1)));
     }
 
     void cursorSelectsRow_data()
@@ -621,13 +672,14 @@ private Q_SLOTS:
         const auto rows = view.table()->selectionModel()->selectedRows();
         if (row < 0) {
             QVERIFY(rows.isEmpty());
+            QCOMPARE(view.selectedRow(), -1);
             return;
         }
         QCOMPARE(rows.size(), 1);
-        QCOMPARE(rows.front().row(), row);
+        QCOMPARE(view.selectedRow(), row);
+        QCOMPARE(rows.front().data(EventListModel::EntryIndexRole).toLongLong(), view.model()->entryOfRow(row));
         // Scrolled into view.
-        const QRect rect = view.table()->visualRect(view.model()->index(row, 0));
-        QVERIFY(view.table()->viewport()->rect().intersects(rect));
+        QVERIFY(view.table()->viewport()->rect().contains(view.visualRect(row)));
     }
 
     void cursorOnFilteredOutEntry()
@@ -644,16 +696,18 @@ private Q_SLOTS:
         s->setCursor(27); // after entry 26, a free_completed: filtered out
         QCOMPARE(s->entries()[26].action, Action::FreeCompleted);
         QVERIFY(view.table()->selectionModel()->selectedRows().isEmpty());
+        QCOMPARE(view.selectedRow(), -1);
         int64_t lastAlloc = 26;
         while (s->entries()[size_t(lastAlloc)].action != Action::Alloc)
             --lastAlloc;
         const int near = view.model()->rowAtOrBefore(26);
         QCOMPARE(view.model()->entryOfRow(near), lastAlloc); // the last alloc before it is current, unselected
-        QCOMPARE(view.table()->currentIndex().row(), near);
+        QCOMPARE(view.currentRow(), near);
+        QCOMPARE(view.table()->currentIndex().data(EventListModel::EntryIndexRole).toLongLong(), qlonglong(lastAlloc));
         QCOMPARE(s->cursor(), int64_t(27));
         s->setCursor(lastAlloc + 1); // after that alloc: shown and selected
         QCOMPARE(view.table()->selectionModel()->selectedRows().size(), 1);
-        QCOMPARE(view.table()->selectionModel()->selectedRows().front().row(), near);
+        QCOMPARE(view.selectedRow(), near);
         QCOMPARE(s->cursor(), lastAlloc + 1);
     }
 
@@ -717,11 +771,10 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitForWindowExposed(&view));
         QVERIFY(waitReady(*view.model()));
         QTableView* table = view.table();
-        const QModelIndex index = view.model()->index(1, EventListModel::AddressColumn); // entry 1: an alloc
-        table->scrollToTop(); // the view starts at the cursor: the final state, at the bottom
+        view.scrollToRow(0); // the view starts at the cursor: the final state, at the bottom
         // Two moves: a move to where the (synthetic) mouse already is delivers nothing.
-        QTest::mouseMove(table->viewport(), table->visualRect(view.model()->index(3, 0)).center());
-        QTest::mouseMove(table->viewport(), table->visualRect(index).center());
+        QTest::mouseMove(table->viewport(), view.visualRect(3).center());
+        QTest::mouseMove(table->viewport(), view.visualRect(1, EventListModel::AddressColumn).center()); // an alloc
         QTRY_COMPARE(s->hovered(), s->replay().allocationOfEntry(1));
         QVERIFY(s->hovered() != model::NoAllocation);
     }
@@ -775,7 +828,7 @@ private Q_SLOTS:
             }
             qInfo("%s: data(DisplayRole) of all 7 columns: %.2f us per row (%lld chars)", what,
                   double(t.nsecsElapsed()) / 1e3 / Rows, qlonglong(chars));
-            QScrollBar* bar = view.table()->verticalScrollBar();
+            QScrollBar* bar = view.scrollBar();
             constexpr int Pages = 200;
             t.restart();
             for (int i = 0; i < Pages; ++i) {

@@ -12,7 +12,9 @@
 
 #include <QAbstractItemModelTester>
 #include <QDir>
+#include <QScrollBar>
 #include <QSignalSpy>
+#include <QTableView>
 #include <QTest>
 
 #include <thread>
@@ -183,6 +185,9 @@ void TestLiveDocument::viewsFollowGrowth()
     QVERIFY(events);
     EventListModel* model = events->model();
     QAbstractItemModelTester tester(model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    // The table's window onto the model's rows (views/eventlistview.h), as it follows the growth.
+    QAbstractItemModelTester windowTester(events->table()->model(),
+                                          QAbstractItemModelTester::FailureReportingMode::QtTest);
     QTRY_COMPARE(model->rowCount(), 2000);
     // The timeline renders its plot in a job that reads the document (its read lock held), and a flush meanwhile
     // leaves the entries queued (the LiveController tries again): the flushes below come after it.
@@ -212,6 +217,11 @@ void TestLiveDocument::viewsFollowGrowth()
     QCOMPARE(session->cursor(), 1000);
     QCOMPARE(timeline->visibleRange(), zoomed);
     QCOMPARE(model->rowCount(), 5000);
+    // The event table's scroll bar spans the grown rows; the cursor's row (entry 999) stays selected and in view.
+    QCOMPARE(events->scrollBar()->maximum(), 5000 - events->scrollBar()->pageStep());
+    QCOMPARE(events->selectedRow(), 999);
+    QVERIFY(events->table()->viewport()->rect().contains(events->visualRect(999)));
+    QVERIFY(events->table()->model()->rowCount() < 100);
     // One key returns to live.
     session->setCursor(session->entryCount());
     QVERIFY(session->isFollowing());
