@@ -506,6 +506,8 @@ private:
         // The big arrays of a build are filled by appends: their pages are made present on another core first
         // (model/prefault.h), as the parse does for the trace.
         prefaultSpare(m_records);
+        m_allocOrder.reserve(m_n / 3 + 64);
+        prefaultSpare(m_allocOrder);
         for (const Segment& seg : m_snapshot.segments) {
             if (seg.device != m_r.m_device)
                 continue;
@@ -577,6 +579,7 @@ private:
                     warn(index, "an alloc of a block pending free with no free_requested after it");
                 m_open.erase(e.addr);
                 m_entryRecord[j] = id;
+                m_allocOrder.push_back(id);
                 break;
             }
             case Action::FreeRequested: {
@@ -749,18 +752,21 @@ private:
 
     // --- ordering ------------------------------------------------------------------------------------------
 
-    // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order.
+    // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order (the
+    // backward pass matched them in the reverse order).
     void orderAllocations()
     {
-        std::vector<uint32_t> order;
-        order.reserve(m_records.size());
-        prefaultSpare(order);
-        m_open.forEach([&](DeviceAddr, uint32_t id) { order.push_back(id); });
-        std::sort(order.begin(), order.end(),
+        // The records still open are those from before the trace (allocIndex -1); every other one met its alloc.
+        std::vector<uint32_t> before;
+        m_open.forEach([&](DeviceAddr, uint32_t id) { before.push_back(id); });
+        std::sort(before.begin(), before.end(),
                   [&](uint32_t a, uint32_t b) { return m_records[a].address < m_records[b].address; });
-        for (size_t j = 0; j < m_n; ++j)
-            if (m_entries[j].action == Action::Alloc && m_entryRecord[j] != None)
-                order.push_back(m_entryRecord[j]);
+        m_preTraceAllocs = uint32_t(before.size());
+        // In the backward pass's array, so that the order costs no second array of one id per allocation.
+        std::vector<uint32_t> order = std::move(m_allocOrder);
+        std::reverse(order.begin(), order.end());
+        order.reserve(m_records.size());
+        order.insert(order.begin(), before.begin(), before.end());
         // Records neither matched to an alloc nor open (none in a consistent trace) cannot exist: every record is
         // created open and leaves the open set only at its alloc.
         assert(order.size() == m_records.size());
@@ -778,8 +784,9 @@ private:
         for (uint32_t& id : m_entryRecord)
             id = id == None ? None : newId[id];
         m_r.m_entryAllocation = std::move(m_entryRecord);
-        m_preTraceAllocs = uint32_t(std::count_if(allocations.begin(), allocations.end(),
-                                                  [](const Allocation& a) { return a.allocIndex < 0; }));
+        assert(size_t(m_preTraceAllocs)
+               == size_t(std::count_if(allocations.begin(), allocations.end(),
+                                       [](const Allocation& a) { return a.allocIndex < 0; })));
     }
 
     void orderPieces()
@@ -1138,6 +1145,7 @@ private:
 
     // Backward pass.
     std::vector<Allocation> m_records; // creation order (by free, newest first)
+    std::vector<uint32_t> m_allocOrder; // the records matched to an alloc entry, newest alloc first
     AddressMap m_open; // address -> record live at the current point
     GrowingArray<uint32_t> m_entryRecord; // per entry: the record it changed
     std::vector<SegmentPiece> m_pieces;
