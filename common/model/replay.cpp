@@ -1,7 +1,8 @@
 // The replay engine (see replay.h): a backward pass from the final state resolves every allocation and segment
 // lifetime, a forward pass builds the per-index series and the checkpoints, and queries combine a checkpoint with
-// the lifetimes that begin after it. Building is single-threaded and owns all of its scratch; queries are const
-// and use only the caller's buffers, so any number of threads may query one Replay at once.
+// the lifetimes that begin after it. A build runs on the calling thread, which owns all of its scratch, and on one
+// helper thread it starts and joins: during the forward pass that one packs the series (ChunkPipe below). Queries are
+// const and use only the caller's buffers, so any number of threads may query one Replay at once.
 //
 // Undo rules (the inverse of what c10/cuda/CUDACachingAllocator.cpp records, as torch/utils/viz/MemoryViz.js
 // applies them in simulate_memory):
@@ -28,7 +29,16 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <unordered_map>
+
+#include <pthread.h>
 
 namespace memscope::model {
 
@@ -309,6 +319,117 @@ namespace {
         }
     }
 
+    // A single-producer, single-consumer pipe of values in chunks, drained by a thread of its own. The producer (the
+    // thread that made the pipe; push, finish and the destructor are its) fills a chunk in place and hands it over
+    // whole, so the two threads meet once per ChunkSize values, under one mutex; at most Chunks chunks are in the
+    // pipe, and the producer waits when the consumer is that far behind (the pipe's memory is fixed: 4 chunks).
+    // The consumer thread calls `consume` on each chunk in order and touches nothing else of the pipe's. finish()
+    // hands over the last chunk and waits until all are consumed; the destructor cuts the pipe short, waiting only
+    // for the chunk being consumed (a build that was stopped). An exception the consumer throws is rethrown to the
+    // producer at its next hand-over or at finish().
+    template <typename T> class ChunkPipe {
+    public:
+        static constexpr size_t ChunkSize = 2048, Chunks = 4;
+        using Consume = std::function<void(const T* values, size_t count)>;
+
+        ChunkPipe(const char* threadName, Consume consume)
+            : m_consume(std::move(consume))
+            , m_buffer(std::make_unique<T[]>(Chunks * ChunkSize))
+            , m_fill(m_buffer.get())
+            , m_thread([this, threadName] {
+                pthread_setname_np(pthread_self(), threadName);
+                run();
+            })
+        {
+        }
+        ChunkPipe(const ChunkPipe&) = delete;
+        ChunkPipe& operator=(const ChunkPipe&) = delete;
+        ~ChunkPipe() { stop(); }
+
+        void push(const T& value)
+        {
+            m_fill[m_filled] = value;
+            if (++m_filled == ChunkSize)
+                handOver();
+        }
+
+        // Waits until every value pushed is consumed, then ends the thread.
+        void finish()
+        {
+            if (m_filled > 0)
+                handOver();
+            std::unique_lock lock(m_mutex);
+            m_room.wait(lock, [&] { return m_consumed == m_produced || m_error; });
+            lock.unlock();
+            stop();
+            if (m_error)
+                std::rethrow_exception(m_error);
+        }
+
+    private:
+        void handOver()
+        {
+            std::unique_lock lock(m_mutex);
+            m_counts[m_produced % Chunks] = m_filled;
+            ++m_produced;
+            m_work.notify_one();
+            m_room.wait(lock, [&] { return m_produced - m_consumed < Chunks || m_error; });
+            if (m_error)
+                std::rethrow_exception(m_error);
+            // Neither this chunk nor any chunk after it is the consumer's until handed over.
+            m_fill = m_buffer.get() + (m_produced % Chunks) * ChunkSize;
+            m_filled = 0;
+        }
+
+        void stop()
+        {
+            if (!m_thread.joinable())
+                return;
+            {
+                const std::lock_guard lock(m_mutex);
+                m_stop = true;
+            }
+            m_work.notify_one();
+            m_thread.join();
+        }
+
+        void run()
+        {
+            std::unique_lock lock(m_mutex);
+            for (;;) {
+                m_work.wait(lock, [&] { return m_stop || m_consumed < m_produced; });
+                if (m_stop)
+                    return;
+                const size_t chunk = m_consumed % Chunks, count = m_counts[chunk];
+                lock.unlock();
+                try {
+                    m_consume(m_buffer.get() + chunk * ChunkSize, count);
+                } catch (...) {
+                    lock.lock();
+                    m_error = std::current_exception();
+                    m_room.notify_one();
+                    return;
+                }
+                lock.lock();
+                ++m_consumed;
+                m_room.notify_one();
+            }
+        }
+
+        const Consume m_consume;
+        const std::unique_ptr<T[]> m_buffer;
+        T* m_fill; // the producer's chunk
+        size_t m_filled = 0; // values in it
+        std::mutex m_mutex; // guards what follows
+        std::condition_variable m_work; // the consumer waits for a chunk (or m_stop)
+        std::condition_variable m_room; // the producer waits for a free chunk (or all consumed, or m_error)
+        size_t m_counts[Chunks] = {}; // values in each chunk handed over
+        size_t m_produced = 0, m_consumed = 0; // chunks handed over / consumed so far
+        bool m_stop = false;
+        std::exception_ptr m_error;
+        std::thread m_thread; // last: starts once the members above exist
+    };
+
     template <typename T> size_t bytesOf(const std::vector<T>& v) { return v.capacity() * sizeof(T); }
     template <typename T> size_t bytesOf(const GrowingArray<T>& v) { return v.memoryBytes(); }
     size_t bytesOf(const PackedSeries& v) { return v.memoryBytes(); }
@@ -385,6 +506,8 @@ private:
         // The big arrays of a build are filled by appends: their pages are made present on another core first
         // (model/prefault.h), as the parse does for the trace.
         prefaultSpare(m_records);
+        m_allocOrder.reserve(m_n / 3 + 64);
+        prefaultSpare(m_allocOrder);
         for (const Segment& seg : m_snapshot.segments) {
             if (seg.device != m_r.m_device)
                 continue;
@@ -456,6 +579,7 @@ private:
                     warn(index, "an alloc of a block pending free with no free_requested after it");
                 m_open.erase(e.addr);
                 m_entryRecord[j] = id;
+                m_allocOrder.push_back(id);
                 break;
             }
             case Action::FreeRequested: {
@@ -628,18 +752,21 @@ private:
 
     // --- ordering ------------------------------------------------------------------------------------------
 
-    // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order.
+    // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order (the
+    // backward pass matched them in the reverse order).
     void orderAllocations()
     {
-        std::vector<uint32_t> order;
-        order.reserve(m_records.size());
-        prefaultSpare(order);
-        m_open.forEach([&](DeviceAddr, uint32_t id) { order.push_back(id); });
-        std::sort(order.begin(), order.end(),
+        // The records still open are those from before the trace (allocIndex -1); every other one met its alloc.
+        std::vector<uint32_t> before;
+        m_open.forEach([&](DeviceAddr, uint32_t id) { before.push_back(id); });
+        std::sort(before.begin(), before.end(),
                   [&](uint32_t a, uint32_t b) { return m_records[a].address < m_records[b].address; });
-        for (size_t j = 0; j < m_n; ++j)
-            if (m_entries[j].action == Action::Alloc && m_entryRecord[j] != None)
-                order.push_back(m_entryRecord[j]);
+        m_preTraceAllocs = uint32_t(before.size());
+        // In the backward pass's array, so that the order costs no second array of one id per allocation.
+        std::vector<uint32_t> order = std::move(m_allocOrder);
+        std::reverse(order.begin(), order.end());
+        order.reserve(m_records.size());
+        order.insert(order.begin(), before.begin(), before.end());
         // Records neither matched to an alloc nor open (none in a consistent trace) cannot exist: every record is
         // created open and leaves the open set only at its alloc.
         assert(order.size() == m_records.size());
@@ -657,8 +784,9 @@ private:
         for (uint32_t& id : m_entryRecord)
             id = id == None ? None : newId[id];
         m_r.m_entryAllocation = std::move(m_entryRecord);
-        m_preTraceAllocs = uint32_t(std::count_if(allocations.begin(), allocations.end(),
-                                                  [](const Allocation& a) { return a.allocIndex < 0; }));
+        assert(size_t(m_preTraceAllocs)
+               == size_t(std::count_if(allocations.begin(), allocations.end(),
+                                       [](const Allocation& a) { return a.allocIndex < 0; })));
     }
 
     void orderPieces()
@@ -872,10 +1000,12 @@ private:
         pos[id] = None;
     }
 
+    // The series values of state `index` go down the pipe (see m_seriesPipe); the checkpoint is this thread's.
     void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
     {
-        if (!m_r.recordState(index, { m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() }, m_liveAllocs,
-                             m_livePieces, m_gaps.count(), nextAlloc, nextPiece, m_options, m_sortScratch))
+        m_seriesPipe->push({ m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() });
+        if (!m_r.recordCheckpoint(index, m_liveAllocs, m_livePieces, m_gaps.count(), nextAlloc, nextPiece, m_options,
+                                  m_sortScratch))
             return;
         m_sortScratch.clear();
         m_gaps.forEach([&](uint32_t, uint32_t end, uint32_t id) {
@@ -930,6 +1060,12 @@ private:
         m_r.m_peakAllocated = { m_allocated, 0 };
         m_r.m_peakActive = { m_active, 0 };
         m_r.m_peakReserved = { m_reserved, 0 };
+        // From here until finish() the pipe's thread alone touches the series and the peaks: it packs the values of
+        // states 0, 1, ... in order while this thread goes on with the next states.
+        m_seriesPipe.emplace("memscope-series", [this](const Replay::StateTotals* totals, size_t count) {
+            for (size_t k = 0; k < count; ++k)
+                m_r.recordSeries(TraceIndex(m_r.m_series.size()), totals[k]);
+        });
         recordState(0, nextAlloc, nextPiece);
 
         size_t nextEnd = 0;
@@ -984,6 +1120,8 @@ private:
             recordState(index + 1, nextAlloc, nextPiece);
         }
 
+        m_seriesPipe->finish();
+
         // The final snapshot says what each inactive block carries at the end: a free block from before the trace
         // that survived takes it from there on, and where the rules came to another request (a trace with estimated
         // block sizes) the snapshot's holds at the last index.
@@ -1007,6 +1145,7 @@ private:
 
     // Backward pass.
     std::vector<Allocation> m_records; // creation order (by free, newest first)
+    std::vector<uint32_t> m_allocOrder; // the records matched to an alloc entry, newest alloc first
     AddressMap m_open; // address -> record live at the current point
     GrowingArray<uint32_t> m_entryRecord; // per entry: the record it changed
     std::vector<SegmentPiece> m_pieces;
@@ -1028,6 +1167,9 @@ private:
     std::vector<uint32_t> m_livePieces, m_piecePos;
     std::vector<std::pair<DeviceAddr, uint32_t>> m_sortScratch;
     ByteCount m_allocated = 0, m_active = 0, m_reserved = 0, m_requested = 0;
+    // Packing the series (a quarter of the forward pass's time, PackedSeries::push_back and seal) runs on a thread of
+    // its own, fed by the forward pass through a pipe; a stopped build's pipe is cut short when the builder goes.
+    std::optional<ChunkPipe<Replay::StateTotals>> m_seriesPipe;
 };
 
 Replay Replay::build(const Snapshot& snapshot, int device, const ReplayOptions& options)
@@ -1047,10 +1189,7 @@ std::vector<Replay> Replay::buildAll(const Snapshot& snapshot, const ReplayOptio
     return replays;
 }
 
-bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
-                         std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc,
-                         uint32_t nextPiece, const ReplayOptions& options,
-                         std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+void Replay::recordSeries(TraceIndex index, const StateTotals& totals)
 {
     ReplaySeries& s = m_series;
     s.allocated.push_back(totals.allocated);
@@ -1067,7 +1206,13 @@ bool Replay::recordState(TraceIndex index, const StateTotals& totals, std::span<
     peak(m_peakAllocated, totals.allocated);
     peak(m_peakActive, totals.active);
     peak(m_peakReserved, totals.reserved);
+}
 
+bool Replay::recordCheckpoint(TraceIndex index, std::span<const uint32_t> liveAllocs,
+                              std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc,
+                              uint32_t nextPiece, const ReplayOptions& options,
+                              std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+{
     // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
     const size_t live = liveAllocs.size() + livePieces.size() + freeBlocks;
     const size_t spacing = std::max<size_t>(options.minCheckpointInterval, options.checkpointSpacing * live);

@@ -267,7 +267,17 @@ private:
     // free blocks live at `index`.
     bool recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
                      std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc, uint32_t nextPiece,
-                     const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
+                     const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+    {
+        recordSeries(index, totals);
+        return recordCheckpoint(index, liveAllocs, livePieces, freeBlocks, nextAlloc, nextPiece, options, scratch);
+    }
+    // recordState's two halves, which touch disjoint members: the series and the peaks, and the checkpoints (which
+    // read the allocations, pieces and labels). ReplayBuilder runs them on two threads.
+    void recordSeries(TraceIndex index, const StateTotals& totals);
+    bool recordCheckpoint(TraceIndex index, std::span<const uint32_t> liveAllocs, std::span<const uint32_t> livePieces,
+                          size_t freeBlocks, uint32_t nextAlloc, uint32_t nextPiece, const ReplayOptions& options,
+                          std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
     // The labels of the free blocks live at the checkpoint just kept: (end, label id) pairs, any order. Every
     // label made so far has an index at or before the checkpoint's.
     void checkpointLabels(std::vector<std::pair<DeviceAddr, uint32_t>>& byEnd);
