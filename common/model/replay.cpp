@@ -780,7 +780,9 @@ private:
             newId[id] = uint32_t(allocations.size());
             allocations.push_back(m_records[id]);
         }
-        m_records = {};
+        // Freed now, not with the builder: `m_records = {}` picked vector's initializer-list assignment, which keeps
+        // the capacity (one Allocation per allocation: 210 MB of a 1 GB snapshot's build, through the forward pass).
+        std::vector<Allocation>().swap(m_records);
         for (uint32_t& id : m_entryRecord)
             id = id == None ? None : newId[id];
         m_r.m_entryAllocation = std::move(m_entryRecord);
