@@ -130,6 +130,7 @@ BENCHMARK(BM_LiveEndToEnd)
     ->Args({ 200000, 3 })
     ->Args({ 2000000, 3 })
     ->Args({ 2000000, 10 })
+    ->Args({ 1000000, 20 }) // 20 M events at a rate both cores keep up with here
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 
