@@ -22,22 +22,22 @@ namespace {
     constexpr const char* CopyMarker = "MEMSCOPE_TUNED_COPY";
     constexpr const char* UserTunables = "MEMSCOPE_USER_GLIBC_TUNABLES";
 
-    bool sanitized()
-    {
+} // namespace
+
+bool sanitizerAllocator()
+{
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-        return true; // the sanitizer's allocator replaces glibc's: the tunable would do nothing
+    return true; // the sanitizer's allocator replaces glibc's: the tunable would do nothing
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-        return true;
+    return true;
 #else
-        return false;
+    return false;
 #endif
 #else
-        return false;
+    return false;
 #endif
-    }
-
-} // namespace
+}
 
 std::optional<std::string> tunablesWithHugePages(const char* current)
 {
@@ -83,7 +83,7 @@ bool restoreUserTunables()
 void tuneProcessMemory(char** argv)
 {
 #ifdef __GLIBC__
-    if (!restoreUserTunables() && !sanitized() && argv && argv[0]) {
+    if (!restoreUserTunables() && !sanitizerAllocator() && argv && argv[0]) {
         std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
         const std::string enabled((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
         const char* current = std::getenv(TunablesVariable);

@@ -33,6 +33,10 @@ std::optional<std::string> tunablesWithHugePages(const char* current);
 // madvise selected. Pure.
 bool hugePagesOnRequest(const std::string& enabledFile);
 
+// True where this build's allocator is a sanitizer's (AddressSanitizer, ThreadSanitizer), not glibc's: the tunable
+// would do nothing, and tuneProcessMemory starts no copy. Pure.
+bool sanitizerAllocator();
+
 // In a copy started by tuneProcessMemory: puts GLIBC_TUNABLES back as the user gave it (or unsets it) and removes
 // the markers; true where it did. Elsewhere changes nothing and returns false. Not thread-safe (setenv).
 bool restoreUserTunables();

@@ -70,6 +70,14 @@ bool waitReady(EventListModel& model)
     return true;
 }
 
+// Shows `view` at `size`, exposed, with its model's first population done.
+bool showReady(EventListView& view, QSize size)
+{
+    view.resize(size);
+    view.show();
+    return QTest::qWaitForWindowExposed(&view) && waitReady(*view.model());
+}
+
 bool applyFilter(EventListModel& model, const EventFilter& filter)
 {
     QSignalSpy spy(&model, &EventListModel::rowsReady);
@@ -549,10 +557,7 @@ private Q_SLOTS:
         auto s = session(file.toStdString());
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1000, 600);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1000, 600)));
         QSignalSpy cursorSpy(s.get(), &Session::cursorChanged);
         QTableView* table = view.table();
         view.scrollToRow(entry);
@@ -576,10 +581,7 @@ private Q_SLOTS:
         auto s = session("transformer_train.pickle");
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1000, 600);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1000, 600)));
         s->setCursor(101); // selects entry 100
         view.table()->setFocus();
         QTest::keyClick(view.table(), Qt::Key_Down);
@@ -616,10 +618,7 @@ private Q_SLOTS:
         auto s = session("big_trace.pickle.xz");
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1000, 600);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1000, 600)));
         QScrollBar* bar = view.scrollBar();
         QCOMPARE(bar->maximum(), view.model()->rowCount() - bar->pageStep());
         bar->setValue(200000);
@@ -658,10 +657,7 @@ private Q_SLOTS:
         auto s = session(file.toStdString());
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1000, 600);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1000, 600)));
         QSignalSpy cursorSpy(s.get(), &Session::cursorChanged);
         QSignalSpy selectionSpy(s.get(), &Session::selectionChanged);
         s->setCursor(cursor == 0 ? 1 : 0); // start somewhere else
@@ -716,10 +712,7 @@ private Q_SLOTS:
         auto s = session("transformer_train.pickle");
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1200, 600);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1200, 600)));
         auto* search = view.findChild<QLineEdit*>(QStringLiteral("searchEdit"));
         auto* minSize = view.findChild<QLineEdit*>(QStringLiteral("minSizeEdit"));
         auto* streams = view.findChild<QComboBox*>(QStringLiteral("streamCombo"));
@@ -766,10 +759,7 @@ private Q_SLOTS:
         auto s = session("multistream.pickle");
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1000, 600);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1000, 600)));
         QTableView* table = view.table();
         view.scrollToRow(0); // the view starts at the cursor: the final state, at the bottom
         // Two moves: a move to where the (synthetic) mouse already is delivers nothing.
@@ -787,10 +777,7 @@ private Q_SLOTS:
         auto s = session(file.toStdString());
         QVERIFY(s);
         EventListView view(s.get());
-        view.resize(1200, 700);
-        view.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&view));
-        QVERIFY(waitReady(*view.model()));
+        QVERIFY(showReady(view, QSize(1200, 700)));
         s->setCursor(s->entryCount() / 2); // a selected row in the middle
         const QString name = QStringLiteral("eventlist_")
             + QString(file).remove(QStringLiteral(".pickle")).remove(QStringLiteral(".xz"));
@@ -809,10 +796,7 @@ private Q_SLOTS:
             QElapsedTimer t;
             t.start();
             EventListView view(&s);
-            view.resize(1200, 700);
-            view.show();
-            QVERIFY(QTest::qWaitForWindowExposed(&view));
-            QVERIFY(waitReady(*view.model()));
+            QVERIFY(showReady(view, QSize(1200, 700)));
             qInfo("%s: %lld entries; first population (versions + identity rows) incl. show: %lld ms", what,
                   qlonglong(view.model()->rowCount()), qlonglong(t.elapsed()));
             EventListModel& model = *view.model();

@@ -37,15 +37,6 @@ QStringList startEnvironment(qint64 pid)
     return out;
 }
 
-bool builtWithSanitizer()
-{
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    return true;
-#else
-    return false;
-#endif
-}
-
 } // namespace
 
 class TestProcessMemory : public QObject {
@@ -168,7 +159,7 @@ void TestProcessMemory::programRunsAsItsTunedCopy()
     QFETCH(QString, copyTunables);
     std::ifstream modeFile("/sys/kernel/mm/transparent_hugepage/enabled");
     const std::string mode((std::istreambuf_iterator<char>(modeFile)), std::istreambuf_iterator<char>());
-    if (copied && (!model::hugePagesOnRequest(mode) || builtWithSanitizer()))
+    if (copied && (!model::hugePagesOnRequest(mode) || model::sanitizerAllocator()))
         QSKIP("transparent huge pages are not on request here, or the programs use a sanitizer's allocator");
 
     // memscope-cli opens the FIFO and waits there for a writer: long enough to read its environment.
