@@ -11,6 +11,7 @@
 #include <QStringBuilder>
 
 #include <algorithm>
+#include <atomic>
 
 namespace memscope::app {
 
@@ -27,6 +28,8 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
     uint64_t total = 0, before = 0;
     for (const auto& trace : snapshot->deviceTraces)
         total += trace.size();
+    const std::vector<int> shown = devicesWithData(*snapshot, devices);
+    const int first = shown.empty() ? 0 : shown.front();
     for (int d = 0; d < devices; ++d) {
         const uint64_t entries
             = size_t(d) < snapshot->deviceTraces.size() ? snapshot->deviceTraces[size_t(d)].size() : 0;
@@ -34,6 +37,20 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
         if (progress && total > 0)
             options.progress
                 = [&](double done) { return progress((double(before) + done * double(entries)) / double(total)); };
+        if (d == first) {
+            // The timeline's items of the device shown first, built beside its replay's forward pass.
+            options.beside = [&doc, d](std::span<const Allocation> allocations, std::span<const SegmentPiece> pieces,
+                                       int64_t entryCount, const std::atomic<bool>& stop) {
+                auto allocs = std::make_shared<const TimelineItems>(
+                    TimelineItems::fromAllocations(allocations, entryCount, &stop));
+                if (stop)
+                    return;
+                doc->firstItems.pieces
+                    = std::make_shared<const TimelineItems>(TimelineItems::fromSegments(pieces, entryCount));
+                doc->firstItems.allocs = std::move(allocs);
+                doc->firstItems.device = d;
+            };
+        }
         doc->replays.push_back(Replay::build(*snapshot, d, options));
         if (doc->replays.back().stopped())
             return nullptr;
@@ -71,11 +88,10 @@ void Session::documentGrew()
     }
 }
 
-std::vector<int> Session::devices() const
+std::vector<int> devicesWithData(const Snapshot& s, int deviceCount)
 {
     std::vector<int> out;
-    const Snapshot& s = snapshot();
-    for (int d = 0; d < int(m_document->replays.size()); ++d) {
+    for (int d = 0; d < deviceCount; ++d) {
         const bool hasTrace = size_t(d) < s.deviceTraces.size() && !s.deviceTraces[size_t(d)].empty();
         const bool hasSegment
             = std::any_of(s.segments.begin(), s.segments.end(), [d](const Segment& seg) { return seg.device == d; });
@@ -83,6 +99,11 @@ std::vector<int> Session::devices() const
             out.push_back(d);
     }
     return out;
+}
+
+std::vector<int> Session::devices() const
+{
+    return devicesWithData(snapshot(), int(m_document->replays.size()));
 }
 
 void Session::setDevice(int device)

@@ -7,6 +7,7 @@
 #include "model/landmarks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
+#include "model/timeline.h"
 
 #include <QObject>
 #include <QString>
@@ -31,6 +32,13 @@ struct Document {
     // the final state (model/consistency.h). Set by makeDocument; a live document has none.
     std::vector<model::LoadWarning> warnings;
     std::shared_ptr<std::shared_mutex> growth; // set on live documents only
+    // The timeline's items (model/timeline.h) of the device a Session shows first, built by makeDocument beside
+    // that device's replay (its forward pass), so that the timeline does not build them after the load. Null where
+    // not built (a live document) or for another device.
+    struct FirstItems {
+        int device = -1;
+        std::shared_ptr<const model::TimelineItems> allocs, pieces;
+    } firstItems;
 
     // Holds off growth while held (an empty lock for a file's Document, which never changes).
     std::shared_lock<std::shared_mutex> readLock() const
@@ -39,6 +47,9 @@ struct Document {
     }
     bool isLive() const { return growth != nullptr; }
 };
+
+// The devices with a segment or a trace entry, ascending, among the `deviceCount` first (Session::devices()).
+std::vector<int> devicesWithData(const model::Snapshot& snapshot, int deviceCount);
 
 // Builds a Document (replays of every device). Pure; any thread. `progress`, when given, is called now and then
 // with the share done, in [0, 1]; when it returns false the build stops and the result is null.

@@ -237,8 +237,14 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
     data->timeAxis = timeAxisFor(request, base && !(changes & TimelineDataRequest::Items) ? base->timeAxis : nullptr,
                                  entries, replay.entryCount());
     if (changes & TimelineDataRequest::Items) {
-        data->allocs = std::make_shared<const TimelineItems>(TimelineItems::fromAllocations(replay));
-        data->pieces = std::make_shared<const TimelineItems>(TimelineItems::fromSegments(replay));
+        const Document::FirstItems& first = request.document->firstItems;
+        if (first.device == request.device && first.allocs && first.allocs->entryCount == replay.entryCount()) {
+            data->allocs = first.allocs; // built beside the replay (makeDocument)
+            data->pieces = first.pieces;
+        } else {
+            data->allocs = std::make_shared<const TimelineItems>(TimelineItems::fromAllocations(replay));
+            data->pieces = std::make_shared<const TimelineItems>(TimelineItems::fromSegments(replay));
+        }
     } else {
         data->allocs = base->allocs;
         data->pieces = base->pieces;

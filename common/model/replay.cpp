@@ -461,6 +461,8 @@ public:
         }
         m_r.m_entryCount = int64_t(m_n);
     }
+    // A build that threw waits here for its work beside (ReplayOptions::beside), which reads the Replay's arrays.
+    ~ReplayBuilder() { finishBeside(true); }
 
     void run()
     {
@@ -470,8 +472,11 @@ public:
             return;
         orderAllocations();
         orderPieces();
+        if (m_options.beside)
+            startBeside();
         buildCoordinates();
         replayForward();
+        finishBeside(m_r.m_stopped);
     }
 
 private:
@@ -1139,6 +1144,31 @@ private:
         });
     }
 
+    // ReplayOptions::beside, on a thread of its own from when the allocations and pieces are final.
+    void startBeside()
+    {
+        m_beside = std::thread([this] {
+            pthread_setname_np(pthread_self(), "memscope-beside");
+            try {
+                const auto& allocations = m_r.m_allocations;
+                m_options.beside(std::span<const Allocation>(allocations.data(), allocations.size()), m_r.m_pieces,
+                                 m_r.m_entryCount, m_besideStop);
+            } catch (...) {
+                m_besideError = std::current_exception();
+            }
+        });
+    }
+    void finishBeside(bool stop)
+    {
+        if (!m_beside.joinable())
+            return;
+        if (stop)
+            m_besideStop = true;
+        m_beside.join();
+        if (m_besideError && !stop)
+            std::rethrow_exception(std::exchange(m_besideError, nullptr));
+    }
+
     const Snapshot& m_snapshot;
     const ReplayOptions m_options;
     Replay& m_r;
@@ -1172,6 +1202,9 @@ private:
     // Packing the series (a quarter of the forward pass's time, PackedSeries::push_back and seal) runs on a thread of
     // its own, fed by the forward pass through a pipe; a stopped build's pipe is cut short when the builder goes.
     std::optional<ChunkPipe<Replay::StateTotals>> m_seriesPipe;
+    std::atomic<bool> m_besideStop { false };
+    std::exception_ptr m_besideError;
+    std::thread m_beside;
 };
 
 Replay Replay::build(const Snapshot& snapshot, int device, const ReplayOptions& options)

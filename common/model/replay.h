@@ -15,6 +15,7 @@
 #include "model/packedseries.h"
 #include "model/snapshot.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -185,6 +186,14 @@ struct ReplayOptions {
     // done, in [0, 1]; returning false stops it: the replay is then incomplete (Replay::stopped()) and of no use
     // but to be dropped. Empty: the build runs to the end unasked.
     std::function<bool(double done)> progress {};
+    // Work that derives from the allocations and segment pieces alone (the timeline's items): when set, the build
+    // runs it on a thread of its own as soon as both are final, beside the forward pass (about half of the build),
+    // and waits for it before it returns or throws (an exception of the work's own is rethrown by build()). The
+    // spans are the Replay's own arrays, which keep their storage wherever the Replay is moved. `stop` is set when
+    // the build stops early or fails: the work should then end soon, its result being of no use.
+    std::function<void(std::span<const Allocation> allocations, std::span<const SegmentPiece> pieces,
+                       int64_t entryCount, const std::atomic<bool>& stop)>
+        beside {};
 };
 
 class Replay {

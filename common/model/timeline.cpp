@@ -67,15 +67,25 @@ void TimelineItems::finish()
 
 TimelineItems TimelineItems::fromAllocations(const Replay& replay)
 {
-    TimelineItems items;
-    items.entryCount = replay.entryCount();
     const auto& allocs = replay.allocations();
+    return fromAllocations(std::span<const Allocation>(allocs.data(), allocs.size()), replay.entryCount());
+}
+
+TimelineItems TimelineItems::fromAllocations(std::span<const Allocation> allocs, int64_t entryCount,
+                                             const std::atomic<bool>* stop)
+{
+    TimelineItems items;
+    items.entryCount = entryCount;
     items.begin.reserve(allocs.size());
     items.end.reserve(allocs.size());
     items.size.reserve(allocs.size());
     items.pendingFrom.reserve(allocs.size());
     items.address.reserve(allocs.size());
-    for (const Allocation& a : allocs) {
+    constexpr size_t StopCheck = size_t(1) << 20; // allocations between two looks at `stop`
+    for (size_t i = 0; i < allocs.size(); ++i) {
+        if (stop && i % StopCheck == 0 && stop->load(std::memory_order_relaxed))
+            return items;
+        const Allocation& a = allocs[i];
         items.begin.push_back(a.allocIndex);
         items.end.push_back(a.freeCompletedIndex);
         items.size.push_back(a.size);
@@ -91,9 +101,13 @@ TimelineItems TimelineItems::fromAllocations(const Replay& replay)
 
 TimelineItems TimelineItems::fromSegments(const Replay& replay)
 {
+    return fromSegments(replay.segmentPieces(), replay.entryCount());
+}
+
+TimelineItems TimelineItems::fromSegments(std::span<const SegmentPiece> pieces, int64_t entryCount)
+{
     TimelineItems items;
-    items.entryCount = replay.entryCount();
-    const auto& pieces = replay.segmentPieces();
+    items.entryCount = entryCount;
     for (const SegmentPiece& p : pieces) {
         items.begin.push_back(p.beginIndex);
         items.end.push_back(p.endIndex);

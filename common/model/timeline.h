@@ -12,6 +12,7 @@
 
 #include "model/replay.h"
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -40,6 +41,7 @@ struct TimelineItems {
     std::vector<TraceIndex> pendingByPending; // pendingFrom[byPending[i]]
 
     size_t count() const { return begin.size(); }
+    bool operator==(const TimelineItems&) const = default; // every member (tests)
     bool liveAt(TimelineItem k, int64_t state) const { return begin[k] < state && state <= end[k]; }
 
     // Every allocation of `replay` (item k = allocation k; size = block bytes, as ReplaySeries::active counts;
@@ -47,6 +49,11 @@ struct TimelineItems {
     static TimelineItems fromAllocations(const Replay& replay);
     // Every segment piece of `replay` (item k = segmentPieces()[k]), by begin order.
     static TimelineItems fromSegments(const Replay& replay);
+    // The same from a replay's parts, for a build beside the replay's own (ReplayOptions::ordered). `stop`, when
+    // given and set meanwhile, ends the build early: its result is then incomplete, of no use but to be dropped.
+    static TimelineItems fromAllocations(std::span<const Allocation> allocations, int64_t entryCount,
+                                         const std::atomic<bool>* stop = nullptr);
+    static TimelineItems fromSegments(std::span<const SegmentPiece> pieces, int64_t entryCount);
     // Fills the orders (byEnd, byPending and their keys) from begin/end/pendingFrom; the factories call it.
     void finish();
 

@@ -18,6 +18,7 @@
 #include <QPainter>
 #include <QSemaphore>
 #include <QSignalSpy>
+#include <QDir>
 #include <QTest>
 #include <QThreadPool>
 
@@ -178,6 +179,47 @@ class TestTimelineRenderer : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // A loaded Document carries the timeline items of the device shown first, built beside its replay: every item
+    // and order the same as a build from the replay, and the timeline takes them instead of building its own.
+    void itemsBuiltBesideTheReplay_data()
+    {
+        QTest::addColumn<QString>("file");
+        const QDir dir(QString::fromStdString(test::snapshotPath("")));
+        const QStringList files = dir.entryList({ QStringLiteral("*.pickle"), QStringLiteral("*.pickle.xz") });
+        QVERIFY(files.size() >= 5); // the shared snapshots
+        for (const QString& file : files)
+            QTest::newRow(qPrintable(file)) << file;
+    }
+    void itemsBuiltBesideTheReplay()
+    {
+        QFETCH(QString, file);
+        auto session = test::loadSession(file.toStdString());
+        QVERIFY(session);
+        const Document& doc = session->document();
+        const auto devices = session->devices();
+        QVERIFY(!devices.empty());
+        QCOMPARE(session->device(), devices.front());
+        QCOMPARE(doc.firstItems.device, devices.front());
+        QVERIFY(doc.firstItems.allocs && doc.firstItems.pieces);
+        const model::Replay& replay = session->replay();
+        QVERIFY(*doc.firstItems.allocs == model::TimelineItems::fromAllocations(replay));
+        QVERIFY(*doc.firstItems.pieces == model::TimelineItems::fromSegments(replay));
+        QCOMPARE(doc.firstItems.allocs->count(), replay.allocations().size());
+        const auto data = build(*session);
+        QCOMPARE(data->allocs.get(), doc.firstItems.allocs.get());
+        QCOMPARE(data->pieces.get(), doc.firstItems.pieces.get());
+        // Another device builds its own, from its replay.
+        for (int device : devices) {
+            if (device == devices.front())
+                continue;
+            session->setDevice(device);
+            const auto other = build(*session);
+            QVERIFY(other->allocs.get() != doc.firstItems.allocs.get());
+            QVERIFY(*other->allocs == model::TimelineItems::fromAllocations(session->replay()));
+            QVERIFY(*other->pieces == model::TimelineItems::fromSegments(session->replay()));
+        }
+    }
+
     void rendersAnItemAtItsPlace_data()
     {
         QTest::addColumn<QString>("file");

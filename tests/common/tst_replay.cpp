@@ -10,11 +10,14 @@
 #include <QTest>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 // bench::repeated only (a trace long enough for progress reports); big_trace is read from the test data.
@@ -741,6 +744,11 @@ private Q_SLOTS:
     void randomGarbageNeverCrashes_data();
     void randomGarbageNeverCrashes();
     void progressReportsAndStops();
+    // ReplayOptions::beside: run beside the forward pass on the replay's own final allocations and pieces, waited
+    // for, told to stop when the build stops, its exception rethrown.
+    void besideSeesTheFinalArrays_data() { snapshotFiles_data(false); }
+    void besideSeesTheFinalArrays();
+    void besideStopsAndThrows();
 
 private:
     void snapshotFiles_data(bool withLongTrace);
@@ -1422,6 +1430,96 @@ void TestReplay::progressReportsAndStops()
                  stopAt == 0.0 ? size_t(1)
                                : size_t(std::count_if(seen.begin(), seen.end(), [](double d) { return d < 0.5; }) + 1));
     }
+}
+
+void TestReplay::besideSeesTheFinalArrays()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto plain = model::Replay::build(*s, device);
+    std::vector<model::Allocation> seenAllocations;
+    std::vector<model::SegmentPiece> seenPieces;
+    int64_t seenCount = -1;
+    int calls = 0;
+    bool stopSet = false;
+    const model::Allocation* seenData = nullptr;
+    model::ReplayOptions options;
+    options.beside = [&](std::span<const model::Allocation> allocations, std::span<const model::SegmentPiece> pieces,
+                         int64_t entryCount, const std::atomic<bool>& stop) {
+        ++calls; // (no QVERIFY on this thread: QtTest's checks are the test thread's)
+        stopSet = stop;
+        seenAllocations.assign(allocations.begin(), allocations.end());
+        seenPieces.assign(pieces.begin(), pieces.end());
+        seenCount = entryCount;
+        seenData = allocations.data();
+    };
+    const auto built = model::Replay::build(*s, device, options);
+    QCOMPARE(calls, 1);
+    QVERIFY(!stopSet);
+    QCOMPARE(seenCount, plain.entryCount());
+    // What the work saw is the final replay's arrays, whole, in their storage (a Replay moved keeps it).
+    QCOMPARE(seenData, built.allocations().data());
+    QCOMPARE(seenAllocations.size(), plain.allocations().size());
+    QVERIFY(std::equal(seenAllocations.begin(), seenAllocations.end(), plain.allocations().begin(),
+                       [](const model::Allocation& a, const model::Allocation& b) {
+                           return std::tie(a.address, a.size, a.requestedSize, a.stack, a.version, a.allocIndex,
+                                           a.freeRequestedIndex, a.freeCompletedIndex, a.sizeIsExact)
+                               == std::tie(b.address, b.size, b.requestedSize, b.stack, b.version, b.allocIndex,
+                                           b.freeRequestedIndex, b.freeCompletedIndex, b.sizeIsExact);
+                       }));
+    QCOMPARE(seenPieces.size(), plain.segmentPieces().size());
+    QVERIFY(std::equal(seenPieces.begin(), seenPieces.end(), plain.segmentPieces().begin(),
+                       [](const model::SegmentPiece& a, const model::SegmentPiece& b) {
+                           return std::tie(a.address, a.size, a.stream, a.poolId, a.stack, a.beginIndex, a.endIndex,
+                                           a.isExpandable)
+                               == std::tie(b.address, b.size, b.stream, b.poolId, b.stack, b.beginIndex, b.endIndex,
+                                           b.isExpandable);
+                       }));
+    // And the build beside it changed nothing of the replay.
+    QVERIFY(built.series().allocated == plain.series().allocated);
+    QVERIFY(built.series().largestFree == plain.series().largestFree);
+    const std::string diff = difference(flatten(built.stateAt(built.entryCount() / 2)),
+                                        flatten(plain.stateAt(plain.entryCount() / 2)));
+    QVERIFY2(diff.empty(), diff.c_str());
+}
+
+void TestReplay::besideStopsAndThrows()
+{
+    const auto big = load("big_trace.pickle.xz");
+    QVERIFY(big);
+    const auto s = bench::repeated(*big, 4, bench::Survivors::Freed); // 1.3 M entries: progress reports
+    // A build stopped in its forward pass tells the work to stop and waits for it to end.
+    std::atomic<bool> sawStop { false };
+    std::atomic<bool> ended { false };
+    model::ReplayOptions options;
+    options.progress = [](double done) { return done < 0.5; };
+    options.beside = [&](std::span<const model::Allocation>, std::span<const model::SegmentPiece>, int64_t,
+                         const std::atomic<bool>& stop) {
+        // Bounded, so that a build which never says stop fails the test instead of hanging it.
+        const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (!stop && std::chrono::steady_clock::now() < giveUp)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        sawStop = stop.load();
+        ended = true;
+    };
+    const auto stopped = model::Replay::build(*s, 0, options);
+    QVERIFY(stopped.stopped());
+    QVERIFY(sawStop);
+    QVERIFY(ended); // waited for before build() returned
+
+    // The work's own exception comes out of build(), after the forward pass.
+    options.progress = {};
+    options.beside = [](std::span<const model::Allocation>, std::span<const model::SegmentPiece>, int64_t,
+                        const std::atomic<bool>&) { throw std::runtime_error("beside failed"); };
+    bool thrown = false;
+    try {
+        (void)model::Replay::build(*s, 0, options);
+    } catch (const std::runtime_error& e) {
+        thrown = std::string(e.what()) == "beside failed";
+    }
+    QVERIFY(thrown);
 }
 
 QTEST_GUILESS_MAIN(TestReplay)

@@ -223,11 +223,7 @@ void TestReplayExtender::timelineItemsGrowToo()
     model::TimelineItems allocs = model::TimelineItems::fromAllocations(grown);
     model::TimelineItems pieces = model::TimelineItems::fromSegments(grown);
     const auto& trace = snapshot->deviceTraces[0];
-    auto same = [](const model::TimelineItems& a, const model::TimelineItems& b) {
-        return a.entryCount == b.entryCount && a.begin == b.begin && a.end == b.end && a.size == b.size
-            && a.pendingFrom == b.pendingFrom && a.address == b.address && a.byEnd == b.byEnd
-            && a.endByEnd == b.endByEnd && a.byPending == b.byPending && a.pendingByPending == b.pendingByPending;
-    };
+    auto same = [](const model::TimelineItems& a, const model::TimelineItems& b) { return a == b; };
     // Columns as a live timeline lays them out: a fixed domain (the final length), split into equal columns, of
     // which those that begin within the data are sampled; a column's state range grows as entries arrive.
     const int64_t finalCount = ref.entryCount() - k;
