@@ -1,4 +1,4 @@
-// EventListModel and its pure helpers (filtering, PyTorch viewer versions, size parsing). See eventlistmodel.h.
+// EventListModel and its pure helpers (filtering, size parsing). See eventlistmodel.h.
 // The model runs on the GUI thread; jobs run the pure functions on the thread pool over the immutable Document.
 #include "itemmodels/eventlistmodel.h"
 
@@ -24,11 +24,6 @@ using namespace memscope::model;
 
 namespace {
 
-    bool isBlockAction(Action a)
-    {
-        return a == Action::Alloc || a == Action::FreeRequested || a == Action::FreeCompleted;
-    }
-
     bool isSegmentAction(Action a)
     {
         return a == Action::SegmentAlloc || a == Action::SegmentFree || a == Action::SegmentMap
@@ -49,9 +44,6 @@ namespace {
     }
 
     QString fromUtf8(std::string_view v) { return displayText(v); }
-
-    // AddressMap holds uint32_t values; deltas may be negative (an inconsistent trace), so they are stored biased.
-    constexpr int64_t DeltaBias = int64_t(1) << 31;
 
 } // namespace
 
@@ -146,77 +138,6 @@ std::optional<ByteCount> parseByteSize(const QString& text)
     return ByteCount(bytes);
 }
 
-EventVersions EventVersions::build(const Snapshot& snapshot, int device)
-{
-    EventVersions out;
-    // MemoryViz.js annotate_snapshot: one block counter and one segment counter per address (version_space),
-    // shared by every device trace and advanced by free_completed (blocks) and segment_free/segment_unmap
-    // (segments); an entry's version is the counter before the entry advances it.
-    AddressMap blockCount(1024), segmentCount(64), blockDelta(1024), segmentDelta(64);
-    auto counterOf = [](AddressMap& map, DeviceAddr addr, bool advance) -> uint32_t {
-        const uint32_t seen = map.find(addr);
-        const uint32_t value = seen == AddressMap::None ? 0 : seen;
-        if (advance) {
-            if (seen == AddressMap::None)
-                map.insert(addr, 1);
-            else
-                map.assign(addr, seen + 1);
-        }
-        return value;
-    };
-    auto record = [](AddressMap& last, std::vector<Change>& changes, DeviceAddr addr, uint32_t entry, int64_t delta) {
-        const uint32_t seen = last.find(addr);
-        const int64_t previous = seen == AddressMap::None ? 0 : int64_t(seen) - DeltaBias;
-        if (delta == previous)
-            return;
-        if (seen == AddressMap::None)
-            last.insert(addr, uint32_t(delta + DeltaBias));
-        else
-            last.assign(addr, uint32_t(delta + DeltaBias));
-        changes.push_back({ addr, entry, delta });
-    };
-    for (int d = 0; d <= device && size_t(d) < snapshot.deviceTraces.size(); ++d) {
-        const auto& trace = snapshot.deviceTraces[size_t(d)];
-        for (size_t i = 0; i < trace.size(); ++i) {
-            const TraceEntry& e = trace[i];
-            if (isBlockAction(e.action)) {
-                const uint32_t v = counterOf(blockCount, e.addr, e.action == Action::FreeCompleted);
-                if (d == device)
-                    record(blockDelta, out.m_blockChanges, e.addr, uint32_t(i), int64_t(v) - int64_t(e.version));
-            } else if (isSegmentAction(e.action)) {
-                const bool advance = e.action == Action::SegmentFree || e.action == Action::SegmentUnmap;
-                const uint32_t v = counterOf(segmentCount, e.addr, advance);
-                if (d == device)
-                    record(segmentDelta, out.m_segmentChanges, e.addr, uint32_t(i), int64_t(v));
-            }
-        }
-    }
-    auto byAddress = [](const Change& a, const Change& b) { return a.addr < b.addr; };
-    std::stable_sort(out.m_blockChanges.begin(), out.m_blockChanges.end(), byAddress); // entries stay ascending
-    std::stable_sort(out.m_segmentChanges.begin(), out.m_segmentChanges.end(), byAddress);
-    return out;
-}
-
-int64_t EventVersions::deltaAt(const std::vector<Change>& changes, DeviceAddr addr, uint32_t entry)
-{
-    auto it = std::upper_bound(changes.begin(), changes.end(), std::pair { addr, entry },
-                               [](const std::pair<DeviceAddr, uint32_t>& key, const Change& c) {
-                                   return key.first < c.addr || (key.first == c.addr && key.second < c.entry);
-                               });
-    if (it == changes.begin() || std::prev(it)->addr != addr)
-        return 0;
-    return std::prev(it)->delta;
-}
-
-uint32_t EventVersions::version(const TraceEntry& e, uint32_t entry) const
-{
-    if (isBlockAction(e.action))
-        return uint32_t(int64_t(e.version) + deltaAt(m_blockChanges, e.addr, entry));
-    if (isSegmentAction(e.action))
-        return uint32_t(deltaAt(m_segmentChanges, e.addr, entry));
-    return 0;
-}
-
 QString eventAddressName(const TraceEntry& e, uint32_t version)
 {
     // MemoryViz.js formatEvent / formatAddr: the prefix is 's' for actions starting with "segment", else 'b'.
@@ -241,8 +162,7 @@ struct EventListModel::JobResult {
     int device = 0;
     bool identity = true;
     std::vector<uint32_t> rows;
-    std::shared_ptr<const EventVersions> versions;
-    std::vector<int64_t> streams; // only filled with a freshly built `versions`
+    std::vector<int64_t> streams; // the device's streams: filled for a job of a device other than the rows'
     size_t covered = 0; // the trace's length when the job read it
 };
 
@@ -343,7 +263,6 @@ void EventListModel::onDeviceChanged()
     m_identity = true;
     m_rows.clear();
     m_covered = 0;
-    m_versions.reset();
     m_streams.clear();
     endResetModel();
     startJob();
@@ -372,19 +291,16 @@ void EventListModel::startJob()
 {
     const uint64_t id = ++m_pendingJob;
     const int device = m_session->device();
-    // The versions depend on the device only: reuse them while the device stays.
-    std::shared_ptr<const EventVersions> versions = device == m_rowsDevice ? m_versions : nullptr;
+    // The streams depend on the device only: found again only for another device.
+    const bool newDevice = device != m_rowsDevice;
     QFuture<std::shared_ptr<JobResult>> future
-        = QtConcurrent::run([doc = m_document, device, filter = m_filter, versions, id]() {
+        = QtConcurrent::run([doc = m_document, device, filter = m_filter, newDevice, id]() {
               const auto lock = doc->readLock(); // a live document does not grow meanwhile
               auto r = std::make_shared<JobResult>();
               r->id = id;
               r->device = device;
               const Snapshot& s = *doc->snapshot;
-              if (versions) {
-                  r->versions = versions;
-              } else {
-                  r->versions = std::make_shared<const EventVersions>(EventVersions::build(s, device));
+              if (newDevice) {
                   std::vector<uint8_t> seen(s.streams.size(), 0);
                   for (const TraceEntry& e : traceOf(s, device)) {
                       const int n = s.streamNumber(s.stream(e));
@@ -424,15 +340,12 @@ void EventListModel::applyResult(std::shared_ptr<JobResult> r)
     m_rows = std::move(r->rows);
     m_covered = r->covered;
     if (newDevice) {
-        m_versions = std::move(r->versions);
         m_streams = std::move(r->streams);
         const auto& trace = rowEntries();
         m_firstTimeUs = trace.empty() ? 0 : trace.front().timeUs;
     }
     endResetModel();
     m_appliedJob = r->id;
-    if (m_document->isLive())
-        m_versions.reset(); // entries of a live document carry their versions (LiveDocument counts them)
     extendRows(); // a live document may have grown while the job ran
     Q_EMIT busyChanged(false);
     Q_EMIT rowsReady(rowCount());
@@ -492,7 +405,7 @@ QString EventListModel::topFrame(StackId stack) const
 QString EventListModel::addressName(int64_t entry) const
 {
     const TraceEntry& e = rowEntries()[size_t(entry)];
-    return eventAddressName(e, m_versions ? m_versions->version(e, uint32_t(entry)) : e.version);
+    return eventAddressName(e, e.version);
 }
 
 QVariant EventListModel::data(const QModelIndex& index, int role) const

@@ -53,36 +53,10 @@ std::vector<uint32_t> filterEntries(const model::Snapshot& snapshot, int device,
 // "i" and "B", all powers of 1024, case-insensitive). nullopt for anything else, negative numbers included.
 std::optional<model::ByteCount> parseByteSize(const QString& text);
 
-// The version numbers PyTorch's viewer gives trace entries of one device (MemoryViz.js annotate_snapshot): a block
-// entry (alloc, free_requested, free_completed) gets the number of free_completed entries seen at its address
-// before it, a segment entry (segment_alloc/_free/_map/_unmap) the number of segment_free/segment_unmap entries
-// seen there before it. The counters are keyed by address alone and run over the traces of every device in order,
-// so device d's versions continue device d-1's counts. Stored as the few places where the version differs from a
-// baseline (TraceEntry::version for blocks, 0 for segments): empty for a complete trace, one change per address
-// alive before a truncated trace began.
-class EventVersions {
-public:
-    // O(entries of devices 0..device); any thread.
-    static EventVersions build(const model::Snapshot& snapshot, int device);
-    // The viewer's version of entry `entry` (== its index in deviceTraces[device]) of the device built for; 0 for
-    // actions without one. O(log changes).
-    uint32_t version(const model::TraceEntry& e, uint32_t entry) const;
-    size_t changeCount() const { return m_blockChanges.size() + m_segmentChanges.size(); }
-
-private:
-    struct Change {
-        model::DeviceAddr addr;
-        uint32_t entry; // from this entry on (at this address) ...
-        int64_t delta; // ... version = baseline + delta
-    };
-    static int64_t deltaAt(const std::vector<Change>& changes, model::DeviceAddr addr, uint32_t entry);
-    std::vector<Change> m_blockChanges; // by (addr, entry)
-    std::vector<Change> m_segmentChanges;
-};
-
 // PyTorch's viewer name for a trace entry's address (MemoryViz.js formatAddr): "s<hex addr>_<version>" for segment
 // actions, "b<hex addr>_<version>" for block actions, "OOM" for oom, "" for snapshot, "b<hex addr>" for actions
-// the viewer gives no version. Pure; any thread.
+// the viewer gives no version. `version`: the entry's TraceEntry::version, which every trace gets as the viewer
+// counts (model::TraceNumbering, in the loader and the live recorder alike). Pure; any thread.
 QString eventAddressName(const model::TraceEntry& e, uint32_t version);
 
 class EventListModel : public QAbstractTableModel {
@@ -161,11 +135,10 @@ private:
     uint64_t m_pendingJob = 0; // id of the latest job started
     uint64_t m_appliedJob = 0; // id of the job whose result is shown
     size_t m_covered = 0; // entries of the device's trace that the rows account for (a live trace grows)
-    // What the rows show: device, versions, and either every entry (m_identity) or m_rows.
+    // What the rows show: device, and either every entry (m_identity) or m_rows.
     int m_rowsDevice = -1;
     bool m_identity = true;
     std::vector<uint32_t> m_rows;
-    std::shared_ptr<const EventVersions> m_versions;
     std::vector<int64_t> m_streams;
     int64_t m_firstTimeUs = 0;
     bool m_frameFilter = true;
