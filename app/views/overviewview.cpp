@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 #include <utility>
 
 namespace memscope::app {
@@ -53,6 +54,16 @@ namespace overview {
             std::array<int64_t, MinMaxBlocks::BlockSize> chunk;
             for (size_t b = from; b < count; ++b) {
                 const size_t begin = b * MinMaxBlocks::BlockSize;
+                if constexpr (std::is_same_v<Values, PackedSeries>) {
+                    // A sealed block of a packed series knows its own (the same blocks, the same first occurrences).
+                    if (b < values.sealedBlocks()) {
+                        blocks.minIndex[b] = uint32_t(values.blockMinIndex(b));
+                        blocks.maxIndex[b] = uint32_t(values.blockMaxIndex(b));
+                        blocks.minValue[b] = values.blockMin(b);
+                        blocks.maxValue[b] = values.blockMax(b);
+                        continue;
+                    }
+                }
                 const size_t length = std::min(size - begin, size_t(MinMaxBlocks::BlockSize));
                 load(values, begin, length, chunk.data());
                 size_t lo = 0, hi = 0;

@@ -37,7 +37,8 @@ namespace overview {
     // The index of the minimum and of the maximum (first occurrence) of every block of BlockSize samples, so that a
     // bucket of many samples costs its blocks plus two partial blocks instead of every sample. 24 bytes per block.
     struct MinMaxBlocks {
-        static constexpr int64_t BlockSize = 64;
+        // A packed series' block (model::PackedSeries keeps each sealed block's minimum and maximum).
+        static constexpr int64_t BlockSize = model::PackedSeries::BlockSize;
         std::vector<uint32_t> minIndex, maxIndex;
         std::vector<int64_t> minValue, maxValue; // values[minIndex[b]], values[maxIndex[b]]
         size_t samples = 0; // the values it covers (a live document's series may have grown past them)

@@ -170,6 +170,16 @@ public:
         if (++m_size % BlockSize == 0)
             seal();
     }
+    // Every sealed block's minimum and maximum and where each first occurs (absolute indices), kept at sealing, so
+    // that a min/max summary of the whole series (the overview's) costs a header per block instead of every value.
+    // Block b holds values [b * BlockSize, (b + 1) * BlockSize); the values past sealedBlocks() * BlockSize (fewer
+    // than BlockSize) are in no block yet.
+    size_t sealedBlocks() const { return m_blocks.size(); }
+    int64_t blockMin(size_t b) const { return m_blocks[b].base; }
+    int64_t blockMax(size_t b) const { return m_blocks[b].max; }
+    size_t blockMinIndex(size_t b) const { return b * BlockSize + m_blocks[b].minAt; }
+    size_t blockMaxIndex(size_t b) const { return b * BlockSize + m_blocks[b].maxAt; }
+
     // Room for `n` values without growing the block headers (the packed bytes grow as they come).
     void reserve(size_t n) { m_blocks.reserve(n / BlockSize + 1); }
     void clear()
@@ -195,11 +205,14 @@ public:
 private:
     struct Block {
         int64_t base = 0; // the block's minimum
-        uint64_t offset : 48; // of its differences in m_bytes
-        uint64_t width : 8; // bytes per difference: 0 (all equal), 1, 2, 4 or 8
-        uint64_t shift : 8; // value = base + (difference << shift)
+        int64_t max = 0; // and maximum
+        uint64_t offset : 40; // of its differences in m_bytes (a series of 2^31 values takes at most 2^34 bytes)
+        uint64_t width : 4; // bytes per difference: 0 (all equal), 1, 2, 4 or 8
+        uint64_t shift : 6; // value = base + (difference << shift)
+        uint64_t minAt : 7; // the first value equal to base, and to max, within the block
+        uint64_t maxAt : 7;
     };
-    static_assert(sizeof(Block) == 16);
+    static_assert(sizeof(Block) == 24 && BlockSize == 128);
     static_assert(std::endian::native == std::endian::little, "a difference's low bytes are stored first");
 
     template <typename T> static void unpack(const Block& block, const uint8_t* p, size_t k, size_t n, int64_t* out)
@@ -225,14 +238,25 @@ private:
     void seal()
     {
         int64_t lo = m_tail[0], hi = m_tail[0];
+        size_t loAt = 0, hiAt = 0;
         uint64_t any = 0;
-        for (int64_t v : m_tail) {
-            lo = std::min(lo, v);
-            hi = std::max(hi, v);
+        for (size_t j = 0; j < BlockSize; ++j) {
+            const int64_t v = m_tail[j];
+            if (v < lo) {
+                lo = v;
+                loAt = j;
+            }
+            if (v > hi) {
+                hi = v;
+                hiAt = j;
+            }
             any |= uint64_t(v) - uint64_t(m_tail[0]);
         }
         Block block;
         block.base = lo;
+        block.max = hi;
+        block.minAt = loAt;
+        block.maxAt = hiAt;
         block.offset = m_bytes.size();
         block.shift = any == 0 ? 0 : unsigned(std::countr_zero(any));
         const uint64_t largest = (uint64_t(hi) - uint64_t(lo)) >> block.shift;

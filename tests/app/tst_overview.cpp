@@ -156,6 +156,24 @@ private Q_SLOTS:
         QCOMPARE(overview::downsampleMinMax(values, odd, &blocks), overview::downsampleMinMax(values, odd));
         const int64_t globalMax = *std::max_element(values.begin(), values.end());
         QVERIFY(std::any_of(points.begin(), points.end(), [&](const SeriesPoint& p) { return p.value == globalMax; }));
+        // The same values packed (a replay's series): the blocks come from the packed blocks' own minimum and
+        // maximum, and are the same, whole, also when built from a shorter series and extended as it grew.
+        model::PackedSeries packed;
+        auto sameBlocks = [](const overview::MinMaxBlocks& a, const overview::MinMaxBlocks& b) {
+            return a.samples == b.samples && a.minIndex == b.minIndex && a.maxIndex == b.maxIndex
+                && a.minValue == b.minValue && a.maxValue == b.maxValue;
+        };
+        overview::MinMaxBlocks grown;
+        for (size_t i = 0; i < values.size(); ++i) {
+            packed.push_back(values[i]);
+            if (i % 97 == 0)
+                grown.extend(packed);
+        }
+        grown.extend(packed);
+        const auto fromPacked = overview::MinMaxBlocks::build(packed);
+        QVERIFY(sameBlocks(fromPacked, blocks));
+        QVERIFY(sameBlocks(grown, blocks));
+        QCOMPARE(overview::downsampleMinMax(packed, packed.size(), bounds, &fromPacked), points);
     }
 
     void downsampleEdgeCases()

@@ -1,7 +1,8 @@
 // Tests of model::PackedSeries against a std::vector of the same values as the oracle: every value read back
 // exactly (operator[], read() of every kind of range, iterators), for series that need each width (flat runs,
 // small and large steps, 512-byte multiples, negative values, the int64_t extremes), at every length around a
-// block's, while it is appended to; and that a replay-like series is stored in at most half of 8 bytes a value.
+// block's, while it is appended to; every sealed block's minimum and maximum and where they first occur; and that
+// a replay-like series is stored in at most half of 8 bytes a value.
 #include "model/packedseries.h"
 
 #include <QTest>
@@ -116,6 +117,18 @@ private Q_SLOTS:
         out.assign(values.size(), 0);
         series.read(0, values.size(), out.data());
         QVERIFY(out == values);
+        // Every sealed block's minimum and maximum, and their first occurrences, as a scan of its values finds them;
+        // the values past the sealed blocks are fewer than a block.
+        QCOMPARE(series.sealedBlocks(), values.size() / PackedSeries::BlockSize);
+        for (size_t b = 0; b < series.sealedBlocks(); ++b) {
+            const auto first = values.begin() + ptrdiff_t(b * PackedSeries::BlockSize);
+            const auto last = first + ptrdiff_t(PackedSeries::BlockSize);
+            const auto lo = std::min_element(first, last), hi = std::max_element(first, last); // first occurrences
+            QCOMPARE(series.blockMin(b), *lo);
+            QCOMPARE(series.blockMax(b), *hi);
+            QCOMPARE(series.blockMinIndex(b), size_t(lo - values.begin()));
+            QCOMPARE(series.blockMaxIndex(b), size_t(hi - values.begin()));
+        }
     }
 
     // Two series are equal when their values are, whatever blocks they were cut into.
