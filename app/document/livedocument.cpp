@@ -313,7 +313,7 @@ size_t LiveDocument::flush(size_t maxEntries)
     constexpr size_t TraceAhead = size_t(1) << 17;
     if (!hasPending())
         return 0;
-    std::unique_lock lock(*m_document->growth, std::try_to_lock);
+    const auto lock = m_document->tryWriteLock();
     if (!lock.owns_lock())
         return 0; // a job is reading: everything waits for the next flush
     applyDefinitions();

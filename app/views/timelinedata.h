@@ -1,10 +1,12 @@
 // The memory timeline's data: for one device of a Document, the stacked items of both modes (allocations and
 // segment pieces, model/timeline.h), their colours by the Session's colour mode, which of them the stream and pool
 // filters show, the segment piece holding each allocation, the annotations and the OOM marks, and the time axis
-// (each state's time: O(entries) to make, so that it is made here and not on the GUI thread). Immutable once built
-// and shared (std::shared_ptr<const TimelineData>): the timeline view paints it, and any view may read it on any
-// thread. buildTimelineData() makes it from a TimelineDataRequest, a plain copy of what it needs from the Session, so
-// that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and drops stale results).
+// (each state's time: O(entries) to make, so that it is made here and not on the GUI thread). Shared
+// (std::shared_ptr<const TimelineData>): the timeline view paints it, and jobs on other threads read it while they
+// hold its document's read lock (Document::readLock). Immutable once built, but for a live document's growth, which
+// extends it in place on the GUI thread under the document's write lock (growTimelineData), so that no reader sees
+// it change. buildTimelineData() makes it from a TimelineDataRequest, a plain copy of what it needs from the Session,
+// so that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and drops stale results).
 #pragma once
 
 #include "document/session.h"
@@ -77,8 +79,18 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
 
 // Builds the data a request asks for, reusing from its base what did not change; returns the base itself when
 // nothing the data holds changed. Holds the document's read lock while it reads (a live document does not grow
-// meanwhile). Any thread; a Grown request must run on the GUI thread (it follows Session::grown), and extends the
-// base's items and time axis in place when nothing else holds them (O(new entries)).
+// meanwhile). Any thread. Not for a Grown request (growTimelineData).
 std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request);
+
+// A live document grew: extends `data` in place by its new entries (items alive at the old end updated, new items
+// appended with their colours, the filters applied again, OOMs, annotations, the time axis), O(new entries + items
+// alive at the old end) for the allocation colours and no filter. `request` is makeTimelineDataRequest(session,
+// TimelineDataRequest::Grown, data, revision) for `data`'s document and device. GUI thread, holding the document's
+// write lock (Document::tryWriteLock): no job reads the data meanwhile, so that nothing is copied however many jobs
+// hold it; one that reads it later (a plot job still queued) finds at every state it was asked for what it would
+// have found before, as entries are only appended. The items are copied only when another TimelineData shares them
+// (a build that changed only colours or filters reuses its base's), as that one's colours and filters are of fewer
+// items. The revision changes when the picture of the states before does (other colours, or the filters).
+void growTimelineData(TimelineData& data, TimelineDataRequest request);
 
 } // namespace memscope::app
