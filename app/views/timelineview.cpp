@@ -229,8 +229,11 @@ void TimelineView::onGrown()
         // The view is the only writer of the data it shows: builds make it, and only this changes it afterwards. The
         // renderer's plot stays valid and renders only the columns the new entries changed (the data's revision and
         // entry count tell).
-        growTimelineData(const_cast<TimelineData&>(*m_data),
-                         makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown, m_data, ++m_revision));
+        TimelineData& data = const_cast<TimelineData&>(*m_data);
+        // The Session's annotation spans, let go of first: it extends them in place when no one else holds them,
+        // and copies every one otherwise (a live job that opens a range per step has hundreds of thousands).
+        data.annotations.reset();
+        growTimelineData(data, makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown, m_data, ++m_revision));
         takeInData();
     } else {
         startBuild(TimelineDataRequest::Items);
