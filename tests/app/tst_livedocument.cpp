@@ -2,7 +2,8 @@
 // snapshot's trace fed in chunks, as a live job's events arrive, must give the same replay as the whole file; the
 // cursor follows the end until moved; the event list appends rows instead of resetting; the timeline keeps its
 // zoom, and extends its data in place, even while a plot job holds it, or takes the growth in once a reader is done;
-// growth waits for a reader holding the document. Offscreen, GUI thread (filter jobs on the thread pool).
+// growth waits for a reader holding the document; a delta's notes wait for the entries queued before it. Offscreen,
+// GUI thread (filter jobs on the thread pool).
 #include "apptestutil.h"
 #include "itemmodels/eventlistmodel.h"
 #include "model/replayextender.h"
@@ -159,6 +160,7 @@ private Q_SLOTS:
     void growthWaitsForReaders();
     void timelineGrowsInPlaceUnderARender();
     void timelineGrowthWaitsForReaders();
+    void notesWaitForEarlierEntries();
 };
 
 void TestLiveDocument::growsLikeTheFile_data()
@@ -532,6 +534,39 @@ void TestLiveDocument::timelineGrowthWaitsForReaders()
     QCOMPARE(view.data().get(), data);
     QCOMPARE(view.axis().entryCount(), 2500);
     compareWithFreshData(view, session);
+}
+
+// A delta's notes take effect once the entries queued before it are applied, with its own entries: a flood's
+// backlog does not put its notes (whose times lie past the trace's end) into the document ahead of its entries.
+void TestLiveDocument::notesWaitForEarlierEntries()
+{
+    FileSource src;
+    src.file = load("mlp_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    live.append(src.take(100));
+    auto delta = std::make_shared<LiveDocument::Delta>();
+    delta->entries = src.take(100);
+    const uint64_t at = delta->entries.front().timeUs;
+    delta->notes.push_back({ model::Annotation::Stage::Start, 0, at, "step_1" });
+    delta->notes.push_back({ model::Annotation::Stage::End, 0, delta->entries.back().timeUs, "step_1" });
+    live.append(std::shared_ptr<const LiveDocument::Delta>(std::move(delta)));
+    live.annotate(0, model::Annotation::Stage::Start, "mine", int64_t(at));
+    const model::Snapshot& s = *live.document()->snapshot;
+
+    QCOMPARE(live.flush(60), size_t(60));
+    QCOMPARE(s.annotations.size(), size_t(0)); // 40 entries queued before the delta wait
+    QCOMPARE(live.flush(40), size_t(40));
+    QCOMPARE(s.annotations.size(), size_t(2)); // its notes, before its entries
+    QCOMPARE(live.flush(50), size_t(50));
+    QCOMPARE(s.annotations.size(), size_t(2));
+    QVERIFY(live.hasPending());
+    QCOMPARE(live.flush(), size_t(50));
+    QCOMPARE(s.annotations.size(), size_t(3)); // annotate()'s, after the entries queued before it
+    QVERIFY(!live.hasPending());
+    QVERIFY(s.str(s.annotations[0].name) == "step_1");
+    QVERIFY(s.str(s.annotations[2].name) == "mine");
 }
 
 QTEST_MAIN(TestLiveDocument)
