@@ -253,7 +253,7 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
     // What each item adds to the total while live: 0 when hidden or never live, so the walk below tests nothing.
     // Resuming, the flags of the items known before are what they were: only the new ones are computed (an item
     // that was live at the old end keeps its begin and its size; its end only moves later).
-    std::vector<ByteCount>& effective = out.scratch;
+    GrowingArray<ByteCount>& effective = out.scratch;
     const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(effective.size(), items.count())) : 0;
     effective.resize(items.count());
     for (TimelineItem k = knownItems; k < items.count(); ++k)
@@ -320,8 +320,7 @@ void TimelineStack::bind(const TimelineItems* items, std::span<const uint8_t> vi
     m_visible = visible;
     m_colors = colors;
     // Only read for stacked items, which add() has written: no need to clear it.
-    if (m_itemSlot.size() != (items ? items->count() : 0))
-        m_itemSlot.assign(items ? items->count() : 0, 0);
+    m_itemSlot.resize(items ? items->count() : 0);
     clear(0);
 }
 
