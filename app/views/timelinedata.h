@@ -30,8 +30,10 @@ struct TimelineData {
     uint64_t revision = 0;
     ColorMode colorMode = ColorMode::Allocation;
     std::shared_ptr<const model::TimelineItems> allocs, pieces;
-    std::vector<uint32_t> allocColors, pieceColors;
-    std::vector<uint8_t> allocVisible, pieceVisible; // empty: everything visible
+    // Per item. GrowingArrays: a live document's growth appends to them, which a std::vector would copy whole now
+    // and then (80 MB of colours at 20 M allocations, on the GUI thread).
+    model::GrowingArray<uint32_t> allocColors, pieceColors;
+    model::GrowingArray<uint8_t> allocVisible, pieceVisible; // empty: everything visible
     // The segment piece holding each allocation (model::pieceOfAllocations), or null when nothing built needed it
     // (the stream colours and the filters do): TimelineView computes it on demand then.
     std::shared_ptr<const std::vector<model::TimelineItem>> allocPiece;
@@ -43,8 +45,8 @@ struct TimelineData {
 
     const model::Replay& replay() const { return document->replays[size_t(device)]; }
     const model::TimelineItems& items(bool segments) const { return segments ? *pieces : *allocs; }
-    const std::vector<uint8_t>& visible(bool segments) const { return segments ? pieceVisible : allocVisible; }
-    const std::vector<uint32_t>& colors(bool segments) const { return segments ? pieceColors : allocColors; }
+    const model::GrowingArray<uint8_t>& visible(bool segments) const { return segments ? pieceVisible : allocVisible; }
+    const model::GrowingArray<uint32_t>& colors(bool segments) const { return segments ? pieceColors : allocColors; }
     bool filtered() const { return !allocVisible.empty() || !pieceVisible.empty(); }
 };
 

@@ -148,7 +148,7 @@ private:
     // Whether the data shown is the current device's.
     bool hasData() const { return m_data && m_data->device == m_device; }
     const model::TimelineItems& items() const { return m_data->items(m_showSegments); }
-    const std::vector<uint8_t>& visible() const { return m_data->visible(m_showSegments); }
+    const model::GrowingArray<uint8_t>& visible() const { return m_data->visible(m_showSegments); }
     const std::vector<model::TimelineItem>& allocationPieces();
     // What the renderer paints now, besides the data.
     TimelineFrame frame();
