@@ -163,6 +163,16 @@ namespace {
         items.pendingByPending.resize(items.byPending.size());
         for (size_t i = 0; i < items.byPending.size(); ++i)
             items.pendingByPending[i] = items.pendingFrom[items.byPending[i]];
+        // Items that are extended keep growing (a live document's timeline, on the GUI thread): the next pages of
+        // their arrays are faulted in on another thread meanwhile (model/prefault.h).
+        constexpr size_t Ahead = size_t(1) << 16;
+        items.begin.prefaultAhead(Ahead);
+        items.end.prefaultAhead(Ahead);
+        items.size.prefaultAhead(Ahead);
+        items.pendingFrom.prefaultAhead(Ahead);
+        items.address.prefaultAhead(Ahead);
+        items.byEnd.prefaultAhead(Ahead);
+        items.endByEnd.prefaultAhead(Ahead);
     }
 
 } // namespace
