@@ -187,6 +187,10 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
 std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request)
 {
     const auto lock = request.document->readLock();
+    // The base is read too (what did not change is taken from it): a live growth must not extend it meanwhile.
+    std::shared_lock<std::shared_mutex> baseLock;
+    if (request.base)
+        baseLock = request.base->readLock();
     const Replay& replay = request.document->replays[size_t(request.device)];
     const Snapshot& snapshot = *request.document->snapshot;
     static const Trace none;

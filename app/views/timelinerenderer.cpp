@@ -251,10 +251,11 @@ TimelineRenderer::Plot TimelineRenderer::renderPlot(PlotRequest request)
     timer.start();
     const TimelineData& data = *request.data;
     // A live document grows its replay in place, on the GUI thread, under its growth lock, and the timeline's data
-    // with it (views/timelinedata.h): the job holds the lock for reading while it reads either, as the data's build
-    // does, and flush() leaves what arrives queued for its next call meanwhile (document/livedocument.h) rather than
-    // change what is being read.
+    // with it under the data's own (views/timelinedata.h): the job holds both for reading while it reads, as the
+    // data's build does, and flush() leaves what arrives queued for its next call meanwhile (document/livedocument.h),
+    // the timeline's growth waits for the job to end, rather than change what is being read.
     const auto lock = data.document->readLock();
+    const auto dataLock = data.readLock();
     const bool segments = request.key.segments;
     const TimelineItems& its = data.items(segments);
     Plot plot;

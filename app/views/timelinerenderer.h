@@ -12,7 +12,7 @@
 // testing and outlines use the columns of the plot shown, so that they match the picture. render() and preparePlotNow()
 // render synchronously (tests, exports, screenshots). A live document that grew renders, on the calling thread, only
 // the columns its new entries changed. One thread at a time (the GUI thread in the app); the jobs read the data and
-// the document under the document's read lock (a live document's growth changes both, under its write lock).
+// the document under their read locks (a live document's growth changes both, under their write locks).
 #pragma once
 
 #include "views/timelinedata.h"

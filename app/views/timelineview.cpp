@@ -32,7 +32,7 @@ namespace {
     constexpr int ClickSlop = 4;
     // Overview brush edges are grabbed within this many pixels.
     constexpr int EdgeGrab = 5;
-    // A growth put off while a job reads the document is tried again this often (as LiveController's flush).
+    // A growth put off while a job reads the data is tried again this often (as LiveController's flush).
     constexpr int GrowthRetryMs = 10;
 
     QString helpText()
@@ -198,11 +198,12 @@ void TimelineView::onDeviceChanged()
 
 // A live document grew: the data is extended here, in place (O(live + new items): the Document grows on this thread,
 // between events), the view keeps its zoom, and a view showing the end (or everything) slides along with the data.
-// The growth holds the document's write lock, so that no job reads the data while it changes and none is copied for
-// the jobs that hold it (a plot render queued: issue 15, where each growth during a render copied every item, up
-// to seconds on the GUI thread at 20 M entries). While a job reads the document, or a build of the data is under
+// The growth holds the data's write lock, so that no job reads the data while it changes and none is copied for the
+// jobs that hold it (a plot render queued: issue 15, where each growth during a render copied every item, up to
+// seconds on the GUI thread at 20 M entries). While a job reads the data (a render), or a build of the data is under
 // way, the growth is put off (the view shows the data as it was) and taken in when the build comes, or tried again
-// shortly: the GUI thread never waits for a job.
+// shortly: the GUI thread never waits for a job. Jobs that read only the document (the call tree's, the insights')
+// do not hold it off: the document grows on this thread, and only flush() changes it, under its own lock.
 void TimelineView::onGrown()
 {
     if (!m_session)
@@ -218,7 +219,7 @@ void TimelineView::onGrown()
     const bool atEnd = last >= m_axis->entryCount();
     const double width = m_geometry.span();
     if (hasData() && m_data->document == m_session->documentPtr()) {
-        const auto lock = m_session->document().tryWriteLock();
+        const auto lock = m_data->tryWriteLock();
         if (!lock.owns_lock()) {
             m_growthOwed = true;
             m_growthRetry->start();

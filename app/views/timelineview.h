@@ -14,7 +14,7 @@
 // The data (views/timelinedata.h: items, colours, filters) is built in a job on the global QThreadPool whenever the
 // device, the colour mode or the filters change; meanwhile the view paints the data it has (or, before its first
 // data, a "building" state), and a newer request supersedes an older one, whose result is dropped. A live document's
-// growth extends the data in place on the GUI thread (O(new items)), under the document's write lock. Painting is
+// growth extends the data in place on the GUI thread (O(new items)), under the data's write lock. Painting is
 // TimelineRenderer's (views/timelinerenderer.h), which renders a new range's plot in a job too and paints the plot it
 // has, moved onto the range, until it comes (a repaint follows); hit testing uses the plot shown. This widget handles
 // input and keeps the axis and the geometry. GUI thread only.
@@ -66,7 +66,7 @@ public:
     // it), else the index axis.
     const StateAxis& axis() const { return *m_axis; }
     // The data shown now (null before the first build finished): shareable with any thread, which reads it holding
-    // the document's read lock (a live document's growth extends it in place: views/timelinedata.h).
+    // its read lock (a live document's growth extends it in place: views/timelinedata.h).
     std::shared_ptr<const TimelineData> data() const { return m_data; }
     // Whether a build of the data is under way (the view shows the previous data, or "building", meanwhile).
     bool isBuilding() const { return m_buildWatcher != nullptr; }
@@ -178,8 +178,8 @@ private:
     uint8_t m_buildChanges = 0;
     bool m_buildTimeAxis = false; // the build under way makes the time axis
     uint64_t m_revision = 0; // the last data revision handed out
-    // A growth put off (a job read the document, or a build was under way): taken in when the build comes, or
-    // tried again by the timer.
+    // A growth put off (a job read the data, or a build was under way): taken in when the build comes, or tried
+    // again by the timer.
     bool m_growthOwed = false;
     QTimer* m_growthRetry = nullptr;
     // The segment piece of each allocation, when the data has none (segments mode's selection needs it).
