@@ -198,9 +198,9 @@ void LiveDocument::append(std::shared_ptr<const Delta> delta)
 {
     if (!delta)
         return;
-    if (!delta->stacks.empty() || !delta->notes.empty() || delta->settings)
+    if (!delta->stacks.empty() || delta->settings)
         m_pendingDefinitions.push_back(delta);
-    if (!delta->entries.empty()) {
+    if (!delta->entries.empty() || !delta->notes.empty()) {
         m_queued += delta->entries.size();
         m_queue.push_back({ std::move(delta), 0 });
     }
@@ -222,24 +222,31 @@ void LiveDocument::defineStack(uint64_t agentId, std::vector<StackFrame> frames)
         ownDefinitions().stacks.emplace_back(agentId, std::move(frames));
 }
 
-void LiveDocument::annotate(int device, Annotation::Stage stage, std::string name, int64_t timeUs)
+LiveDocument::Delta& LiveDocument::ownNotes()
 {
-    ownDefinitions().notes.push_back({ stage, int32_t(device), uint64_t(timeUs), std::move(name) });
+    if (m_queue.empty() || !m_queue.back().own || m_queue.back().notesApplied) {
+        m_queue.push_back({ std::make_shared<Delta>(), 0 });
+        m_queue.back().own = true;
+    }
+    // Made here as a Delta, not a const one: this document's own to add to.
+    return const_cast<Delta&>(*m_queue.back().delta);
 }
 
-// Stack definitions and annotations queued since the last flush; the caller holds the growth lock (interning
-// appends to the snapshot's tables, whose vectors may move).
+void LiveDocument::annotate(int device, Annotation::Stage stage, std::string name, int64_t timeUs)
+{
+    ownNotes().notes.push_back({ stage, int32_t(device), uint64_t(timeUs), std::move(name) });
+}
+
+// Stack definitions and settings queued since the last flush; the caller holds the growth lock (interning appends
+// to the snapshot's tables, whose vectors may move).
 void LiveDocument::applyDefinitions()
 {
     for (const auto& delta : m_pendingDefinitions)
         for (const auto& [agentId, frames] : delta->stacks)
             m_builder->defineStack(agentId, frames);
-    for (const auto& delta : m_pendingDefinitions) {
+    for (const auto& delta : m_pendingDefinitions)
         if (delta->settings)
             m_snapshot->allocatorSettings = delta->settings; // the job's, as the Recorder's snapshot() has them
-        for (const viewer::Note& n : delta->notes)
-            m_builder->annotate(n);
-    }
     m_pendingDefinitions.clear();
     m_ownDefinitions = nullptr;
 }
@@ -313,7 +320,7 @@ size_t LiveDocument::flush(size_t maxEntries)
     constexpr size_t TraceAhead = size_t(1) << 17;
     if (!hasPending())
         return 0;
-    std::unique_lock lock(*m_document->growth, std::try_to_lock);
+    const auto lock = m_document->tryWriteLock();
     if (!lock.owns_lock())
         return 0; // a job is reading: everything waits for the next flush
     applyDefinitions();
@@ -322,36 +329,48 @@ size_t LiveDocument::flush(size_t maxEntries)
     const size_t applied = std::min(queued(), maxEntries);
     const size_t devices = m_extenders.size();
     size_t done = 0;
-    while (done < applied) {
+    while (!m_queue.empty()) {
         Batch& front = m_queue.front();
-        const std::vector<Entry>& batch = front.delta->entries;
-        const size_t limit = std::min(batch.size(), front.begin + (applied - done));
-        // Entries are appended per device in runs, so that each extender sees its device's entries in order.
-        size_t i = front.begin;
-        while (i < limit) {
-            const uint8_t device = batch[i].device;
-            size_t end = i;
-            m_entryScratch.clear();
-            m_detailScratch.clear();
-            for (; end < limit && batch[end].device == device; ++end) {
-                const Entry& l = batch[end];
-                m_entryScratch.push_back(m_builder->entry(l));
-                m_detailScratch.push_back({ ByteCount(l.blockSize), { l.poolFirst, l.poolSecond } });
-            }
-            if (device < devices) {
-                auto& trace = s.deviceTraces[device];
-                trace.append(m_entryScratch.begin(), m_entryScratch.end());
-                trace.prefaultAhead(TraceAhead);
-                m_extenders[device].append(m_document->replays[device], s.entryForms, m_entryScratch, m_detailScratch);
-            } else {
-                m_dropped += end - i;
-            }
-            i = end;
+        // Its notes, then its entries: notes take effect in queue order (livedocument.h: append).
+        if (!front.notesApplied) {
+            for (const viewer::Note& n : front.delta->notes)
+                m_builder->annotate(n);
+            front.notesApplied = true;
         }
-        done += limit - front.begin;
-        front.begin = limit;
-        if (front.begin == batch.size())
-            m_queue.pop_front(); // the delta goes once its entries are in the document
+        const std::vector<Entry>& batch = front.delta->entries;
+        if (front.begin < batch.size()) {
+            if (done == applied)
+                break;
+            const size_t limit = std::min(batch.size(), front.begin + (applied - done));
+            // Entries are appended per device in runs, so that each extender sees its device's entries in order.
+            size_t i = front.begin;
+            while (i < limit) {
+                const uint8_t device = batch[i].device;
+                size_t end = i;
+                m_entryScratch.clear();
+                m_detailScratch.clear();
+                for (; end < limit && batch[end].device == device; ++end) {
+                    const Entry& l = batch[end];
+                    m_entryScratch.push_back(m_builder->entry(l));
+                    m_detailScratch.push_back({ ByteCount(l.blockSize), { l.poolFirst, l.poolSecond } });
+                }
+                if (device < devices) {
+                    auto& trace = s.deviceTraces[device];
+                    trace.append(m_entryScratch.begin(), m_entryScratch.end());
+                    trace.prefaultAhead(TraceAhead);
+                    m_extenders[device].append(m_document->replays[device], s.entryForms, m_entryScratch,
+                                               m_detailScratch);
+                } else {
+                    m_dropped += end - i;
+                }
+                i = end;
+            }
+            done += limit - front.begin;
+            front.begin = limit;
+            if (front.begin < batch.size())
+                break;
+        }
+        m_queue.pop_front(); // the delta goes once its notes and entries are in the document
     }
     m_queued -= applied;
     return applied;

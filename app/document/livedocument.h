@@ -66,8 +66,10 @@ public:
     // naming an id get its frames, innermost first), its notes (each one end of a named range, e.g. "memscope:
     // resync after 120 missing records", as record_function's START and END annotations), the allocator's settings
     // (the snapshot's allocator_settings, so that a save holds what `memscope-cli record` writes) and its entries.
-    // Nothing is copied: the document holds the delta until its entries are applied. Everything takes effect at the
-    // next flush(), definitions and notes before the entries queued.
+    // Nothing is copied: the document holds the delta until its entries are applied. Its stack definitions and
+    // settings take effect at the next flush(); its notes and entries in the order queued: its notes once every entry
+    // queued before it is applied, before its own entries (a flood's backlog of notes applied at once would lie past
+    // the trace's end, and each growth would place them all again: model::AnnotationTracker).
     void append(std::shared_ptr<const Delta> delta);
     // The same for one part of a delta.
     void defineStack(uint64_t agentId, std::vector<StackFrame> frames);
@@ -90,15 +92,18 @@ public:
     std::shared_ptr<const model::Snapshot> finish(model::Extras topLevel = {});
 
     // Whether flush() has anything to apply.
-    bool hasPending() const { return queued() > 0 || !m_pendingDefinitions.empty(); }
+    bool hasPending() const { return !m_queue.empty() || !m_pendingDefinitions.empty(); }
 
 private:
-    // Entries of one delta still to apply: delta->entries from `begin` on.
+    // What of one delta is still to apply: its notes unless applied, and delta->entries from `begin` on.
     struct Batch {
         std::shared_ptr<const Delta> delta;
         size_t begin = 0;
+        bool notesApplied = false;
+        bool own = false; // made by annotate(), which adds to it while it is the last one and its notes wait
     };
-    Delta& ownDefinitions(); // a pending delta of this document's own, for defineStack and annotate
+    Delta& ownDefinitions(); // a pending delta of this document's own, for defineStack
+    Delta& ownNotes(); // a queued delta of this document's own, for annotate
     void applyDefinitions();
     void adoptStacksAndQueue(LiveDocument& from); // the agent's stack definitions (by content) and the queue
     // Defines every stack of `s` under `base | id` and appends the entries of `replay` (over s's trace) with them.
@@ -112,9 +117,9 @@ private:
     // Stacks by agent id, entries, notes, numbering and the final state, as the Recorder writes them.
     std::unique_ptr<viewer::RecordingBuilder> m_builder;
     std::vector<model::ReplayExtender> m_extenders; // per device
-    std::vector<std::shared_ptr<const Delta>> m_pendingDefinitions; // deltas whose stacks and notes are not applied
-    Delta* m_ownDefinitions = nullptr; // the one defineStack and annotate add to, while it is the last pending
-    std::deque<Batch> m_queue; // entries, by delta as appended
+    std::vector<std::shared_ptr<const Delta>> m_pendingDefinitions; // deltas whose stacks and settings are not applied
+    Delta* m_ownDefinitions = nullptr; // the one defineStack adds to, while it is the last pending
+    std::deque<Batch> m_queue; // notes and entries, by delta as appended
     size_t m_queued = 0;
     std::vector<model::TraceEntry> m_entryScratch;
     std::vector<model::EntryDetail> m_detailScratch;

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <shared_mutex>
 #include <utility>
@@ -44,6 +45,14 @@ struct Document {
     std::shared_lock<std::shared_mutex> readLock() const
     {
         return growth ? std::shared_lock<std::shared_mutex>(*growth) : std::shared_lock<std::shared_mutex>();
+    }
+    // The growth's side of that lock, for the GUI thread to change what readers read (the document, and what views
+    // derive from it and share with jobs). Never waits: the lock returned owns nothing while a reader holds the
+    // document (and for a file's Document, which never grows).
+    std::unique_lock<std::shared_mutex> tryWriteLock() const
+    {
+        return growth ? std::unique_lock<std::shared_mutex>(*growth, std::try_to_lock)
+                      : std::unique_lock<std::shared_mutex>();
     }
     bool isLive() const { return growth != nullptr; }
 };

@@ -4,6 +4,7 @@
 #include "style/colors.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace memscope::app {
 
@@ -186,47 +187,22 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
 std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request)
 {
     const auto lock = request.document->readLock();
+    // The base is read too (what did not change is taken from it): a live growth must not extend it meanwhile.
+    std::shared_lock<std::shared_mutex> baseLock;
+    if (request.base)
+        baseLock = request.base->readLock();
     const Replay& replay = request.document->replays[size_t(request.device)];
     const Snapshot& snapshot = *request.document->snapshot;
     static const Trace none;
     const Trace& entries
         = size_t(request.device) < snapshot.deviceTraces.size() ? snapshot.deviceTraces[size_t(request.device)] : none;
-    uint8_t changes = request.changes;
+    uint8_t changes = request.changes & uint8_t(~TimelineDataRequest::Grown);
     const TimelineData* base = request.base.get();
     if (!base || base->document != request.document || base->device != request.device
         || (changes & TimelineDataRequest::Items))
         changes = TimelineDataRequest::Items | TimelineDataRequest::Colors | TimelineDataRequest::Visibility;
     if (base && base->colorMode != request.colorMode)
         changes |= TimelineDataRequest::Colors;
-
-    if (changes & TimelineDataRequest::Grown) {
-        // Items only append: their colours stay, the new ones get theirs; the filters are applied again.
-        std::shared_ptr<TimelineData> data = request.base.use_count() == 1
-            ? std::const_pointer_cast<TimelineData>(std::exchange(request.base, nullptr))
-            : std::make_shared<TimelineData>(*base);
-        auto allocs = mutableCopy(data->allocs);
-        auto pieces = mutableCopy(data->pieces);
-        allocs->extendAllocations(replay);
-        pieces->extendSegments(replay);
-        data->allocs = std::move(allocs);
-        data->pieces = std::move(pieces);
-        data->allocPiece.reset();
-        data->annotations = std::move(request.annotations);
-        data->ooms = std::move(request.ooms);
-        data->timeAxis = timeAxisFor(request, std::exchange(data->timeAxis, nullptr), entries, replay.entryCount());
-        if (changes & TimelineDataRequest::Colors) {
-            data->colorMode = request.colorMode;
-            data->allocColors.clear();
-            data->pieceColors.clear();
-        }
-        fillColors(*data, replay, snapshot);
-        fillVisibility(*data, request, replay);
-        // The plot renders only the new columns unless the picture changed: other colours, or filtered items (whose
-        // flags are all new).
-        if ((changes & TimelineDataRequest::Colors) || data->filtered())
-            data->revision = request.revision;
-        return data;
-    }
 
     auto data = std::make_shared<TimelineData>();
     data->document = request.document;
@@ -266,6 +242,40 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
         && data->allocVisible == base->allocVisible && data->pieceVisible == base->pieceVisible;
     data->revision = samePicture ? base->revision : request.revision;
     return data;
+}
+
+void growTimelineData(TimelineData& data, TimelineDataRequest request)
+{
+    assert(data.document == request.document && data.device == request.device);
+    const Replay& replay = data.replay();
+    const Snapshot& snapshot = *data.document->snapshot;
+    static const Trace none;
+    const Trace& entries
+        = size_t(data.device) < snapshot.deviceTraces.size() ? snapshot.deviceTraces[size_t(data.device)] : none;
+    // Items only append: their colours stay, the new ones get theirs; the filters are applied again.
+    auto allocs = mutableCopy(data.allocs);
+    auto pieces = mutableCopy(data.pieces);
+    allocs->extendAllocations(replay);
+    pieces->extendSegments(replay);
+    data.allocs = std::move(allocs);
+    data.pieces = std::move(pieces);
+    data.allocPiece.reset();
+    data.annotations = std::move(request.annotations);
+    data.ooms = std::move(request.ooms);
+    request.changes |= TimelineDataRequest::Grown;
+    data.timeAxis = timeAxisFor(request, std::exchange(data.timeAxis, nullptr), entries, replay.entryCount());
+    const bool recolor = data.colorMode != request.colorMode;
+    if (recolor) {
+        data.colorMode = request.colorMode;
+        data.allocColors.clear();
+        data.pieceColors.clear();
+    }
+    fillColors(data, replay, snapshot);
+    fillVisibility(data, request, replay);
+    // The plot renders only the new columns unless the picture changed: other colours, or filtered items (whose
+    // flags are all new).
+    if (recolor || data.filtered())
+        data.revision = request.revision;
 }
 
 } // namespace memscope::app

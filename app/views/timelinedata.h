@@ -1,10 +1,13 @@
 // The memory timeline's data: for one device of a Document, the stacked items of both modes (allocations and
 // segment pieces, model/timeline.h), their colours by the Session's colour mode, which of them the stream and pool
 // filters show, the segment piece holding each allocation, the annotations and the OOM marks, and the time axis
-// (each state's time: O(entries) to make, so that it is made here and not on the GUI thread). Immutable once built
-// and shared (std::shared_ptr<const TimelineData>): the timeline view paints it, and any view may read it on any
-// thread. buildTimelineData() makes it from a TimelineDataRequest, a plain copy of what it needs from the Session, so
-// that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and drops stale results).
+// (each state's time: O(entries) to make, so that it is made here and not on the GUI thread). Shared
+// (std::shared_ptr<const TimelineData>): the timeline view paints it, and jobs on other threads read it while they
+// hold its read lock (TimelineData::readLock; and the document's, for the replay). Immutable once built, but for a
+// live document's growth, which extends it in place on the GUI thread under its write lock (growTimelineData), so
+// that no reader sees it change. buildTimelineData() makes it from a TimelineDataRequest, a plain copy of what it
+// needs from the Session, so that it runs in a job off the GUI thread (views/timelineview.h starts those jobs and
+// drops stale results).
 #pragma once
 
 #include "document/session.h"
@@ -14,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <set>
+#include <shared_mutex>
 #include <utility>
 #include <vector>
 
@@ -28,8 +32,10 @@ struct TimelineData {
     uint64_t revision = 0;
     ColorMode colorMode = ColorMode::Allocation;
     std::shared_ptr<const model::TimelineItems> allocs, pieces;
-    std::vector<uint32_t> allocColors, pieceColors;
-    std::vector<uint8_t> allocVisible, pieceVisible; // empty: everything visible
+    // Per item. GrowingArrays: a live document's growth appends to them, which a std::vector would copy whole now
+    // and then (80 MB of colours at 20 M allocations, on the GUI thread).
+    model::GrowingArray<uint32_t> allocColors, pieceColors;
+    model::GrowingArray<uint8_t> allocVisible, pieceVisible; // empty: everything visible
     // The segment piece holding each allocation (model::pieceOfAllocations), or null when nothing built needed it
     // (the stream colours and the filters do): TimelineView computes it on demand then.
     std::shared_ptr<const std::vector<model::TimelineItem>> allocPiece;
@@ -41,9 +47,29 @@ struct TimelineData {
 
     const model::Replay& replay() const { return document->replays[size_t(device)]; }
     const model::TimelineItems& items(bool segments) const { return segments ? *pieces : *allocs; }
-    const std::vector<uint8_t>& visible(bool segments) const { return segments ? pieceVisible : allocVisible; }
-    const std::vector<uint32_t>& colors(bool segments) const { return segments ? pieceColors : allocColors; }
+    const model::GrowingArray<uint8_t>& visible(bool segments) const { return segments ? pieceVisible : allocVisible; }
+    const model::GrowingArray<uint32_t>& colors(bool segments) const { return segments ? pieceColors : allocColors; }
     bool filtered() const { return !allocVisible.empty() || !pieceVisible.empty(); }
+
+    // Held by a job on another thread while it reads the data (a plot's render, a build from it as its base): a live
+    // growth waits for it. Its own and not the document's, so that the jobs that read only the document (a call tree
+    // rebuilt at every cursor move, insights) never hold off the timeline's growth.
+    std::shared_lock<std::shared_mutex> readLock() const { return std::shared_lock(m_lock.mutex); }
+    // The growth's side (GUI thread): owns nothing while a job reads the data.
+    std::unique_lock<std::shared_mutex> tryWriteLock() const
+    {
+        return std::unique_lock(m_lock.mutex, std::try_to_lock);
+    }
+
+private:
+    // Not copied with the data: a copy is another object, which no job reads yet.
+    struct Lock {
+        mutable std::shared_mutex mutex;
+        Lock() = default;
+        Lock(const Lock&) { }
+        Lock& operator=(const Lock&) { return *this; }
+    };
+    Lock m_lock;
 };
 
 // What a build starts from: what changed since `base` (the data shown now, or null), and a copy of the Session's
@@ -77,8 +103,19 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
 
 // Builds the data a request asks for, reusing from its base what did not change; returns the base itself when
 // nothing the data holds changed. Holds the document's read lock while it reads (a live document does not grow
-// meanwhile). Any thread; a Grown request must run on the GUI thread (it follows Session::grown), and extends the
-// base's items and time axis in place when nothing else holds them (O(new entries)).
+// meanwhile). Any thread. Not for a Grown request (growTimelineData).
 std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request);
+
+// A live document grew: extends `data` in place by its new entries (items alive at the old end updated, new items
+// appended with their colours, the filters applied again, OOMs, annotations, the time axis), O(new entries + items
+// alive at the old end) for the allocation colours and no filter. `request` is makeTimelineDataRequest(session,
+// TimelineDataRequest::Grown, data, revision) for `data`'s document and device. GUI thread (the document's writer),
+// holding the data's write lock (TimelineData::tryWriteLock): no job reads the data meanwhile, so that nothing is
+// copied however many jobs hold it; one that reads it later (a plot job still queued) finds at every state it was
+// asked for what it would have found before, as entries are only appended. The items are copied only when another
+// TimelineData shares them (a build that changed only colours or filters reuses its base's), as that one's colours and
+// filters are of fewer items. The revision changes when the picture of the states before does (other colours, or the
+// filters).
+void growTimelineData(TimelineData& data, TimelineDataRequest request);
 
 } // namespace memscope::app

@@ -90,6 +90,9 @@ struct TimelineRenderer::PlotRequest {
     std::shared_ptr<const TimelineData> data;
     std::shared_ptr<TimelineRenderParts> parts;
     std::vector<int64_t> lo, hi; // the state range of each column with data
+    // The entry count the ranges were made for: a live document's data may have grown by the time a job reads it
+    // (in place, views/timelinedata.h), and the plot then shows this many entries (the next growth renders the rest).
+    int64_t entries = 0;
     double headroom = Headroom;
     bool growing = false;
     double keptBytesTop = 0; // a live document's scale so far
@@ -216,6 +219,7 @@ TimelineRenderer::PlotRequest TimelineRenderer::plotRequest(const TimelineFrame&
     r.key = key;
     r.data = m_data;
     r.parts = m_parts;
+    r.entries = m_data->items(key.segments).entryCount;
     const int width = key.pixels.width();
     axis.columnRanges(g.begin, g.end, width, r.lo, r.hi);
     // Columns that begin past the data (a live domain runs ahead of it) show nothing.
@@ -246,17 +250,18 @@ TimelineRenderer::Plot TimelineRenderer::renderPlot(PlotRequest request)
     QElapsedTimer timer;
     timer.start();
     const TimelineData& data = *request.data;
-    // A live document grows its replay in place, on the GUI thread, under its growth lock: the job holds it for
-    // reading while it reads the replay (liveAt), as the data's build does, and flush() leaves what arrives queued
-    // for its next call meanwhile (document/livedocument.h) rather than change what is being read. The data's items
-    // are this job's own: a growth that finds them held copies them instead of extending them in place.
+    // A live document grows its replay in place, on the GUI thread, under its growth lock, and the timeline's data
+    // with it under the data's own (views/timelinedata.h): the job holds both for reading while it reads, as the
+    // data's build does, and flush() leaves what arrives queued for its next call meanwhile (document/livedocument.h),
+    // the timeline's growth waits for the job to end, rather than change what is being read.
     const auto lock = data.document->readLock();
+    const auto dataLock = data.readLock();
     const bool segments = request.key.segments;
     const TimelineItems& its = data.items(segments);
     Plot plot;
     plot.key = request.key;
     plot.valid = true;
-    plot.entries = its.entryCount;
+    plot.entries = request.entries;
     plot.lo = std::move(request.lo);
     plot.hi = std::move(request.hi);
     sampleColumns(its, data.visible(segments), plot.lo, plot.hi, plot.columns, 0);

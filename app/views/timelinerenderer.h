@@ -11,8 +11,8 @@
 // repaint); a job superseded by a newer key is dropped (job ids). Jobs run on a pool of their own (threadPool()). Hit
 // testing and outlines use the columns of the plot shown, so that they match the picture. render() and preparePlotNow()
 // render synchronously (tests, exports, screenshots). A live document that grew renders, on the calling thread, only
-// the columns its new entries changed. One thread at a time (the GUI thread in the app); the jobs read only immutable
-// data and the document under its read lock.
+// the columns its new entries changed. One thread at a time (the GUI thread in the app); the jobs read the data and
+// the document under their read locks (a live document's growth changes both, under their write locks).
 #pragma once
 
 #include "views/timelinedata.h"

@@ -10,6 +10,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QStringBuilder>
+#include <QTimer>
 #include <QToolButton>
 #include <QToolTip>
 #include <QWheelEvent>
@@ -31,6 +32,8 @@ namespace {
     constexpr int ClickSlop = 4;
     // Overview brush edges are grabbed within this many pixels.
     constexpr int EdgeGrab = 5;
+    // A growth put off while a job reads the data is tried again this often (as LiveController's flush).
+    constexpr int GrowthRetryMs = 10;
 
     QString helpText()
     {
@@ -78,6 +81,10 @@ TimelineView::TimelineView(Session* session, QWidget* parent)
     connect(session, &Session::growingChanged, this, &TimelineView::onTimeAxisChanged); // the domain's room to grow
     connect(session, &Session::cursorChanged, this, &TimelineView::onCursorChanged);
     connect(session, &Session::grown, this, &TimelineView::onGrown);
+    m_growthRetry = new QTimer(this);
+    m_growthRetry->setSingleShot(true);
+    m_growthRetry->setInterval(GrowthRetryMs);
+    connect(m_growthRetry, &QTimer::timeout, this, &TimelineView::onGrown);
     connect(session, &Session::selectionChanged, this, qOverload<>(&QWidget::update));
     connect(session, &Session::hoveredChanged, this, qOverload<>(&QWidget::update));
     // A plot rendered in the background is shown at the next paint.
@@ -113,10 +120,11 @@ void TimelineView::startBuild(uint8_t changes)
         if (generation != m_buildGeneration || watcher != m_buildWatcher)
             return;
         const auto data = watcher->result();
-        // The watcher's future holds the result too: it goes, so that a growth can extend the data in place.
         m_buildWatcher = nullptr;
         watcher->deleteLater();
         adopt(data);
+        if (m_growthOwed)
+            onGrown(); // the growth put off until the build came
     });
     watcher->setFuture(
         QtConcurrent::run([request = std::move(request)]() mutable { return buildTimelineData(std::move(request)); }));
@@ -125,6 +133,10 @@ void TimelineView::startBuild(uint8_t changes)
 void TimelineView::finishBuild()
 {
     finishDataBuild();
+    if (m_growthOwed) {
+        m_renderer.finishPlot(); // the render under way may be what holds the document
+        onGrown();
+    }
     if (hasData()) {
         m_renderer.preparePlotNow(frame());
         refreshHover();
@@ -138,9 +150,11 @@ void TimelineView::finishDataBuild()
     const auto data = m_buildWatcher->result(); // waits; runs the job here if no pool thread has taken it yet
     delete std::exchange(m_buildWatcher, nullptr);
     adopt(data);
+    if (m_growthOwed)
+        onGrown(); // the growth put off until the build came
 }
 
-void TimelineView::adopt(std::shared_ptr<const TimelineData> data, bool takeAxis)
+void TimelineView::adopt(std::shared_ptr<const TimelineData> data)
 {
     if (data == m_data)
         return;
@@ -148,11 +162,16 @@ void TimelineView::adopt(std::shared_ptr<const TimelineData> data, bool takeAxis
     m_renderer.setData(m_data);
     // Its time axis, made in the build (or the index axis, the time axis no longer asked for), showing the same
     // states.
-    if (takeAxis && hasData() && m_axis != m_data->timeAxis && (m_data->timeAxis || m_axis->isTime()))
+    if (hasData() && m_axis != m_data->timeAxis && (m_data->timeAxis || m_axis->isTime()))
         onTimeAxisChanged();
-    m_allocPiece.reset(); // grown data may be the same object, changed
+    takeInData();
+}
+
+void TimelineView::takeInData()
+{
+    m_allocPiece.reset(); // grown data is the same object, changed
     m_allocPieceData = nullptr;
-    m_hitGeneration = UINT64_MAX; // the hit stack is bound to the data's vectors
+    m_hitGeneration = UINT64_MAX; // the hit stack is bound to the data's vectors (a growth may move them)
     update();
     Q_EMIT dataChanged();
 }
@@ -177,26 +196,46 @@ void TimelineView::onDeviceChanged()
     update();
 }
 
-// A live document grew: the data is extended here (O(live + new items): the Document grows on this thread, between
-// events), the view keeps its zoom, and a view showing the end (or everything) slides along with the data.
+// A live document grew: the data is extended here, in place (O(live + new items): the Document grows on this thread,
+// between events), the view keeps its zoom, and a view showing the end (or everything) slides along with the data.
+// The growth holds the data's write lock, so that no job reads the data while it changes and none is copied for the
+// jobs that hold it (a plot render queued: issue 15, where each growth during a render copied every item, up to
+// seconds on the GUI thread at 20 M entries). While a job reads the data (a render), or a build of the data is under
+// way, the growth is put off (the view shows the data as it was) and taken in when the build comes, or tried again
+// shortly: the GUI thread never waits for a job. Jobs that read only the document (the call tree's, the insights')
+// do not hold it off: the document grows on this thread, and only flush() changes it, under its own lock.
 void TimelineView::onGrown()
 {
     if (!m_session)
         return;
+    m_growthRetry->stop();
+    m_growthOwed = false;
+    if (m_buildWatcher) {
+        m_growthOwed = true; // the build's data grows when it comes
+        return;
+    }
     const auto [first, last] = visibleRange();
     const bool wasReset = m_geometry.isReset();
     const bool atEnd = last >= m_axis->entryCount();
     const double width = m_geometry.span();
-    finishDataBuild(); // the data to extend (the plot follows at the next paint, O(new columns))
-    if (hasData()) {
-        // The renderer lets go of it too, so that the items are extended in place; its plot stays valid and renders
-        // only the columns the new entries changed (the data's revision and entry count tell).
-        m_renderer.setData(nullptr);
-        // And the axis, the data's time axis, which the build extends (rebuildAxis takes it back).
+    if (hasData() && m_data->document == m_session->documentPtr()) {
+        const auto lock = m_data->tryWriteLock();
+        if (!lock.owns_lock()) {
+            m_growthOwed = true;
+            m_growthRetry->start();
+            return;
+        }
+        // And the axis, the data's time axis, which the growth extends (rebuildAxis takes it back).
         m_axis = std::make_shared<const StateAxis>();
-        TimelineDataRequest request = makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown,
-                                                              std::exchange(m_data, nullptr), ++m_revision);
-        adopt(buildTimelineData(std::move(request)), false);
+        // The view is the only writer of the data it shows: builds make it, and only this changes it afterwards. The
+        // renderer's plot stays valid and renders only the columns the new entries changed (the data's revision and
+        // entry count tell).
+        TimelineData& data = const_cast<TimelineData&>(*m_data);
+        // The Session's annotation spans, let go of first: it extends them in place when no one else holds them,
+        // and copies every one otherwise (a live job that opens a range per step has hundreds of thousands).
+        data.annotations.reset();
+        growTimelineData(data, makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown, m_data, ++m_revision));
+        takeInData();
     } else {
         startBuild(TimelineDataRequest::Items);
     }

@@ -14,10 +14,10 @@
 // The data (views/timelinedata.h: items, colours, filters) is built in a job on the global QThreadPool whenever the
 // device, the colour mode or the filters change; meanwhile the view paints the data it has (or, before its first
 // data, a "building" state), and a newer request supersedes an older one, whose result is dropped. A live document's
-// growth extends the data on the GUI thread (O(new items)). Painting is TimelineRenderer's (views/timelinerenderer.h),
-// which renders a new range's plot in a job too and paints the plot it has, moved onto the range, until it comes
-// (a repaint follows); hit testing uses the plot shown. This widget handles input and keeps the axis and the
-// geometry. GUI thread only.
+// growth extends the data in place on the GUI thread (O(new items)), under the data's write lock. Painting is
+// TimelineRenderer's (views/timelinerenderer.h), which renders a new range's plot in a job too and paints the plot it
+// has, moved onto the range, until it comes (a repaint follows); hit testing uses the plot shown. This widget handles
+// input and keeps the axis and the geometry. GUI thread only.
 #pragma once
 
 #include "model/timeline.h"
@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+class QTimer;
 class QToolButton;
 
 namespace memscope::app {
@@ -64,7 +65,8 @@ public:
     // The x axis shown: the data's time axis when the Session asks for time and the data has it (its build makes
     // it), else the index axis.
     const StateAxis& axis() const { return *m_axis; }
-    // The data shown now (null before the first build finished): immutable, shareable with any thread.
+    // The data shown now (null before the first build finished): shareable with any thread, which reads it holding
+    // its read lock (a live document's growth extends it in place: views/timelinedata.h).
     std::shared_ptr<const TimelineData> data() const { return m_data; }
     // Whether a build of the data is under way (the view shows the previous data, or "building", meanwhile).
     bool isBuilding() const { return m_buildWatcher != nullptr; }
@@ -132,9 +134,10 @@ private:
     void finishDataBuild();
     // finishDataBuild(), and the plot of the range and size now rendered (whether visible or not).
     void finishPlot();
-    // Shows `data` (a build's result, or grown data), and its time axis unless takeAxis is false (a growth takes it
-    // with its own range rules).
-    void adopt(std::shared_ptr<const TimelineData> data, bool takeAxis = true);
+    // Shows `data` (a build's result) and its time axis.
+    void adopt(std::shared_ptr<const TimelineData> data);
+    // What follows new data, or the data shown grown: a repaint, hit testing and the pieces of allocations anew.
+    void takeInData();
     // How the axis is made again: from scratch (a new device, axis kind, ...) or after entries were appended.
     enum class AxisChange : uint8_t { Rebuilt, Grown };
     void rebuildAxis(AxisChange change = AxisChange::Rebuilt);
@@ -145,7 +148,7 @@ private:
     // Whether the data shown is the current device's.
     bool hasData() const { return m_data && m_data->device == m_device; }
     const model::TimelineItems& items() const { return m_data->items(m_showSegments); }
-    const std::vector<uint8_t>& visible() const { return m_data->visible(m_showSegments); }
+    const model::GrowingArray<uint8_t>& visible() const { return m_data->visible(m_showSegments); }
     const std::vector<model::TimelineItem>& allocationPieces();
     // What the renderer paints now, besides the data.
     TimelineFrame frame();
@@ -175,6 +178,10 @@ private:
     uint8_t m_buildChanges = 0;
     bool m_buildTimeAxis = false; // the build under way makes the time axis
     uint64_t m_revision = 0; // the last data revision handed out
+    // A growth put off (a job read the data, or a build was under way): taken in when the build comes, or tried
+    // again by the timer.
+    bool m_growthOwed = false;
+    QTimer* m_growthRetry = nullptr;
     // The segment piece of each allocation, when the data has none (segments mode's selection needs it).
     std::shared_ptr<const std::vector<model::TimelineItem>> m_allocPiece;
     const TimelineData* m_allocPieceData = nullptr;

@@ -134,6 +134,8 @@ AnnotationTracker::Change AnnotationTracker::update(const Snapshot& snapshot, in
                 continue;
             const uint32_t sequence = open->second.back();
             open->second.pop_back();
+            if (open->second.empty())
+                m_open.erase(open); // a job that names each step's range anew would keep one entry per step
             AnnotationRange& r = m_ranges[m_position[sequence]];
             bool known = true;
             r.endUs = a.timeUs;

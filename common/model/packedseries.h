@@ -182,6 +182,14 @@ public:
 
     // Room for `n` values without growing the block headers (the packed bytes grow as they come).
     void reserve(size_t n) { m_blocks.reserve(n / BlockSize + 1); }
+    // Has the pages of about the next `values` values made present by the prefault thread before the appends that
+    // write them (GrowingArray::prefaultAhead; 4 bytes a value, the widest difference but the rare 8), for a series
+    // that keeps growing while someone waits (a live replay's).
+    void prefaultAhead(size_t values)
+    {
+        m_blocks.prefaultAhead(values / BlockSize + 1);
+        m_bytes.prefaultAhead(values * 4);
+    }
     void clear()
     {
         m_blocks.clear();

@@ -193,6 +193,10 @@ void ReplayExtender::append(Replay& r, const EntryFormTable& forms, std::span<co
     constexpr size_t Ahead = size_t(1) << 17;
     r.m_entryAllocation.prefaultAhead(Ahead);
     r.m_allocations.prefaultAhead(Ahead / 2);
+    r.m_labels.prefaultAhead(Ahead / 2);
+    for (PackedSeries* series : { &r.m_series.allocated, &r.m_series.active, &r.m_series.reserved,
+                                  &r.m_series.requested, &r.m_series.largestFree })
+        series->prefaultAhead(Ahead);
 }
 
 // Live allocations and pieces get the entry count as their end (the Replay convention for "alive at the end"); an

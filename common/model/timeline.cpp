@@ -177,6 +177,16 @@ namespace {
         items.pendingByPending.resize(items.byPending.size());
         for (size_t i = 0; i < items.byPending.size(); ++i)
             items.pendingByPending[i] = items.pendingFrom[items.byPending[i]];
+        // Items that are extended keep growing (a live document's timeline, on the GUI thread): the next pages of
+        // their arrays are faulted in on another thread meanwhile (model/prefault.h).
+        constexpr size_t Ahead = size_t(1) << 16;
+        items.begin.prefaultAhead(Ahead);
+        items.end.prefaultAhead(Ahead);
+        items.size.prefaultAhead(Ahead);
+        items.pendingFrom.prefaultAhead(Ahead);
+        items.address.prefaultAhead(Ahead);
+        items.byEnd.prefaultAhead(Ahead);
+        items.endByEnd.prefaultAhead(Ahead);
     }
 
 } // namespace
@@ -267,7 +277,7 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
     // What each item adds to the total while live: 0 when hidden or never live, so the walk below tests nothing.
     // Resuming, the flags of the items known before are what they were: only the new ones are computed (an item
     // that was live at the old end keeps its begin and its size; its end only moves later).
-    std::vector<ByteCount>& effective = out.scratch;
+    GrowingArray<ByteCount>& effective = out.scratch;
     const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(effective.size(), items.count())) : 0;
     effective.resize(items.count());
     for (TimelineItem k = knownItems; k < items.count(); ++k)
@@ -334,8 +344,7 @@ void TimelineStack::bind(const TimelineItems* items, std::span<const uint8_t> vi
     m_visible = visible;
     m_colors = colors;
     // Only read for stacked items, which add() has written: no need to clear it.
-    if (m_itemSlot.size() != (items ? items->count() : 0))
-        m_itemSlot.assign(items ? items->count() : 0, 0);
+    m_itemSlot.resize(items ? items->count() : 0);
     clear(0);
 }
 

@@ -83,7 +83,9 @@ struct TimelineColumns {
         ByteCount total;
     };
     std::vector<Walk> walk;
-    std::vector<ByteCount> scratch; // reused by sampleColumns; no meaning to callers
+    // Reused by sampleColumns, one value per item; no meaning to callers. A GrowingArray: a live timeline's grows
+    // with its items at every growth, which a std::vector would copy whole now and then.
+    GrowingArray<ByteCount> scratch;
 };
 
 // Picks the state of every column (pass 1: running totals only, O(items + entries in view)).
@@ -167,7 +169,9 @@ private:
     std::vector<uint32_t> m_slotIndex; // per slot id: the slot's index now (valid for ids of live slots)
     // Per slot id: the id of the run it was merged into, or itself (a union-find forest, path-compressed on lookup).
     mutable std::vector<uint32_t> m_slotParent;
-    std::vector<uint32_t> m_itemSlot; // per item: the id of its slot, valid while it is stacked
+    // Per item: the id of its slot, valid while it is stacked. Never cleared (only stacked items' are read), so that
+    // binding the stack to a live timeline's grown items costs only the new ones.
+    GrowingArray<uint32_t> m_itemSlot;
     std::vector<TimelineItem> m_scratch;
     size_t m_dead = 0; // slots of size 0
     ByteCount m_tall = 0;

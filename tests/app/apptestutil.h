@@ -1,5 +1,5 @@
-// Helpers shared by the app tests: load a snapshot into a Session as the app does, and save screenshots of views
-// for people to look at. Test (GUI) thread only.
+// Helpers shared by the app tests: load a snapshot into a Session as the app does, save screenshots of views for
+// people to look at, and hold the timeline's plot jobs queued. Test (GUI) thread only.
 #pragma once
 
 #include "io/snapshotio.h"
@@ -8,9 +8,12 @@
 #include "views/timelineview.h"
 
 #include <QDir>
+#include <QSemaphore>
+#include <QThreadPool>
 #include <QWidget>
 
 #include <memory>
+#include <utility>
 
 namespace memscope::test {
 
@@ -45,5 +48,42 @@ inline bool saveScreenshot(QWidget& widget, const QString& name, QSize size = QS
     app::finishTimelineBuilds(&widget);
     return widget.grab().save(screenshotDir() + QLatin1Char('/') + name + QLatin1String(".png"));
 }
+
+// Keeps every thread of the timeline renderers' pool busy until released, so that a plot job asked for meanwhile
+// stays queued: what a paint (or a live document's growth) does while a render is under way is then seen without a
+// race. A wait for such a job would not hang (a QFuture's wait runs a job no thread has taken), it would render it:
+// the tests see that as a plot shown too soon.
+class PoolBlocker {
+public:
+    PoolBlocker()
+    {
+        QThreadPool* pool = app::TimelineRenderer::threadPool();
+        pool->waitForDone(); // earlier jobs
+        m_count = pool->maxThreadCount();
+        for (int i = 0; i < m_count; ++i)
+            pool->start([this] {
+                m_started.release();
+                m_released.acquire();
+            });
+        m_started.acquire(m_count);
+    }
+    ~PoolBlocker()
+    {
+        release();
+        app::TimelineRenderer::threadPool()->waitForDone();
+    }
+    PoolBlocker(const PoolBlocker&) = delete;
+    PoolBlocker& operator=(const PoolBlocker&) = delete;
+    void release()
+    {
+        if (!std::exchange(m_done, true))
+            m_released.release(m_count);
+    }
+
+private:
+    QSemaphore m_started, m_released;
+    int m_count = 0;
+    bool m_done = false;
+};
 
 } // namespace memscope::test

@@ -1,7 +1,9 @@
 // Tests of LiveDocument (app/document/livedocument.h) and of the views taking in a live document's growth: a real
 // snapshot's trace fed in chunks, as a live job's events arrive, must give the same replay as the whole file; the
 // cursor follows the end until moved; the event list appends rows instead of resetting; the timeline keeps its
-// zoom; growth waits for a reader holding the document. Offscreen, GUI thread (filter jobs on the thread pool).
+// zoom, and extends its data in place, even while a plot job holds it, or takes the growth in once a reader is done;
+// growth waits for a reader holding the document; a delta's notes wait for the entries queued before it. Offscreen,
+// GUI thread (filter jobs on the thread pool).
 #include "apptestutil.h"
 #include "itemmodels/eventlistmodel.h"
 #include "model/replayextender.h"
@@ -17,6 +19,9 @@
 #include <QTableView>
 #include <QTest>
 
+#include <functional>
+#include <future>
+#include <shared_mutex>
 #include <thread>
 
 using namespace memscope;
@@ -84,6 +89,66 @@ struct FileSource {
     }
 };
 
+// A job on another thread: holds the read lock `lock` returns from construction until release() (or its end).
+class Reader {
+public:
+    explicit Reader(std::function<std::shared_lock<std::shared_mutex>()> lock)
+    {
+        std::promise<void> locked;
+        m_thread = std::thread([lock = std::move(lock), &locked, done = m_done.get_future()] {
+            const auto held = lock();
+            locked.set_value();
+            done.wait();
+        });
+        locked.get_future().wait();
+    }
+    ~Reader() { release(); }
+    Reader(const Reader&) = delete;
+    Reader& operator=(const Reader&) = delete;
+    void release()
+    {
+        if (!m_thread.joinable())
+            return;
+        m_done.set_value();
+        m_thread.join();
+    }
+
+private:
+    std::promise<void> m_done;
+    std::thread m_thread;
+};
+
+// Every member of a timeline's items, compared with what a build from scratch makes.
+void compareItems(const model::TimelineItems& a, const model::TimelineItems& b)
+{
+    QCOMPARE(a.entryCount, b.entryCount);
+    QCOMPARE(a.count(), b.count());
+    QVERIFY(a.begin == b.begin);
+    QVERIFY(a.end == b.end);
+    QVERIFY(a.size == b.size);
+    QVERIFY(a.pendingFrom == b.pendingFrom);
+    QVERIFY(a.address == b.address);
+    QVERIFY(a.byEnd == b.byEnd);
+    QVERIFY(a.endByEnd == b.endByEnd);
+    QCOMPARE(a.byPending, b.byPending);
+    QCOMPARE(a.pendingByPending, b.pendingByPending);
+}
+
+// The view's data against a build from scratch of the same session: items, colours, filters, OOMs, annotations.
+void compareWithFreshData(const TimelineView& view, const Session& session)
+{
+    const auto data = view.data();
+    const auto fresh = buildTimelineData(makeTimelineDataRequest(session, TimelineDataRequest::Items, nullptr, 1));
+    compareItems(*data->allocs, *fresh->allocs);
+    compareItems(*data->pieces, *fresh->pieces);
+    QVERIFY(data->allocColors == fresh->allocColors);
+    QVERIFY(data->pieceColors == fresh->pieceColors);
+    QVERIFY(data->allocVisible == fresh->allocVisible);
+    QVERIFY(data->pieceVisible == fresh->pieceVisible);
+    QCOMPARE(data->ooms, fresh->ooms);
+    QCOMPARE(data->annotations->size(), fresh->annotations->size());
+}
+
 } // namespace
 
 class TestLiveDocument : public QObject {
@@ -95,6 +160,9 @@ private Q_SLOTS:
     void timelineRendersOnlyNewColumns_data();
     void timelineRendersOnlyNewColumns();
     void growthWaitsForReaders();
+    void timelineGrowsInPlaceUnderARender();
+    void timelineGrowthWaitsForReaders();
+    void notesWaitForEarlierEntries();
 };
 
 void TestLiveDocument::growsLikeTheFile_data()
@@ -361,6 +429,158 @@ void TestLiveDocument::growthWaitsForReaders()
     QCOMPARE(live.flush(), size_t(100));
     QCOMPARE(live.document()->replays[0].entryCount(), 100);
     QCOMPARE(live.queued(), size_t(0));
+}
+
+// A growth while a plot job holds the timeline's data (a render of a new size asked for and queued: issue 15, where
+// each growth during a render copied every item on the GUI thread) extends the data in place: the same data, the
+// same items, each member what a build from scratch makes; the plot that comes, with the growth taken in, is a
+// render of everything from scratch.
+void TestLiveDocument::timelineGrowsInPlaceUnderARender()
+{
+    FileSource src;
+    src.file = load("transformer_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    src.joinAt = src.ref.entryCount() / 4;
+    src.next = src.joinAt;
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    src.defineStacks(live);
+    live.append(src.take(3000));
+    live.flush();
+
+    Session session(live.document());
+    TimelineView view(&session);
+    view.resize(900, 420);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    session.documentGrew();
+    view.finishBuild();
+    view.grab();
+    for (int round = 0; round < 4; ++round) {
+        const int width = round % 2 ? 900 : 880;
+        int64_t asked = 0;
+        QImage grown;
+        {
+            test::PoolBlocker blocker;
+            view.resize(width, 420);
+            view.grab(); // asks for the new size's plot: its job waits for a thread, holding the data
+            QVERIFY(view.isRendering());
+            const TimelineData* data = view.data().get();
+            const model::TimelineItems* allocs = view.data()->allocs.get();
+            const model::TimelineItems* pieces = view.data()->pieces.get();
+            asked = allocs->entryCount;
+            // (The job reads nothing before a thread takes it: the flush is not held off.)
+            live.append(src.take(120)); // a few per cent: the live domain keeps its range
+            QCOMPARE(live.flush(), size_t(120));
+            session.documentGrew();
+            QCOMPARE(view.data().get(), data);
+            QCOMPARE(view.data()->allocs.get(), allocs);
+            QCOMPARE(view.data()->pieces.get(), pieces);
+            QCOMPARE(view.data()->allocs->entryCount, session.entryCount());
+            compareWithFreshData(view, session);
+            blocker.release();
+            view.finishBuild(); // the job's plot, of the entries it was asked for, and the columns the rest changed
+            QVERIFY(!view.isRendering());
+            grown = view.grab().toImage();
+            QVERIFY(view.lastRenderFirstColumn() > 0); // the growth rendered the columns it changed, not all
+        }
+        QVERIFY(asked < session.entryCount());
+        // Everything again: another size and back render the whole plot (and keep its scale).
+        view.resize(700, 420);
+        view.finishBuild();
+        view.grab();
+        view.resize(width, 420);
+        view.finishBuild();
+        const QImage fresh = view.grab().toImage();
+        if (grown != fresh) {
+            grown.save(QDir::temp().filePath(QStringLiteral("memscope-grown.png")));
+            fresh.save(QDir::temp().filePath(QStringLiteral("memscope-fresh.png")));
+            QFAIL(qPrintable(QStringLiteral("round %1: the grown picture differs from a full render (saved in %2)")
+                                 .arg(round)
+                                 .arg(QDir::tempPath())));
+        }
+    }
+}
+
+// Jobs reading when the views hear of a growth (they took their read locks after the flush let go of the document's):
+// one that reads only the document (a call tree's) does not hold the timeline's growth off; one that reads the
+// timeline's data (a render) does, and the timeline neither waits for it nor copies the data: it takes the growth in
+// once the reader is done.
+void TestLiveDocument::timelineGrowthWaitsForReaders()
+{
+    FileSource src;
+    src.file = load("transformer_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    src.defineStacks(live);
+    live.append(src.take(2000));
+    live.flush();
+    Session session(live.document());
+    TimelineView view(&session);
+    view.resize(900, 420);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    session.documentGrew();
+    view.finishBuild();
+    view.grab();
+    const TimelineData* data = view.data().get();
+
+    live.append(src.take(500));
+    QCOMPARE(live.flush(), size_t(500));
+    {
+        Reader reader([document = live.document()] { return document->readLock(); });
+        session.documentGrew();
+        QCOMPARE(view.data().get(), data);
+        QCOMPARE(view.data()->allocs->entryCount, 2500);
+        QCOMPARE(view.axis().entryCount(), 2500);
+    }
+
+    live.append(src.take(500));
+    QCOMPARE(live.flush(), size_t(500));
+    Reader reader([shown = view.data()] { return shown->readLock(); });
+    session.documentGrew();
+    QCOMPARE(view.data().get(), data);
+    QCOMPARE(view.data()->allocs->entryCount, 2500); // put off
+    QCOMPARE(view.axis().entryCount(), 2500);
+    reader.release();
+    QTRY_COMPARE(view.data()->allocs->entryCount, 3000);
+    QCOMPARE(view.data().get(), data);
+    QCOMPARE(view.axis().entryCount(), 3000);
+    compareWithFreshData(view, session);
+}
+
+// A delta's notes take effect once the entries queued before it are applied, with its own entries: a flood's
+// backlog does not put its notes (whose times lie past the trace's end) into the document ahead of its entries.
+void TestLiveDocument::notesWaitForEarlierEntries()
+{
+    FileSource src;
+    src.file = load("mlp_train.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    live.append(src.take(100));
+    auto delta = std::make_shared<LiveDocument::Delta>();
+    delta->entries = src.take(100);
+    const uint64_t at = delta->entries.front().timeUs;
+    delta->notes.push_back({ model::Annotation::Stage::Start, 0, at, "step_1" });
+    delta->notes.push_back({ model::Annotation::Stage::End, 0, delta->entries.back().timeUs, "step_1" });
+    live.append(std::shared_ptr<const LiveDocument::Delta>(std::move(delta)));
+    live.annotate(0, model::Annotation::Stage::Start, "mine", int64_t(at));
+    const model::Snapshot& s = *live.document()->snapshot;
+
+    QCOMPARE(live.flush(60), size_t(60));
+    QCOMPARE(s.annotations.size(), size_t(0)); // 40 entries queued before the delta wait
+    QCOMPARE(live.flush(40), size_t(40));
+    QCOMPARE(s.annotations.size(), size_t(2)); // its notes, before its entries
+    QCOMPARE(live.flush(50), size_t(50));
+    QCOMPARE(s.annotations.size(), size_t(2));
+    QVERIFY(live.hasPending());
+    QCOMPARE(live.flush(), size_t(50));
+    QCOMPARE(s.annotations.size(), size_t(3)); // annotate()'s, after the entries queued before it
+    QVERIFY(!live.hasPending());
+    QVERIFY(s.str(s.annotations[0].name) == "step_1");
+    QVERIFY(s.str(s.annotations[2].name) == "mine");
 }
 
 QTEST_MAIN(TestLiveDocument)

@@ -16,7 +16,6 @@
 #include <QImage>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QSemaphore>
 #include <QSignalSpy>
 #include <QDir>
 #include <QTest>
@@ -83,40 +82,6 @@ std::shared_ptr<const TimelineData> withoutMarks(const std::shared_ptr<const Tim
     plain->ooms.clear();
     return plain;
 }
-
-// Keeps every thread of the renderers' pool busy until released, so that a plot job asked for meanwhile stays queued:
-// what a paint does while a render is under way is then seen without a race. A wait for such a job would not hang (a
-// QFuture's wait runs a job no thread has taken), it would render it: the tests see that as a plot shown too soon.
-class PoolBlocker {
-public:
-    PoolBlocker()
-    {
-        QThreadPool* pool = TimelineRenderer::threadPool();
-        pool->waitForDone(); // earlier jobs
-        m_count = pool->maxThreadCount();
-        for (int i = 0; i < m_count; ++i)
-            pool->start([this] {
-                m_started.release();
-                m_released.acquire();
-            });
-        m_started.acquire(m_count);
-    }
-    ~PoolBlocker()
-    {
-        release();
-        TimelineRenderer::threadPool()->waitForDone();
-    }
-    void release()
-    {
-        if (!std::exchange(m_done, true))
-            m_released.release(m_count);
-    }
-
-private:
-    QSemaphore m_started, m_released;
-    int m_count = 0;
-    bool m_done = false;
-};
 
 // A paint as a widget's: prepare without waiting, then paint.
 QImage paintNow(TimelineRenderer& renderer, const TimelineFrame& frame)
@@ -518,7 +483,7 @@ private Q_SLOTS:
         const int columns = plot.width();
         const int renders = renderer.renderCount();
 
-        PoolBlocker blocker;
+        test::PoolBlocker blocker;
         moveRange(scene.geometry, move, columns);
         QVERIFY(scene.geometry.begin != oldBegin || scene.geometry.end != oldEnd);
         const QImage moved = paintNow(renderer, scene.frame);
@@ -606,7 +571,7 @@ private Q_SLOTS:
         const auto first = renderer.plotRange();
         const int renders = renderer.renderCount();
         {
-            PoolBlocker blocker;
+            test::PoolBlocker blocker;
             for (const QString& move : moves.split(QLatin1Char(';'))) {
                 moveRange(scene.geometry, move, scene.frame.layout.plot.width());
                 paintNow(renderer, scene.frame);
@@ -670,7 +635,7 @@ private Q_SLOTS:
 
         std::vector<model::AllocationId> during, after;
         {
-            PoolBlocker blocker;
+            test::PoolBlocker blocker;
             view.zoomToRange(first, last);
             view.repaint();
             QVERIFY(view.isRendering());
@@ -730,7 +695,7 @@ private Q_SLOTS:
         dark.setColor(QPalette::Text, QColor(0xe0, 0xe0, 0xe0));
         QImage image;
         {
-            PoolBlocker blocker;
+            test::PoolBlocker blocker;
             if (change == QLatin1String("pan"))
                 view.zoomToRange(n / 3, n / 3 + (n / 2 - n / 5));
             else if (change == QLatin1String("resize"))
