@@ -217,11 +217,48 @@ void TimelineItems::extendSegments(const Replay& replay)
     });
 }
 
+namespace {
+
+    // pieceOfAllocations' sweep over the allocations from `out.size()` on, in begin order: `byEnd` the pieces that may
+    // still end, by end (then index); `live` (by address) the pieces live at the first one's alloc index, and
+    // `nextBegin` the first piece not looked at yet (pieces are by begin order).
+    void sweepAllocations(const Replay& replay, std::span<const uint32_t> byEnd, size_t nextBegin,
+                          std::map<DeviceAddr, uint32_t>& live, std::vector<TimelineItem>& out)
+    {
+        const auto& allocs = replay.allocations();
+        const auto& pieces = replay.segmentPieces();
+        size_t nextEnd = 0;
+        for (size_t a = out.size(); a < allocs.size(); ++a) {
+            const TraceIndex at = allocs[a].allocIndex;
+            while (nextEnd < byEnd.size() && pieces[byEnd[nextEnd]].endIndex <= at) {
+                const uint32_t p = byEnd[nextEnd++];
+                const auto it = live.find(pieces[p].address);
+                if (it != live.end() && it->second == p)
+                    live.erase(it);
+            }
+            while (nextBegin < pieces.size() && pieces[nextBegin].beginIndex <= at) {
+                const uint32_t p = uint32_t(nextBegin++);
+                if (pieces[p].endIndex > at)
+                    live[pieces[p].address] = p;
+            }
+            TimelineItem holder = NoTimelineItem;
+            auto it = live.upper_bound(allocs[a].address);
+            if (it != live.begin()) {
+                --it;
+                if (allocs[a].address < it->first + pieces[it->second].size)
+                    holder = it->second;
+            }
+            out.push_back(holder);
+        }
+    }
+
+} // namespace
+
 std::vector<TimelineItem> pieceOfAllocations(const Replay& replay)
 {
-    const auto& allocs = replay.allocations();
     const auto& pieces = replay.segmentPieces();
-    std::vector<TimelineItem> out(allocs.size(), NoTimelineItem);
+    std::vector<TimelineItem> out;
+    out.reserve(replay.allocations().size());
     std::vector<uint32_t> byEnd(pieces.size());
     for (uint32_t p = 0; p < pieces.size(); ++p)
         byEnd[p] = p;
@@ -230,28 +267,31 @@ std::vector<TimelineItem> pieceOfAllocations(const Replay& replay)
     // Sweep the allocations in begin order with the pieces live at each one's first state (allocIndex + 1): those
     // with beginIndex <= allocIndex < endIndex.
     std::map<DeviceAddr, uint32_t> live; // by address
-    size_t nextBegin = 0, nextEnd = 0;
-    for (uint32_t a = 0; a < allocs.size(); ++a) {
-        const TraceIndex at = allocs[a].allocIndex;
-        while (nextEnd < byEnd.size() && pieces[byEnd[nextEnd]].endIndex <= at) {
-            const uint32_t p = byEnd[nextEnd++];
-            const auto it = live.find(pieces[p].address);
-            if (it != live.end() && it->second == p)
-                live.erase(it);
-        }
-        while (nextBegin < pieces.size() && pieces[nextBegin].beginIndex <= at) {
-            const uint32_t p = uint32_t(nextBegin++);
-            if (pieces[p].endIndex > at)
-                live[pieces[p].address] = p;
-        }
-        auto it = live.upper_bound(allocs[a].address);
-        if (it == live.begin())
-            continue;
-        --it;
-        if (allocs[a].address < it->first + pieces[it->second].size)
-            out[a] = it->second;
-    }
+    sweepAllocations(replay, byEnd, 0, live, out);
     return out;
+}
+
+void extendPieceOfAllocations(const Replay& replay, const TimelineItems& pieceItems, std::vector<TimelineItem>& out)
+{
+    const auto& allocs = replay.allocations();
+    const auto& pieces = replay.segmentPieces();
+    if (out.size() >= allocs.size())
+        return;
+    // The sweep resumed at the first new allocation: the pieces live there begin at or before it and end after it,
+    // found by end among the few that end that late (pieceItems.byEnd: by end, then index, as the sweep's order).
+    const TraceIndex start = allocs[out.size()].allocIndex;
+    const size_t stillOpen = firstEndingAtOrAfter(pieceItems, int64_t(start) + 1);
+    const std::span<const uint32_t> byEnd(pieceItems.byEnd.data() + stillOpen,
+                                          pieceItems.byEnd.data() + pieceItems.byEnd.size());
+    std::vector<uint32_t> open;
+    for (uint32_t p : byEnd)
+        if (pieces[p].beginIndex <= start)
+            open.push_back(p);
+    std::sort(open.begin(), open.end()); // in begin order, as the sweep adds them
+    std::map<DeviceAddr, uint32_t> live;
+    for (uint32_t p : open)
+        live[pieces[p].address] = p;
+    sweepAllocations(replay, byEnd, firstBeginningAtOrAfter(pieceItems, int64_t(start) + 1), live, out);
 }
 
 void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible, std::span<const int64_t> lo,

@@ -67,6 +67,11 @@ struct TimelineItems {
 // The segment piece (index into replay.segmentPieces()) holding each allocation when it begins, or NoTimelineItem
 // (an inconsistent trace). O((allocations + pieces) log pieces). Any thread.
 std::vector<TimelineItem> pieceOfAllocations(const Replay& replay);
+// The same for `out`, pieceOfAllocations of the replay before it grew (model/replayextender.h), extended to the
+// allocations added since, given the replay's segment pieces as grown TimelineItems (fromSegments, extendSegments):
+// O(pieces alive at the first new allocation + new allocations × log live pieces + new pieces), not O(all). Equal to
+// pieceOfAllocations(replay) where no two pieces share an address at once (every consistent trace).
+void extendPieceOfAllocations(const Replay& replay, const TimelineItems& pieceItems, std::vector<TimelineItem>& out);
 
 // One state per pixel column. Column x covers the states [lo[x], hi[x]) (non-empty, both non-decreasing,
 // lo[x + 1] >= hi[x] - 1); it shows the state of the largest stacked total in that range (first one on ties), so

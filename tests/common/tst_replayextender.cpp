@@ -206,8 +206,9 @@ void TestReplayExtender::timelineItemsGrowToo_data()
     QTest::addRow("transformer_train.pickle/800") << QStringLiteral("transformer_train.pickle") << 800;
 }
 
-// Timeline items extended after every append equal the items made from scratch of the grown replay, and columns
-// sampled again from the first one that changed equal columns sampled from scratch.
+// Timeline items extended after every append equal the items made from scratch of the grown replay, and so do the
+// segment pieces holding the allocations; columns sampled again from the first one that changed equal columns
+// sampled from scratch.
 void TestReplayExtender::timelineItemsGrowToo()
 {
     QFETCH(QString, file);
@@ -222,6 +223,7 @@ void TestReplayExtender::timelineItemsGrowToo()
     extender.start(grown, initial, 0);
     model::TimelineItems allocs = model::TimelineItems::fromAllocations(grown);
     model::TimelineItems pieces = model::TimelineItems::fromSegments(grown);
+    std::vector<model::TimelineItem> holders = model::pieceOfAllocations(grown);
     const auto& trace = snapshot->deviceTraces[0];
     auto same = [](const model::TimelineItems& a, const model::TimelineItems& b) { return a == b; };
     // Columns as a live timeline lays them out: a fixed domain (the final length), split into equal columns, of
@@ -268,6 +270,9 @@ void TestReplayExtender::timelineItemsGrowToo()
             QFAIL(qPrintable(QStringLiteral("allocation items differ after %1 entries").arg(j + take - k)));
         if (!same(pieces, model::TimelineItems::fromSegments(grown)))
             QFAIL(qPrintable(QStringLiteral("segment items differ after %1 entries").arg(j + take - k)));
+        model::extendPieceOfAllocations(grown, pieces, holders);
+        if (holders != model::pieceOfAllocations(grown))
+            QFAIL(qPrintable(QStringLiteral("allocations' pieces differ after %1 entries").arg(j + take - k)));
         oldLo = lo;
         oldHi = hi;
         layout(grown.entryCount(), lo, hi);
