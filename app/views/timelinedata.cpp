@@ -65,11 +65,18 @@ namespace {
         }
     }
 
-    // Which items the filters show: empty vectors when the filters hide nothing.
-    void fillVisibility(TimelineData& data, const TimelineDataRequest& request, const Replay& replay)
+    // Which items the filters show: empty vectors when the filters hide nothing. With `grown`, the flags the data has
+    // stay when they were made for the same filters (an item's stream and pool never change): only the new items'
+    // are added.
+    void fillVisibility(TimelineData& data, const TimelineDataRequest& request, const Replay& replay,
+                        bool grown = false)
     {
-        data.allocVisible.clear();
-        data.pieceVisible.clear();
+        if (!grown || data.hiddenStreams != request.hiddenStreams || data.hiddenPools != request.hiddenPools) {
+            data.allocVisible.clear();
+            data.pieceVisible.clear();
+            data.hiddenStreams = request.hiddenStreams;
+            data.hiddenPools = request.hiddenPools;
+        }
         if (request.hiddenStreams.empty() && request.hiddenPools.empty())
             return;
         // Few distinct (stream, pool) pairs: remember the last answer rather than look up two sets per item.
@@ -91,8 +98,9 @@ namespace {
             return lastVisible;
         };
         const auto& pieces = replay.segmentPieces();
+        const size_t pieceFrom = std::min(data.pieceVisible.size(), pieces.size());
         data.pieceVisible.resize(pieces.size());
-        for (size_t k = 0; k < pieces.size(); ++k)
+        for (size_t k = pieceFrom; k < pieces.size(); ++k)
             data.pieceVisible[k] = visibleFor({ pieces[k].stream, pieces[k].poolId });
         // An allocation's stream is its alloc entry's; its pool, and the stream of one alive before the trace, come
         // from the segment piece holding it.
@@ -102,8 +110,9 @@ namespace {
         const Trace& entries = size_t(request.device) < traces.size() ? traces[size_t(request.device)] : none;
         const auto& holder = allocationPieces(data, replay);
         const int64_t first = replay.firstEntry();
+        const size_t allocFrom = std::min(data.allocVisible.size(), allocs.size());
         data.allocVisible.resize(allocs.size());
-        for (size_t k = 0; k < allocs.size(); ++k) {
+        for (size_t k = allocFrom; k < allocs.size(); ++k) {
             const TimelineItem piece = holder[k];
             Key key { 0, { 0, 0 } };
             if (piece != NoTimelineItem)
@@ -237,6 +246,8 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
     } else {
         data->allocVisible = base->allocVisible;
         data->pieceVisible = base->pieceVisible;
+        data->hiddenStreams = base->hiddenStreams;
+        data->hiddenPools = base->hiddenPools;
     }
     const bool samePicture = !(changes & (TimelineDataRequest::Items | TimelineDataRequest::Colors))
         && data->allocVisible == base->allocVisible && data->pieceVisible == base->pieceVisible;
@@ -252,14 +263,18 @@ void growTimelineData(TimelineData& data, TimelineDataRequest request)
     static const Trace none;
     const Trace& entries
         = size_t(data.device) < snapshot.deviceTraces.size() ? snapshot.deviceTraces[size_t(data.device)] : none;
-    // Items only append: their colours stay, the new ones get theirs; the filters are applied again.
+    // Items only append: their colours, filter flags and pieces stay, the new ones get theirs.
     auto allocs = mutableCopy(data.allocs);
     auto pieces = mutableCopy(data.pieces);
     allocs->extendAllocations(replay);
     pieces->extendSegments(replay);
     data.allocs = std::move(allocs);
     data.pieces = std::move(pieces);
-    data.allocPiece.reset();
+    if (data.allocPiece) {
+        auto holder = mutableCopy(data.allocPiece);
+        extendPieceOfAllocations(replay, *data.pieces, *holder);
+        data.allocPiece = std::move(holder);
+    }
     data.annotations = std::move(request.annotations);
     data.ooms = std::move(request.ooms);
     request.changes |= TimelineDataRequest::Grown;
@@ -270,11 +285,11 @@ void growTimelineData(TimelineData& data, TimelineDataRequest request)
         data.allocColors.clear();
         data.pieceColors.clear();
     }
+    const bool refilter = data.hiddenStreams != request.hiddenStreams || data.hiddenPools != request.hiddenPools;
     fillColors(data, replay, snapshot);
-    fillVisibility(data, request, replay);
-    // The plot renders only the new columns unless the picture changed: other colours, or filtered items (whose
-    // flags are all new).
-    if (recolor || data.filtered())
+    fillVisibility(data, request, replay, true);
+    // The plot renders only the new columns unless the picture changed: other colours, or other filters.
+    if (recolor || refilter)
         data.revision = request.revision;
 }
 

@@ -36,6 +36,9 @@ struct TimelineData {
     // and then (80 MB of colours at 20 M allocations, on the GUI thread).
     model::GrowingArray<uint32_t> allocColors, pieceColors;
     model::GrowingArray<uint8_t> allocVisible, pieceVisible; // empty: everything visible
+    // The streams and pools hidden when they were made (the request's), so that a growth adds the new items' flags.
+    std::set<int64_t> hiddenStreams;
+    std::set<std::pair<int64_t, int64_t>> hiddenPools;
     // The segment piece holding each allocation (model::pieceOfAllocations), or null when nothing built needed it
     // (the stream colours and the filters do): TimelineView computes it on demand then.
     std::shared_ptr<const std::vector<model::TimelineItem>> allocPiece;
@@ -107,15 +110,15 @@ TimelineDataRequest makeTimelineDataRequest(const Session& session, uint8_t chan
 std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest request);
 
 // A live document grew: extends `data` in place by its new entries (items alive at the old end updated, new items
-// appended with their colours, the filters applied again, OOMs, annotations, the time axis), O(new entries + items
-// alive at the old end) for the allocation colours and no filter. `request` is makeTimelineDataRequest(session,
-// TimelineDataRequest::Grown, data, revision) for `data`'s document and device. GUI thread (the document's writer),
-// holding the data's write lock (TimelineData::tryWriteLock): no job reads the data meanwhile, so that nothing is
-// copied however many jobs hold it; one that reads it later (a plot job still queued) finds at every state it was
-// asked for what it would have found before, as entries are only appended. The items are copied only when another
-// TimelineData shares them (a build that changed only colours or filters reuses its base's), as that one's colours and
-// filters are of fewer items. The revision changes when the picture of the states before does (other colours, or the
-// filters).
+// appended with their colours and filter flags, the segment piece of each new allocation, OOMs, annotations, the time
+// axis), O(new entries + items alive at the old end) whatever the colours and filters. `request` is
+// makeTimelineDataRequest(session, TimelineDataRequest::Grown, data, revision) for `data`'s document and device. GUI
+// thread (the document's writer), holding the data's write lock (TimelineData::tryWriteLock): no job reads the data
+// meanwhile, so that nothing is copied however many jobs hold it; one that reads it later (a plot job still queued)
+// finds at every state it was asked for what it would have found before, as entries are only appended. The items are
+// copied only when another TimelineData shares them (a build that changed only colours or filters reuses its base's),
+// as that one's colours and filters are of fewer items. The revision changes when the picture of the states before does
+// (other colours, or the filters).
 void growTimelineData(TimelineData& data, TimelineDataRequest request);
 
 } // namespace memscope::app

@@ -164,13 +164,13 @@ void TimelineView::adopt(std::shared_ptr<const TimelineData> data)
     // states.
     if (hasData() && m_axis != m_data->timeAxis && (m_data->timeAxis || m_axis->isTime()))
         onTimeAxisChanged();
+    m_allocPiece.clear();
+    m_allocPieceData = nullptr;
     takeInData();
 }
 
 void TimelineView::takeInData()
 {
-    m_allocPiece.reset(); // grown data is the same object, changed
-    m_allocPieceData = nullptr;
     m_hitGeneration = UINT64_MAX; // the hit stack is bound to the data's vectors (a growth may move them)
     update();
     Q_EMIT dataChanged();
@@ -235,6 +235,8 @@ void TimelineView::onGrown()
         // and copies every one otherwise (a live job that opens a range per step has hundreds of thousands).
         data.annotations.reset();
         growTimelineData(data, makeTimelineDataRequest(*m_session, TimelineDataRequest::Grown, m_data, ++m_revision));
+        if (m_allocPieceData == m_data.get())
+            extendPieceOfAllocations(m_data->replay(), *m_data->pieces, m_allocPiece);
         takeInData();
     } else {
         startBuild(TimelineDataRequest::Items);
@@ -254,11 +256,11 @@ const std::vector<TimelineItem>& TimelineView::allocationPieces()
 {
     if (m_data->allocPiece)
         return *m_data->allocPiece;
-    if (m_allocPieceData != m_data.get() || !m_allocPiece) {
-        m_allocPiece = std::make_shared<const std::vector<TimelineItem>>(pieceOfAllocations(m_data->replay()));
+    if (m_allocPieceData != m_data.get()) {
+        m_allocPiece = pieceOfAllocations(m_data->replay());
         m_allocPieceData = m_data.get();
     }
-    return *m_allocPiece;
+    return m_allocPiece;
 }
 
 void TimelineView::onFilterChanged()

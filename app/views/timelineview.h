@@ -136,7 +136,7 @@ private:
     void finishPlot();
     // Shows `data` (a build's result) and its time axis.
     void adopt(std::shared_ptr<const TimelineData> data);
-    // What follows new data, or the data shown grown: a repaint, hit testing and the pieces of allocations anew.
+    // What follows new data, or the data shown grown: a repaint, and hit testing anew.
     void takeInData();
     // How the axis is made again: from scratch (a new device, axis kind, ...) or after entries were appended.
     enum class AxisChange : uint8_t { Rebuilt, Grown };
@@ -182,8 +182,9 @@ private:
     // again by the timer.
     bool m_growthOwed = false;
     QTimer* m_growthRetry = nullptr;
-    // The segment piece of each allocation, when the data has none (segments mode's selection needs it).
-    std::shared_ptr<const std::vector<model::TimelineItem>> m_allocPiece;
+    // The segment piece of each allocation, when the data has none (segments mode's selection needs it), for the
+    // data m_allocPieceData (null: none); extended when that data grows.
+    std::vector<model::TimelineItem> m_allocPiece;
     const TimelineData* m_allocPieceData = nullptr;
 
     // The axis shown (never null): the data's time axis, or the index axis.

@@ -162,6 +162,8 @@ private Q_SLOTS:
     void growthWaitsForReaders();
     void timelineGrowsInPlaceUnderARender();
     void timelineGrowthWaitsForReaders();
+    void timelineGrowsUnderFiltersAndColours_data();
+    void timelineGrowsUnderFiltersAndColours();
     void notesWaitForEarlierEntries();
 };
 
@@ -548,6 +550,68 @@ void TestLiveDocument::timelineGrowthWaitsForReaders()
     QCOMPARE(view.data().get(), data);
     QCOMPARE(view.axis().entryCount(), 3000);
     compareWithFreshData(view, session);
+}
+
+void TestLiveDocument::timelineGrowsUnderFiltersAndColours_data()
+{
+    QTest::addColumn<int>("colorMode");
+    QTest::addColumn<bool>("hideStream");
+    QTest::newRow("stream colours") << int(ColorMode::Stream) << false;
+    QTest::newRow("a stream hidden") << int(ColorMode::Allocation) << true;
+    QTest::newRow("stream colours, a stream hidden") << int(ColorMode::Stream) << true;
+}
+
+// With the stream colours (which need the segment piece holding each allocation) or a stream hidden, a growth adds
+// the new items' colours and flags and keeps the others: the data equals a build from scratch, and the picture of the
+// states before is the same (the revision stays), so that a paint renders only the columns the new entries changed.
+void TestLiveDocument::timelineGrowsUnderFiltersAndColours()
+{
+    QFETCH(int, colorMode);
+    QFETCH(bool, hideStream);
+    FileSource src;
+    src.file = load("multistream.pickle");
+    QVERIFY(src.file);
+    src.ref = model::Replay::build(*src.file, 0);
+    src.joinAt = src.ref.entryCount() / 4;
+    src.next = src.joinAt;
+    LiveDocument live(QStringLiteral("test://live"), src.initial(), 1);
+    src.defineStacks(live);
+    live.append(src.take(src.ref.entryCount() / 4));
+    live.flush();
+    Session session(live.document());
+    session.setColorMode(ColorMode(colorMode));
+    if (hideStream) {
+        const std::vector<int64_t> streams = session.streams();
+        QVERIFY(streams.size() > 1);
+        session.setStreamVisible(streams.back(), false);
+    }
+    TimelineView view(&session);
+    view.resize(900, 420);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    view.finishBuild();
+    view.grab();
+    QCOMPARE(view.data()->filtered(), hideStream);
+    const TimelineData* data = view.data().get();
+    int partial = 0;
+    for (int round = 0; round < 8 && src.next < src.ref.entryCount(); ++round) {
+        const uint64_t revision = view.data()->revision;
+        live.append(src.take(40));
+        live.flush();
+        session.documentGrew();
+        QCOMPARE(view.data().get(), data);
+        QCOMPARE(view.data()->revision, revision);
+        QCOMPARE(view.data()->allocs->entryCount, session.entryCount());
+        compareWithFreshData(view, session);
+        if (QTest::currentTestFailed())
+            return;
+        view.grab();
+        if (view.isRendering())
+            view.finishBuild(); // the live domain grew a step: everything again
+        else
+            partial += view.lastRenderFirstColumn() > 0;
+    }
+    QVERIFY(partial > 0);
 }
 
 // A delta's notes take effect once the entries queued before it are applied, with its own entries: a flood's
