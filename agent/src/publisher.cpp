@@ -539,8 +539,16 @@ void Publisher::sendFrame(const wire::EventRecord* records, size_t count)
 void Publisher::answerRequests()
 {
     m_stateServer.collect(m_sockets.router);
-    if (!m_stateServer.waiting() || !m_stateServer.takeToken(steadyNs()))
+    if (!m_stateServer.pending() || !m_stateServer.takeToken(steadyNs()))
         return;
+    if (!m_stateServer.waiting()) {
+        // Only the definitions were asked for: a viewer's state may have come before its subscription took effect
+        // (docs/protocol.md, "Late join"). Its subscription is in effect now (it asks only then).
+        m_stateServer.stacksResent();
+        resendStacks();
+        m_source.resendStacks(*this);
+        return;
+    }
     // The state is the allocator's after the records each ring holds at that moment: publish exactly those,
     // then the state is the one after the last sequence given.
     std::vector<uint64_t> written(m_channels.size());
@@ -556,6 +564,7 @@ void Publisher::answerRequests()
     m_source.stateSent(segments);
     // A viewer that joins late missed the definitions of stacks interned before it subscribed (it subscribes
     // before it asks, docs/protocol.md): send them again, ahead of the state and of any later record.
+    m_stateServer.stacksResent();
     resendStacks();
     m_source.resendStacks(*this);
     sendSettings();
@@ -594,7 +603,7 @@ void Publisher::run()
             if (items[0].revents & ZMQ_POLLIN)
                 answerRequests();
         }
-        if (m_stateServer.waiting())
+        if (m_stateServer.pending())
             answerRequests(); // requests held back by the state server's interval
         const auto now = std::chrono::steady_clock::now();
         if (now - lastCalibration >= std::chrono::milliseconds(m_options.heartbeatIntervalMs)) {

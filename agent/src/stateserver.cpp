@@ -38,8 +38,13 @@ void StateServer::collect(void* router)
             continue;
         wire::Request request;
         std::memcpy(&request, frames.back().data(), sizeof request);
-        if (request.magic != wire::Magic || request.version != wire::ProtocolVersion
-            || request.type != uint16_t(wire::RequestType::State))
+        if (request.magic != wire::Magic || request.version != wire::ProtocolVersion)
+            continue;
+        if (request.type == uint16_t(wire::RequestType::Stacks)) {
+            m_stacksAsked = true; // however many ask, one resend (Publisher::answerRequests)
+            continue;
+        }
+        if (request.type != uint16_t(wire::RequestType::State))
             continue;
         frames.pop_back(); // the routing frames stay: identity [, delimiter]
         if (std::find(m_requesters.begin(), m_requesters.end(), frames) != m_requesters.end())

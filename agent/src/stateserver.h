@@ -23,10 +23,16 @@ public:
     static constexpr int StateBurst = 4; // states taken at once before the interval applies
 
     // Reads every request waiting on `router` (a ZeroMQ ROUTER socket) without blocking; a well-formed
-    // Request{State} from a peer not already waiting joins the waiting list.
+    // Request{State} from a peer not already waiting joins the waiting list; a Request{Stacks} (from anyone, any
+    // number of times) asks for one resend of the stack definitions.
     void collect(void* router);
     bool waiting() const { return !m_requesters.empty(); }
-    // Whether a state may be taken now for those waiting (the token bucket; `nowNs` a steady clock); counts it.
+    // A state or a resend of the definitions is due (each takes a token).
+    bool pending() const { return waiting() || m_stacksAsked; }
+    // The definitions were sent again (with a state or alone): the requests for it so far are answered.
+    void stacksResent() { m_stacksAsked = false; }
+    // Whether a state (or a resend of the definitions alone) may be taken now for those waiting (the token bucket;
+    // `nowNs` a steady clock); counts it in statesTaken.
     bool takeToken(int64_t nowNs);
     // Sends the state reply (Hello, StateHeader, the segments and their blocks) to every peer waiting, and forgets
     // them; they ask again when there was no memory for it.
@@ -40,6 +46,7 @@ public:
 
 private:
     std::vector<std::vector<std::string>> m_requesters; // routing frames of waiting peers
+    bool m_stacksAsked = false; // a Request{Stacks} came since the definitions were last sent again
     int64_t m_lastRefillNs = 0; // steady clock, the last time the bucket was filled
     double m_tokens = StateBurst; // states that may be taken now
     std::atomic<uint64_t> m_statesTaken { 0 };

@@ -167,11 +167,11 @@ bool AgentClient::start()
         Sockets& s = *m_sockets;
         s.sub = zmq::socket_t(s.context, zmq::socket_type::sub);
         s.sub.set(zmq::sockopt::linger, 0);
-        s.sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
-        s.sub.set(zmq::sockopt::subscribe, wire::GoodbyeTopic);
-        s.sub.set(zmq::sockopt::subscribe, wire::StacksTopic); // stack definitions (MEMSCOPE_STACKS=N in the job)
-        s.sub.set(zmq::sockopt::subscribe, wire::NotesTopic); // record_function scopes
-        s.sub.set(zmq::sockopt::subscribe, wire::SettingsTopic); // the allocator's settings
+        // One subscription to every topic (events, goodbyes, stack definitions, notes, settings; topics this
+        // client does not know are skipped on arrival), so that the first message of any topic proves all of it is
+        // in effect: with one subscription per topic, a heartbeat would prove only its own topic's, and the stack
+        // definitions sent again before a state reply could still miss us (docs/protocol.md, "Late join").
+        s.sub.set(zmq::sockopt::subscribe, std::string_view());
         if (curve()) {
             // libzmq's CURVE client options (zmq_setsockopt(3): ZMQ_CURVE_SERVERKEY, _PUBLICKEY, _SECRETKEY),
             // set before connect; Z85 text of 40 characters is accepted as is.
@@ -237,6 +237,27 @@ void AgentClient::trySendRequest(Clock::time_point now)
     ++m_stats.stateRequests;
     m_requestOutstanding = true;
     m_lastRequest = m_requestSent = now;
+}
+
+// The agent sends every stack definition again just before a state reply, on the PUB. They reach us only if our
+// subscription was in effect by then, which the reply (on another socket) does not tell: ZeroMQ's "slow joiner".
+// A record heard with a sequence up to the state's was published before the state was taken, so before those
+// definitions, and with our one subscription to every topic it proves they came; otherwise the agent is asked to
+// send them again once something has come through the subscription (docs/protocol.md, "Late join"). An agent
+// older than Request{Stacks} ignores it: its definitions then come as before, or are missing.
+void AgentClient::trySendStacksRequest()
+{
+    if (!m_stacksWanted || !m_subscribed || m_failed)
+        return;
+    try {
+        const std::vector<uint8_t> request = viewer::encodeRequest(wire::RequestType::Stacks);
+        (void)m_sockets->dealer.send(zmq::buffer(request), zmq::send_flags::dontwait); // no reply comes
+    } catch (const zmq::error_t& e) {
+        fail(ErrorKind::Socket, m_stateEndpoint + ": " + e.what());
+        return;
+    }
+    m_stacksWanted = false;
+    ++m_stats.stacksRequests;
 }
 
 void AgentClient::wantState(Clock::time_point now)
@@ -333,6 +354,10 @@ void AgentClient::readMonitor()
         std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
         if (id == ZMQ_EVENT_CONNECTED) {
             s.connected = s.up = true;
+            // A new connection (a job started or restarted at the endpoint): the SUB sends its subscription again,
+            // in effect once something arrives through it.
+            m_subscribed = false;
+            m_lowestHeard = UINT64_MAX;
             m_closedWithoutGoodbye = false; // (a job at the endpoint again)
         } else if (id == ZMQ_EVENT_DISCONNECTED && s.up) {
             s.up = false;
@@ -350,6 +375,13 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
     const Clock::time_point now = Clock::now();
     m_lastHeard = now;
     m_heardSub = true;
+    ++m_stats.messages;
+    if (!m_subscribed) {
+        m_subscribed = true;
+        trySendStacksRequest();
+        if (m_failed)
+            return;
+    }
     if (m_silenceReported) {
         m_silenceReported = false;
         if (m_link == Link::Silent && m_hasState && !m_goodbye) {
@@ -368,6 +400,8 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
             malformed(0, batch.error.toString(m_options.endpoint) + " (skipped)");
             return;
         }
+        if (!batch.events.empty())
+            m_lowestHeard = std::min(m_lowestHeard, batch.events.front().sequence);
         onBatch(batch.events);
     } else if (hasBody && topic == wire::StacksTopic) {
         const viewer::DecodedStackDef def = viewer::decodeStackDef(body);
@@ -424,6 +458,9 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         m_held.clear();
         m_heldRecords = 0;
         setLink(Link::Gone);
+    } else if (topic.size() == 1) {
+        // A topic of a newer agent (topics are one byte, docs/protocol.md): not for us, skipped without a word.
+        ++m_stats.unknownTopics;
     } else {
         malformed(3,
                   m_options.endpoint + ": unexpected message on topic '"
@@ -734,6 +771,10 @@ void AgentClient::applyState(const viewer::DecodedState& state, StateChange chan
     m_holding = false;
     m_lastHeard = Clock::now();
     m_silenceReported = false;
+    if (m_lowestHeard > last) { // the definitions sent just before this state may have missed us
+        m_stacksWanted = true;
+        trySendStacksRequest();
+    }
     m_listener.onState(state, change);
     setLink(Link::Live);
     releaseHeld();

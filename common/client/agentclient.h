@@ -92,12 +92,15 @@ struct ClientError {
 
 struct ClientStats {
     uint64_t stateRequests = 0;
+    uint64_t messages = 0; // received on the SUB socket
     uint64_t states = 0; // replies received
     uint64_t resyncs = 0; // states delivered as Resync or Restarted
     uint64_t restarts = 0; // as Restarted
     uint64_t stale = 0; // records dropped because the applied state already holds them
     uint64_t malformed = 0; // frames skipped
     uint64_t dropped = 0; // held records dropped at maxBuffered
+    uint64_t unknownTopics = 0; // messages on a topic of a newer agent, skipped
+    uint64_t stacksRequests = 0; // Request{Stacks} sent (a state taken before our subscription was in effect)
 };
 
 // Callbacks, on the thread that calls AgentClient::poll(); they must not call back into the client. Spans and
@@ -196,6 +199,8 @@ private:
     bool openDealer();
     void wantState(std::chrono::steady_clock::time_point now);
     void trySendRequest(std::chrono::steady_clock::time_point now);
+    // Asks the agent for its stack definitions again once the subscription is in effect, when m_stacksWanted.
+    void trySendStacksRequest();
     void readMonitor();
     // Moves the silence and answer timers past time this client did not listen (poll's own overrun, the caller away).
     void notListened(std::chrono::steady_clock::time_point before, std::chrono::steady_clock::time_point after,
@@ -238,6 +243,12 @@ private:
     std::chrono::steady_clock::time_point m_lastPollEnd {};
     static constexpr std::chrono::milliseconds DisconnectGrace { 200 };
     bool m_heardSub = false; // anything on the SUB socket since start()
+    // A message arrived on the SUB socket since its connection (re)opened: its one subscription is in effect.
+    bool m_subscribed = false;
+    // The lowest sequence heard since the connection (re)opened: a state whose lastSequence is at least this was
+    // taken, and its stack definitions sent again, after the subscription took effect (docs/protocol.md).
+    uint64_t m_lowestHeard = UINT64_MAX;
+    bool m_stacksWanted = false; // a state came that the definitions sent with it may have missed: Request{Stacks}
     uint32_t m_pid = 0;
     uint64_t m_applied = 0; // the last sequence delivered (or the last state's)
     uint64_t m_stateSequence = 0; // the last state's lastSequence

@@ -103,8 +103,10 @@ struct Hello {
 #pragma pack(pop)
 static_assert(sizeof(Hello) == 128);
 
-// A viewer's request on the ROUTER socket (one frame after the identity envelope).
-enum class RequestType : uint16_t { State = 1, Count };
+// A viewer's request on the ROUTER socket (one frame after the identity envelope). State: the state reply below.
+// Stacks: every stack definition so far published again on topic "S", no reply (a viewer whose subscription may
+// have taken effect after those sent with its state, docs/protocol.md "Late join"); rate-limited with the states.
+enum class RequestType : uint16_t { State = 1, Stacks = 2, Count };
 #pragma pack(push, 1)
 struct Request {
     uint32_t magic;

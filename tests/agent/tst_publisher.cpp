@@ -314,6 +314,19 @@ public:
         return r;
     }
 
+    // Request{Stacks}: no reply comes, the definitions come on the SUB.
+    void requestStacks()
+    {
+        const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::Stacks) };
+        m_dealer.send(zmq::buffer(&request, sizeof request), zmq::send_flags::dontwait);
+    }
+    // Whether a message waits on the DEALER within `timeoutMs` (a reply).
+    bool replyWaiting(int timeoutMs)
+    {
+        zmq::pollitem_t item { m_dealer.handle(), 0, ZMQ_POLLIN, 0 };
+        return zmq::poll(&item, 1, std::chrono::milliseconds(timeoutMs)) > 0;
+    }
+
     // Receives until `until` returns true or `timeout` passes; false on timeout.
     template <typename Until> bool receive(Until until, std::chrono::milliseconds timeout = 3000ms)
     {
@@ -1349,6 +1362,14 @@ private Q_SLOTS:
         QVERIFY(late.receive([&] { return late.stackDefs.size() >= firstUse.size(); }));
         for (const auto& [id, index] : firstUse)
             QCOMPARE(late.stackDefs[id].names, client.stackDefs[id].names);
+        // One that asks for the definitions alone (its state may have come before its subscription took effect)
+        // gets them again, and no reply.
+        Client again(publisher.endpoint(), publisher.stateEndpoint());
+        again.requestStacks();
+        QVERIFY(again.receive([&] { return again.stackDefs.size() >= firstUse.size(); }));
+        for (const auto& [id, index] : firstUse)
+            QCOMPARE(again.stackDefs[id].names, client.stackDefs[id].names);
+        QVERIFY(!again.replyWaiting(200));
         publisher.stop();
         allocator.setTraceObserver(nullptr);
     }
