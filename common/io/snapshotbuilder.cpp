@@ -362,8 +362,13 @@ public:
             m_last = 0;
             while (m_last < m_lists.size() && m_lists[m_last].list != list)
                 ++m_last;
-            if (m_last == m_lists.size())
+            if (m_last == m_lists.size()) {
                 m_lists.push_back(List { list, {}, false });
+                // Huge pages: a 4 KiB page fault costs about 15 us on a virtual machine here, so the 0.54 GB of a
+                // 13.4 M-entry trace cost a second of faults that the prefault thread could not keep ahead of;
+                // 2 MiB pages fault 512 times less (memscope-cli stats on that file: 3.6 s -> 2.65 s).
+                m_lists.back().trace.setHugePages(true);
+            }
         }
         Trace& trace = m_lists[m_last].trace;
         // The entries' fresh pages are made present on another core (model/prefault.h) a few MB ahead of the
@@ -1048,6 +1053,7 @@ Error Builder::build(NodeId root)
                 }
             }
             auto& trace = m_s.deviceTraces.emplace_back();
+            trace.setHugePages(true); // filled at once (DirectTraces::entry says why)
             trace.resize(m_tree.childCount(list));
             size_t i = 0;
             m_tree.forEachChild(list, [&](NodeId entry) {

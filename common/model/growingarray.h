@@ -114,8 +114,16 @@ public:
     // Asks for transparent huge pages for the mapping (where the system allows them): far fewer page faults when
     // an array is filled at once (a parse tree: 27k faults for big_trace with 4 KiB pages, a few dozen with 2 MiB
     // ones), but each fault then clears 2 MiB at once, which stalls an array that grows while someone waits: off by
-    // default (a live document's arrays: bench_live's longest GUI stall went from 0.3-0.7 s to under 0.1 s).
-    void setHugePages(bool on) { m_hugePages = on; }
+    // default (a live document's arrays: bench_live's longest GUI stall went from 0.3-0.7 s to under 0.1 s). Applies
+    // to the mapping there is (pages already present stay as they are) and to every later one.
+    void setHugePages(bool on)
+    {
+        if (on == m_hugePages)
+            return;
+        m_hugePages = on;
+        if (m_mappedBytes > 0)
+            madvise(m_data, m_mappedBytes, on ? MADV_HUGEPAGE : MADV_NOHUGEPAGE); // a hint: failure is harmless
+    }
 
     // Has the pages of the next `elements` elements past the size (within the capacity) made present by the
     // prefault thread (model/prefault.h), so that the appends that write them do not stop on page faults. For an

@@ -11,6 +11,10 @@
 #include <span>
 #include <vector>
 
+#include <cstdio>
+#include <cstring>
+#include <string>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -47,6 +51,9 @@ private Q_SLOTS:
     void memoryCountsWrittenPartOfMapping();
     void worksAsSpanAndWithAlgorithms();
     void prefaultMakesPagesPresentWithoutWriting();
+    // setHugePages marks the mapping there is (the kernel's VmFlags of it say so) and every mapping after a growth,
+    // and off again; on the heap it does nothing, and the elements stay as they were.
+    void hugePagesAdviceReachesTheMapping();
 };
 
 void TestGrowingArray::randomOperationsMatchVector_data()
@@ -253,6 +260,64 @@ void TestGrowingArray::prefaultMakesPagesPresentWithoutWriting()
     GrowingArray<uint64_t> small { 1, 2, 3 };
     small.prefaultAhead(ahead); // on the heap: no request, no effect
     QCOMPARE(small.size(), size_t(3));
+}
+
+namespace {
+
+// The VmFlags line of the mapping holding `p` in /proc/self/smaps (proc(5)), empty when not found.
+std::string vmFlagsOf(const void* p)
+{
+    FILE* f = std::fopen("/proc/self/smaps", "r");
+    if (!f)
+        return {};
+    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+    char line[512];
+    bool inside = false;
+    std::string flags;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
+            inside = at >= lo && at < hi;
+            continue;
+        }
+        if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+            flags = line + 8;
+            break;
+        }
+    }
+    std::fclose(f);
+    return flags;
+}
+
+} // namespace
+
+void TestGrowingArray::hugePagesAdviceReachesTheMapping()
+{
+    GrowingArray<uint64_t> g;
+    for (uint64_t i = 0; i < (size_t(4) << 20) / sizeof(uint64_t); ++i) // 4 MiB: mapped
+        g.push_back(i);
+    QVERIFY(g.isMapped());
+    if (vmFlagsOf(g.data()).empty())
+        QSKIP("no /proc/self/smaps with VmFlags here");
+    auto flags = [&] {
+        std::string f = vmFlagsOf(g.data());
+        std::replace(f.begin(), f.end(), '\n', ' ');
+        return " " + f + " ";
+    };
+    QVERIFY2(flags().find(" hg ") == std::string::npos, flags().c_str());
+    g.setHugePages(true); // the mapping there is
+    QVERIFY2(flags().find(" hg ") != std::string::npos, flags().c_str());
+    for (uint64_t i = 0; i < (size_t(64) << 20) / sizeof(uint64_t); ++i) // grown by mremap, maybe moved
+        g.push_back(i);
+    QVERIFY2(flags().find(" hg ") != std::string::npos, flags().c_str());
+    g.setHugePages(false);
+    QVERIFY2(flags().find(" hg ") == std::string::npos && flags().find(" nh ") != std::string::npos, flags().c_str());
+    for (uint64_t i = 0; i < (size_t(4) << 20) / sizeof(uint64_t); ++i)
+        QCOMPARE(g[i], i);
+    GrowingArray<uint64_t> small { 1, 2, 3 };
+    small.setHugePages(true); // on the heap: nothing to advise
+    QCOMPARE(small.size(), size_t(3));
+    QCOMPARE(small[2], uint64_t(3));
 }
 
 QTEST_GUILESS_MAIN(TestGrowingArray)
