@@ -400,8 +400,10 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
             malformed(0, batch.error.toString(m_options.endpoint) + " (skipped)");
             return;
         }
-        if (!batch.events.empty())
-            m_lowestHeard = std::min(m_lowestHeard, batch.events.front().sequence);
+        if (!batch.events.empty()) {
+            const uint64_t first = batch.events.front().sequence; // by value: the records are packed, unaligned
+            m_lowestHeard = std::min(m_lowestHeard, first);
+        }
         onBatch(batch.events);
     } else if (hasBody && topic == wire::StacksTopic) {
         const viewer::DecodedStackDef def = viewer::decodeStackDef(body);
