@@ -1136,13 +1136,17 @@ private Q_SLOTS:
         zmq::context_t context;
         std::vector<zmq::socket_t> askers;
         const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::State) };
+        // Requests for the stack definitions alone too: each resend takes a token like a state.
+        const wire::Request stacks { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::Stacks) };
         for (int i = 0; i < 200; ++i) {
             askers.emplace_back(context, zmq::socket_type::dealer);
             askers.back().set(zmq::sockopt::linger, 0);
             askers.back().set(zmq::sockopt::rcvhwm, 1);
             askers.back().connect(publisher.stateEndpoint());
-            for (int k = 0; k < 5; ++k) // and again, without reading
+            for (int k = 0; k < 5; ++k) { // and again, without reading
                 askers.back().send(zmq::buffer(&request, sizeof request), zmq::send_flags::dontwait);
+                askers.back().send(zmq::buffer(&stacks, sizeof stacks), zmq::send_flags::dontwait);
+            }
         }
         std::this_thread::sleep_for(300ms);
         Client viewer(publisher.endpoint(), publisher.stateEndpoint());
@@ -1150,11 +1154,13 @@ private Q_SLOTS:
         QVERIFY(state);
         QCOMPARE(state->model(), Model::of(allocator.snapshotAll({})));
         std::this_thread::sleep_for(300ms);
-        // 1000 requests from 200 peers: states are taken at most every 100 ms, for everyone waiting (64 at most).
+        // 2000 requests from 200 peers: states (and resends of the definitions) are taken at most every 100 ms, for
+        // everyone waiting (64 at most).
         QVERIFY2(publisher.statesTaken() <= 20, qPrintable(QString::number(publisher.statesTaken())));
         QVERIFY(publisher.statesTaken() + publisher.stateRequestsDropped() >= 4);
         const long grown = residentKiB() - rssBefore;
-        qInfo("200 peers x 5 state requests never read: %llu states taken, %llu requests dropped, the job grew %ld KiB",
+        qInfo("200 peers x 5 state and 5 stacks requests never read: %llu states taken, %llu requests dropped, the job "
+              "grew %ld KiB",
               static_cast<unsigned long long>(publisher.statesTaken()),
               static_cast<unsigned long long>(publisher.stateRequestsDropped()), grown);
 #if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
