@@ -256,6 +256,14 @@ public:
             new (m_data + i) T();
         m_size = n;
     }
+    // The size `n` without writing the elements added (their bytes are whatever the memory held: zeros for pages never
+    // written), for a caller that overwrites every one of them, perhaps from several threads at once, before reading.
+    void resizeForOverwrite(size_t n)
+    {
+        if (n > m_capacity)
+            grow(n);
+        m_size = n;
+    }
     void resize(size_t n, const T& value)
     {
         const T copy = value;

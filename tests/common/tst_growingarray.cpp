@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -54,6 +55,10 @@ private Q_SLOTS:
     // setHugePages marks the mapping there is (the kernel's VmFlags of it say so) and every mapping after a growth,
     // and off again; on the heap it does nothing, and the elements stay as they were.
     void hugePagesAdviceReachesTheMapping();
+    // resizeForOverwrite keeps the elements there were and makes room for the rest, which two threads then write
+    // (the replay's gather does so): the array reads back what they wrote, on the heap and in a mapping.
+    void resizeForOverwriteThenFillFromTwoThreads_data();
+    void resizeForOverwriteThenFillFromTwoThreads();
 };
 
 void TestGrowingArray::randomOperationsMatchVector_data()
@@ -318,6 +323,38 @@ void TestGrowingArray::hugePagesAdviceReachesTheMapping()
     small.setHugePages(true); // on the heap: nothing to advise
     QCOMPARE(small.size(), size_t(3));
     QCOMPARE(small[2], uint64_t(3));
+}
+
+void TestGrowingArray::resizeForOverwriteThenFillFromTwoThreads_data()
+{
+    QTest::addColumn<int>("size");
+    QTest::newRow("on the heap") << 1000;
+    QTest::newRow("in a mapping, grown past it") << 3000000;
+}
+
+void TestGrowingArray::resizeForOverwriteThenFillFromTwoThreads()
+{
+    QFETCH(int, size);
+    GrowingArray<Record> g;
+    for (int i = 0; i < 100; ++i)
+        g.push_back(Record { i, uint32_t(i), 1 });
+    g.resizeForOverwrite(size_t(size));
+    QCOMPARE(g.size(), size_t(size));
+    for (int i = 0; i < 100; ++i)
+        QCOMPARE(g[size_t(i)], (Record { i, uint32_t(i), 1 }));
+    const size_t half = (size_t(size) + 100) / 2;
+    auto fill = [&](size_t begin, size_t end) {
+        for (size_t k = begin; k < end; ++k)
+            g[k] = Record { int64_t(k) * 3, uint32_t(k), 2 };
+    };
+    std::thread other(fill, half, size_t(size));
+    fill(100, half);
+    other.join();
+    for (size_t k = 100; k < size_t(size); ++k)
+        QCOMPARE(g[k], (Record { int64_t(k) * 3, uint32_t(k), 2 }));
+    g.push_back(Record {}); // and it grows on from there
+    QCOMPARE(g.size(), size_t(size) + 1);
+    QCOMPARE(g.back(), Record {});
 }
 
 QTEST_GUILESS_MAIN(TestGrowingArray)
