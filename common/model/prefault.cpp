@@ -1,6 +1,7 @@
 // The prefault thread (prefault.h).
 #include "model/prefault.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -60,6 +61,10 @@ namespace {
 
     private:
         static constexpr size_t MaxQueued = 64;
+        // Populating holds the address space's lock (mmap_lock, for reading) for the whole range it is given
+        // (Linux mm/madvise.c, madvise_populate), and a thread that maps or unmaps memory meanwhile waits for it: a
+        // 500 MB request kept the 1 GB file's replay from starting for 0.4 s. 4 MiB at a time lets it in between.
+        static constexpr uintptr_t ChunkBytes = uintptr_t(4) << 20;
 
         void run()
         {
@@ -75,9 +80,14 @@ namespace {
                 lock.unlock();
                 // Whole pages only: a partly written first page is the appender's already.
                 const uintptr_t first = (begin + page - 1) & ~(page - 1), end = (begin + bytes) & ~(page - 1);
-                if (end > first && madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE) != 0
-                    && errno == EINVAL)
-                    m_unsupported.store(true, std::memory_order_relaxed); // an older kernel: stop asking
+                for (uintptr_t at = first; at < end; at += ChunkBytes) {
+                    const size_t length = std::min<uintptr_t>(ChunkBytes, end - at);
+                    if (madvise(reinterpret_cast<void*>(at), length, MADV_POPULATE_WRITE) == 0)
+                        continue;
+                    if (errno == EINVAL)
+                        m_unsupported.store(true, std::memory_order_relaxed); // an older kernel: stop asking
+                    break;
+                }
                 lock.lock();
             }
         }

@@ -248,7 +248,7 @@ void TestGrowingArray::prefaultMakesPagesPresentWithoutWriting()
     QVERIFY(g.isMapped());
     for (uint64_t i = 0; i < 1000; ++i)
         g.push_back(i);
-    const size_t ahead = size_t(1) << 20; // 8 MiB of elements
+    const size_t ahead = size_t(5) << 18; // 10 MiB of elements: the thread populates 4 MiB at a time
     const uint64_t* past = g.data() + g.size();
     QVERIFY(residentPages(past, ahead * sizeof(uint64_t)) < 16);
     g.prefaultAhead(ahead);
