@@ -8,6 +8,7 @@
 
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <sys/prctl.h>
 #endif
 #include <unistd.h>
 
@@ -83,7 +84,14 @@ bool restoreUserTunables()
 void tuneProcessMemory(char** argv)
 {
 #ifdef __GLIBC__
-    if (!restoreUserTunables() && !sanitizerAllocator() && argv && argv[0]) {
+    if (restoreUserTunables()) {
+        // The kernel names a process after the file it executed (exec(3): the last part of the path), here "exe";
+        // ps, top and pgrep would show that. Name it after the program as it was started instead.
+        if (argv && argv[0]) {
+            const char* slash = std::strrchr(argv[0], '/');
+            prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
+        }
+    } else if (!sanitizerAllocator() && argv && argv[0]) {
         std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
         const std::string enabled((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
         const char* current = std::getenv(TunablesVariable);

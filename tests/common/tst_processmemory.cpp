@@ -196,6 +196,13 @@ void TestProcessMemory::programRunsAsItsTunedCopy()
                  qPrintable(pair));
     QCOMPARE(environment.contains(QStringLiteral("MEMSCOPE_USER_GLIBC_TUNABLES=") + userTunables),
              copied && !userTunables.isEmpty());
+    // The copy goes by the program's name, not by that of the file it was executed from (/proc/self/exe).
+    // It names itself once its main() runs, a moment after the environment shows.
+    auto comm = [&] {
+        QFile file(QStringLiteral("/proc/%1/comm").arg(cli.processId()));
+        return file.open(QIODevice::ReadOnly) ? file.readAll().trimmed() : QByteArray();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(comm(), QByteArray("memscope-cli"), 20000);
 
     // Let it go: a writer that writes nothing; a FIFO is no snapshot, and the copy says so as the program would.
     {
