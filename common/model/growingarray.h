@@ -21,6 +21,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -252,8 +253,8 @@ public:
     {
         if (n > m_capacity)
             grow(n);
-        for (size_t i = m_size; i < n; ++i)
-            new (m_data + i) T();
+        if (n > m_size)
+            std::uninitialized_value_construct(m_data + m_size, m_data + n); // one memset for plain types
         m_size = n;
     }
     // The size `n` without writing the elements added (their bytes are whatever the memory held: zeros for pages never

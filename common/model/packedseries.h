@@ -275,7 +275,7 @@ private:
                                     : 8;
         if (block.width > 0) {
             const size_t at = m_bytes.size();
-            m_bytes.resize(at + BlockSize * block.width);
+            m_bytes.resizeForOverwrite(at + BlockSize * block.width); // pack() writes every byte
             uint8_t* p = m_bytes.data() + at;
             switch (block.width) {
             case 1:
