@@ -499,13 +499,13 @@ public:
     {
         loadFinalState();
         undoTrace();
-        if (m_r.m_stopped)
+        if (m_r.m_stopped || !orderAllocations())
             return;
-        orderAllocations();
         orderPieces();
         if (m_options.beside)
             startBeside();
-        buildCoordinates();
+        if (!buildCoordinates())
+            return; // the destructor stops the work beside and waits for it
         replayForward();
         finishBeside(m_r.m_stopped);
     }
@@ -513,16 +513,30 @@ public:
 private:
     TraceIndex n() const { return TraceIndex(m_n); }
 
-    // Reports progress every 2^20 entries of a pass (`done` entries of pass `pass`: 0 backward, 1 forward, the
-    // forward one weighing about twice as much); false once the caller asked to stop.
-    bool proceed(size_t done, int pass)
+    // The build's steps and where each ends in the share of the build reported (ReplayOptions::progress): about
+    // their shares of the time (the 1 GB synthetic file, memscope-cli info: undoing the trace 0.5 s, ordering the
+    // allocations 0.33 s, their coordinates 0.3 s, the forward pass 2 s), so that the bar moves at an even pace
+    // and a stop is seen in each step, none of which runs longer than a few 2^20 items unasked.
+    enum Step { Backward, Order, Coordinates, Forward, Steps };
+    static constexpr double StepEnd[Steps] = { 0.16, 0.27, 0.37, 1.0 };
+    static constexpr size_t ReportEvery = size_t(1) << 20;
+
+    // Reports `part` (in [0, 1]) of `step` done; false once the caller asked to stop (then m_r.m_stopped).
+    bool report(Step step, double part)
     {
-        if ((done & ((size_t(1) << 20) - 1)) != 0 || !m_options.progress)
-            return true;
-        const double part = m_n == 0 ? 1.0 : double(done) / double(m_n);
-        if (!m_options.progress(pass == 0 ? part / 3 : 1.0 / 3 + part * 2 / 3))
+        if (!m_options.progress || m_r.m_stopped)
+            return !m_r.m_stopped;
+        const double begin = step == Backward ? 0.0 : StepEnd[step - 1];
+        if (!m_options.progress(begin + (StepEnd[step] - begin) * std::clamp(part, 0.0, 1.0)))
             m_r.m_stopped = true;
         return !m_r.m_stopped;
+    }
+    // report() every ReportEvery items of a loop over `total` items, `done` of them done, that takes the share
+    // [from, to] of `step`.
+    bool proceed(size_t done, size_t total, Step step, double from = 0.0, double to = 1.0)
+    {
+        return done == 0 || (done % ReportEvery) != 0
+            || report(step, from + (to - from) * (total == 0 ? 1.0 : double(done) / double(total)));
     }
 
     // Counts an inconsistency; keeps the earliest in trace order as the example (the final state counts as entry n;
@@ -595,7 +609,7 @@ private:
     {
         m_entryRecord.assign(m_n, None);
         for (size_t j = m_n; j-- > 0;) {
-            if (!proceed(m_n - j, 0))
+            if (!proceed(m_n - j, m_n, Backward))
                 return;
             const TraceEntry& e = m_entries[j];
             const TraceIndex index = TraceIndex(j);
@@ -790,8 +804,11 @@ private:
 
     // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order (the
     // backward pass matched them in the reverse order).
-    void orderAllocations()
+    // Orders the allocations (see Allocation): false when asked to stop on the way.
+    bool orderAllocations()
     {
+        if (!report(Order, 0))
+            return false;
         // The records still open are those from before the trace (allocIndex -1); every other one met its alloc.
         std::vector<uint32_t> before;
         m_open.forEach([&](DeviceAddr, uint32_t id) { before.push_back(id); });
@@ -817,24 +834,43 @@ private:
         const size_t half = order.size() / 2;
         prefaultAsync(allocations.data() + half, (order.size() - half) * sizeof(Allocation));
         prefaultAsync(allocations.data(), half * sizeof(Allocation));
+        // Each half looks at the stop now and then; the calling thread's half (the first) reports and sets it.
+        std::atomic<bool> stop { false };
+        auto keepGoing = [&](size_t k, size_t begin, size_t end, double from, double to) {
+            if ((k - begin) % ReportEvery != 0 || k == begin)
+                return true;
+            if (begin == 0 && !report(Order, from + (to - from) * double(k) / double(end)))
+                stop = true;
+            return !stop.load(std::memory_order_relaxed);
+        };
         inTwoHalves(order.size(), half, [&](size_t begin, size_t end) {
             for (size_t k = begin; k < end; ++k) {
+                if (!keepGoing(k, begin, end, 0.0, 0.6))
+                    return;
                 const uint32_t id = order[k];
                 newId[id] = uint32_t(k);
                 allocations[k] = m_records[id];
             }
         });
+        if (stop || !report(Order, 0.6))
+            return false;
         // Freed now, not with the builder: `m_records = {}` picked vector's initializer-list assignment, which keeps
         // the capacity (one Allocation per allocation: 210 MB of a 1 GB snapshot's build, through the forward pass).
         std::vector<Allocation>().swap(m_records);
         inTwoHalves(m_entryRecord.size(), m_entryRecord.size() / 2, [&](size_t begin, size_t end) {
-            for (size_t k = begin; k < end; ++k)
+            for (size_t k = begin; k < end; ++k) {
+                if (!keepGoing(k, begin, end, 0.6, 1.0))
+                    return;
                 m_entryRecord[k] = m_entryRecord[k] == None ? None : newId[m_entryRecord[k]];
+            }
         });
+        if (stop)
+            return false;
         m_r.m_entryAllocation = std::move(m_entryRecord);
         assert(size_t(m_preTraceAllocs)
                == size_t(std::count_if(allocations.begin(), allocations.end(),
                                        [](const Allocation& a) { return a.allocIndex < 0; })));
+        return true;
     }
 
     void orderPieces()
@@ -854,9 +890,12 @@ private:
         m_r.m_pieces = std::move(pieces);
     }
 
-    // Every address where a block or a piece starts or ends, sorted, and each one's index in that list.
-    void buildCoordinates()
+    // Every address where a block or a piece starts or ends, sorted, and each one's index in that list. False when
+    // asked to stop on the way.
+    bool buildCoordinates()
     {
+        if (!report(Coordinates, 0))
+            return false;
         const auto& allocations = m_r.m_allocations;
         const auto& pieces = m_r.m_pieces;
         struct Key {
@@ -867,6 +906,8 @@ private:
         keys.reserve(2 * (allocations.size() + pieces.size()));
         prefaultSpare(keys);
         for (uint32_t i = 0; i < allocations.size(); ++i) {
+            if (!proceed(i, allocations.size(), Coordinates, 0.0, 0.2))
+                return false;
             keys.push_back({ allocations[i].address, 2 * i });
             keys.push_back({ allocations[i].address + allocations[i].size, 2 * i + 1 });
         }
@@ -875,11 +916,15 @@ private:
             keys.push_back({ pieces[i].address, pieceBase + 2 * i });
             keys.push_back({ pieces[i].address + pieces[i].size, pieceBase + 2 * i + 1 });
         }
-        radixSort(keys);
+        if (!radixSort(keys, [&](double part) { return report(Coordinates, 0.2 + 0.6 * part); }))
+            return false;
         m_coords.clear();
         m_allocCoords.resize(2 * allocations.size());
         m_pieceCoords.resize(2 * pieces.size());
-        for (const Key& k : keys) {
+        for (size_t i = 0; i < keys.size(); ++i) {
+            if (!proceed(i, keys.size(), Coordinates, 0.8, 1.0))
+                return false;
+            const Key& k = keys[i];
             if (m_coords.empty() || m_coords.back() != k.addr)
                 m_coords.push_back(k.addr);
             const uint32_t c = uint32_t(m_coords.size() - 1);
@@ -888,14 +933,16 @@ private:
             else
                 m_pieceCoords[k.slot - pieceBase] = c;
         }
+        return true;
     }
 
     // LSD radix sort by address, one byte per pass, skipping bytes that are the same in every key (the high
-    // bytes of device addresses, the low ones of 512-byte aligned blocks).
-    template <typename Key> static void radixSort(std::vector<Key>& keys)
+    // bytes of device addresses, the low ones of 512-byte aligned blocks). `proceed(share done)` is asked before
+    // each pass; false from it stops the sort (the keys are then in no useful order) and is returned.
+    template <typename Key, typename Proceed> static bool radixSort(std::vector<Key>& keys, Proceed&& proceed)
     {
         if (keys.size() < 2)
-            return;
+            return true;
         auto bits = [](DeviceAddr a) { return uint64_t(a) ^ (uint64_t(1) << 63); }; // signed order
         uint64_t all = ~uint64_t(0), any = 0;
         for (const Key& k : keys) {
@@ -904,9 +951,14 @@ private:
         }
         const uint64_t varying = all ^ any;
         std::vector<Key> buffer(keys.size());
+        int passes = 0, pass = 0;
+        for (int shift = 0; shift < 64; shift += 8)
+            passes += ((varying >> shift) & 0xff) != 0;
         for (int shift = 0; shift < 64; shift += 8) {
             if (((varying >> shift) & 0xff) == 0)
                 continue;
+            if (!proceed(double(pass++) / double(passes)))
+                return false;
             size_t count[257] = {};
             for (const Key& k : keys)
                 ++count[((bits(k.addr) >> shift) & 0xff) + 1];
@@ -916,6 +968,7 @@ private:
                 buffer[count[(bits(k.addr) >> shift) & 0xff]++] = k;
             keys.swap(buffer);
         }
+        return true;
     }
 
     // --- forward pass --------------------------------------------------------------------------------------
@@ -1119,7 +1172,7 @@ private:
         size_t nextEnd = 0;
         const auto& entryAllocation = m_r.m_entryAllocation;
         for (size_t j = 0; j < m_n; ++j) {
-            if (!proceed(j + 1, 1))
+            if (!proceed(j + 1, m_n, Forward))
                 return;
             const TraceIndex index = TraceIndex(j);
             const uint32_t id = entryAllocation[j];

@@ -182,9 +182,11 @@ struct ReplayOptions {
     // per entry (tests).
     uint32_t minCheckpointInterval = 1024;
     uint32_t checkpointSpacing = 4;
-    // Called now and then (every 2^20 entries of each pass) on the building thread with the share of the build
-    // done, in [0, 1]; returning false stops it: the replay is then incomplete (Replay::stopped()) and of no use
-    // but to be dropped. Empty: the build runs to the end unasked.
+    // Called now and then on the building thread with the share of the build done, in [0, 1], never less than
+    // the call before: at the start of each step (undoing the trace, ordering the allocations, their coordinates,
+    // the forward pass) and every 2^20 items of its loops, so that no step of even a 5 GB file runs long unasked.
+    // Returning false stops the build at once: the replay is then incomplete (Replay::stopped()) and of no use but
+    // to be dropped, and this is not called again. Empty: the build runs to the end unasked.
     std::function<bool(double done)> progress {};
     // Work that derives from the allocations and segment pieces alone (the timeline's items): when set, the build
     // runs it on a thread of its own as soon as both are final, beside the forward pass (about half of the build),

@@ -744,6 +744,7 @@ private Q_SLOTS:
     void randomGarbageNeverCrashes_data();
     void randomGarbageNeverCrashes();
     void progressReportsAndStops();
+    void everyReportIsAStop();
     // ReplayOptions::beside: run beside the forward pass on the replay's own final allocations and pieces, waited
     // for, told to stop when the build stops, its exception rethrown.
     void besideSeesTheFinalArrays_data() { snapshotFiles_data(false); }
@@ -1430,6 +1431,51 @@ void TestReplay::progressReportsAndStops()
                  stopAt == 0.0 ? size_t(1)
                                : size_t(std::count_if(seen.begin(), seen.end(), [](double d) { return d < 0.5; }) + 1));
     }
+}
+
+// Each step of a build reports (ordering the allocations and their coordinates too, not only the two passes over
+// the trace), so no large share of it goes by unasked; and every report is a place where a build stops: asked to
+// stop at the k-th report, for each k, it stops there and asks nothing more, also with work beside it started.
+void TestReplay::everyReportIsAStop()
+{
+    const auto big = load("big_trace.pickle.xz");
+    QVERIFY(big);
+    const auto s = bench::repeated(*big, 4, bench::Survivors::Freed); // 1.3 M entries
+    std::vector<double> seen;
+    model::ReplayOptions options;
+    options.progress = [&](double done) {
+        seen.push_back(done);
+        return true;
+    };
+    QVERIFY(!model::Replay::build(*s, 0, options).stopped());
+    QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    QVERIFY(seen.front() >= 0 && seen.back() <= 1);
+    // Two reports a pass (every 2^20 entries) would leave 0.26 to 0.87 unreported; the steps between report too.
+    double largestJump = seen.front();
+    for (size_t k = 1; k < seen.size(); ++k)
+        largestJump = std::max(largestJump, seen[k] - seen[k - 1]);
+    largestJump = std::max(largestJump, 1.0 - seen.back());
+    QVERIFY2(largestJump < 0.55, qPrintable(QString::number(largestJump)));
+
+    std::atomic<int> besideRuns { 0 };
+    std::atomic<int> besideSawStop { 0 };
+    options.beside = [&](std::span<const model::Allocation>, std::span<const model::SegmentPiece>, int64_t,
+                         const std::atomic<bool>& stop) {
+        ++besideRuns;
+        const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (!stop && std::chrono::steady_clock::now() < giveUp)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        besideSawStop += stop ? 1 : 0;
+    };
+    for (size_t k = 1; k <= seen.size(); ++k) {
+        size_t asked = 0;
+        options.progress = [&](double) { return ++asked < k; };
+        const auto stopped = model::Replay::build(*s, 0, options);
+        QVERIFY2(stopped.stopped(), qPrintable(QStringLiteral("report %1").arg(k)));
+        QCOMPARE(asked, k);
+    }
+    QVERIFY(besideRuns > 0); // some stops came after the work beside had started ...
+    QCOMPARE(besideSawStop.load(), besideRuns.load()); // ... and each of those told it to stop
 }
 
 void TestReplay::besideSeesTheFinalArrays()
