@@ -17,6 +17,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <random>
 
@@ -249,12 +251,23 @@ std::shared_ptr<const app::Document> fileDocument(int64_t reps, QString& error)
 }
 
 // From a file on disk to a window whose every view has painted once, as `memscope FILE` does it minus the event
-// loop's waits: load (read, parse, build, replays), window, paint.
+// loop's waits: load (read, parse, build, replays), window, paint. Counter longest_unasked_s: the longest time the
+// load went without a progress call, that is without looking at the window's Cancel.
 void BM_OpenFileToPainted(benchmark::State& state)
 {
     QImage canvas(1920, 1080, QImage::Format_ARGB32_Premultiplied);
     for (auto _ : state) {
-        app::LoadOutcome outcome = app::loadOutcome(QString::fromStdString(benchFile(state.range(0))));
+        using Clock = std::chrono::steady_clock;
+        Clock::time_point last = Clock::now();
+        double longest = 0;
+        app::LoadOutcome outcome
+            = app::loadOutcome(QString::fromStdString(benchFile(state.range(0))), [&](int) {
+                  const Clock::time_point now = Clock::now();
+                  longest = std::max(longest, std::chrono::duration<double>(now - last).count());
+                  last = now;
+                  return true;
+              });
+        state.counters["longest_unasked_s"] = longest;
         if (!outcome.ok()) {
             state.SkipWithError(qPrintable(outcome.error + QStringLiteral(" (run bench_load first)")));
             return;
