@@ -87,8 +87,10 @@ public:
         }
         m_size = static_cast<size_t>(st.st_size);
         if (m_size > 0) {
-            // MAP_POPULATE maps the whole file at once instead of one fault per 4 KiB page.
-            void* p = mmap(nullptr, m_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+            // Mapped a window ahead of the parse at a time (populateAhead), not whole at once (MAP_POPULATE): of a
+            // file not in the page cache, that read all of it before the parse began, without a progress report
+            // or a look at Cancel (4.6 s for 1 GB here, minutes for a large file on a slow disk).
+            void* p = mmap(nullptr, m_size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (p == MAP_FAILED) {
                 // Fall back to reading (some file systems cannot map).
                 m_copy.resize(m_size);
@@ -104,16 +106,35 @@ public:
             } else {
                 m_map = p;
                 madvise(m_map, m_size, MADV_SEQUENTIAL);
+                populateAhead(0);
             }
         }
         ::close(fd);
         return {};
     }
-    // Drops the mapped pages wholly below `offset` of `data` (when `data` is this mapping) from memory.
+    // Maps the pages of the window past `offset` that are not yet (MADV_POPULATE_READ, Linux 5.14: one call
+    // instead of a fault per 4 KiB page, which costs a virtual machine ~10 us; reading them from disk first where
+    // the page cache lacks them). Without that call the pages fault in as read.
+    void populateAhead(uint64_t offset)
+    {
+        constexpr uint64_t Window = uint64_t(64) << 20;
+        constexpr int PopulateRead = 22; // MADV_POPULATE_READ (include/uapi/asm-generic/mman-common.h)
+        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+        const uint64_t end = std::min<uint64_t>(m_size, offset + Window);
+        const uint64_t from = std::max(m_populated, offset / page * page);
+        if (!m_map || !m_canPopulate || end <= from)
+            return;
+        if (madvise(static_cast<uint8_t*>(m_map) + from, end - from, PopulateRead) != 0 && errno == EINVAL)
+            m_canPopulate = false; // an older kernel
+        m_populated = end;
+    }
+    // Drops the mapped pages wholly below `offset` of `data` (when `data` is this mapping) from memory, and maps
+    // the window ahead of it.
     void release(std::span<const uint8_t> data, uint64_t offset)
     {
         if (!m_map || data.data() != static_cast<const uint8_t*>(m_map) || offset <= m_released)
             return;
+        populateAhead(offset);
         const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
         const uint64_t end = std::min<uint64_t>(offset, m_size) / page * page;
         if (end > m_released && madvise(static_cast<uint8_t*>(m_map) + m_released, end - m_released, MADV_DONTNEED) == 0)
@@ -130,6 +151,8 @@ private:
     void* m_map = nullptr;
     size_t m_size = 0;
     uint64_t m_released = 0;
+    uint64_t m_populated = 0; // populateAhead() mapped the pages below this
+    bool m_canPopulate = true;
     std::vector<uint8_t> m_copy;
 };
 
