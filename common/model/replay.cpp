@@ -804,8 +804,7 @@ private:
     // --- ordering ------------------------------------------------------------------------------------------
 
     // Allocations alive before the trace first, by address; then one per matched alloc entry, in trace order (the
-    // backward pass matched them in the reverse order).
-    // Orders the allocations (see Allocation): false when asked to stop on the way.
+    // backward pass matched them in the reverse order). False when asked to stop on the way.
     bool orderAllocations()
     {
         if (!report(Order, 0))
