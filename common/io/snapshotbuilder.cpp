@@ -1088,7 +1088,8 @@ Error Builder::build(NodeId root, const std::function<bool(double entriesDone)>&
         auto& trace = m_s.deviceTraces[device];
         const bool remapped = device < m_remapDevice.size() && m_remapDevice[device];
         for (size_t j = 0; j < trace.size(); ++j, ++done) {
-            if (entriesDone && done > 0 && done % (size_t(1) << 20) == 0 && !entriesDone(double(done) / double(entries))) {
+            if (entriesDone && done > 0 && done % (size_t(1) << 20) == 0
+                && !entriesDone(double(done) / double(entries))) {
                 Error e;
                 e.code = ErrorCode::Cancelled;
                 e.message = "loading was cancelled";
@@ -1206,7 +1207,9 @@ Error buildSnapshotFromPickle(std::span<const uint8_t> data, Snapshot& snapshot,
     if (progress) {
         const uint64_t total = std::max<uint64_t>(data.size(), 1);
         parsing = [&progress](uint64_t done, uint64_t all) { return progress(done * 4, all * 5); };
-        building = [&progress, total](double share) { return progress(total * 4 + uint64_t(share * double(total)), total * 5); };
+        building = [&progress, total](double share) {
+            return progress(total * 4 + uint64_t(share * double(total)), total * 5);
+        };
     }
     if (direct) {
         {

@@ -260,13 +260,12 @@ void BM_OpenFileToPainted(benchmark::State& state)
         using Clock = std::chrono::steady_clock;
         Clock::time_point last = Clock::now();
         double longest = 0;
-        app::LoadOutcome outcome
-            = app::loadOutcome(QString::fromStdString(benchFile(state.range(0))), [&](int) {
-                  const Clock::time_point now = Clock::now();
-                  longest = std::max(longest, std::chrono::duration<double>(now - last).count());
-                  last = now;
-                  return true;
-              });
+        app::LoadOutcome outcome = app::loadOutcome(QString::fromStdString(benchFile(state.range(0))), [&](int) {
+            const Clock::time_point now = Clock::now();
+            longest = std::max(longest, std::chrono::duration<double>(now - last).count());
+            last = now;
+            return true;
+        });
         state.counters["longest_unasked_s"] = longest;
         if (!outcome.ok()) {
             state.SkipWithError(qPrintable(outcome.error + QStringLiteral(" (run bench_load first)")));
