@@ -42,7 +42,7 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
             options.beside = [&doc, d](std::span<const Allocation> allocations, std::span<const SegmentPiece> pieces,
                                        int64_t entryCount, const std::atomic<bool>& stop) {
                 auto allocs = std::make_shared<const TimelineItems>(
-                    TimelineItems::fromAllocations(allocations, entryCount, &stop));
+                    TimelineItems::fromAllocations(allocations, entryCount, &stop, true));
                 if (stop)
                     return;
                 doc->firstItems.pieces

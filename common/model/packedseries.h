@@ -190,6 +190,12 @@ public:
         m_blocks.prefaultAhead(values / BlockSize + 1);
         m_bytes.prefaultAhead(values * 4);
     }
+    // GrowingArray::setHugePages for both arrays: for a series filled at once (Replay::build's).
+    void setHugePages(bool on)
+    {
+        m_blocks.setHugePages(on);
+        m_bytes.setHugePages(on);
+    }
     void clear()
     {
         m_blocks.clear();

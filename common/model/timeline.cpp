@@ -65,6 +65,17 @@ void TimelineItems::finish()
         pendingByPending[i] = pendingFrom[byPending[i]];
 }
 
+void TimelineItems::setHugePages(bool on)
+{
+    begin.setHugePages(on);
+    end.setHugePages(on);
+    size.setHugePages(on);
+    pendingFrom.setHugePages(on);
+    address.setHugePages(on);
+    byEnd.setHugePages(on);
+    endByEnd.setHugePages(on);
+}
+
 TimelineItems TimelineItems::fromAllocations(const Replay& replay)
 {
     const auto& allocs = replay.allocations();
@@ -72,10 +83,11 @@ TimelineItems TimelineItems::fromAllocations(const Replay& replay)
 }
 
 TimelineItems TimelineItems::fromAllocations(std::span<const Allocation> allocs, int64_t entryCount,
-                                             const std::atomic<bool>* stop)
+                                             const std::atomic<bool>* stop, bool hugePages)
 {
     TimelineItems items;
     items.entryCount = entryCount;
+    items.setHugePages(hugePages);
     items.begin.reserve(allocs.size());
     items.end.reserve(allocs.size());
     items.size.reserve(allocs.size());

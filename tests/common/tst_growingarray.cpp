@@ -2,6 +2,7 @@
 // the heap to a mapping of its own (and across mremap growth), with element types that have default member values.
 #include "model/growingarray.h"
 #include "model/snapshot.h"
+#include "vmflags.h"
 
 #include <QTest>
 
@@ -267,45 +268,16 @@ void TestGrowingArray::prefaultMakesPagesPresentWithoutWriting()
     QCOMPARE(small.size(), size_t(3));
 }
 
-namespace {
-
-// The VmFlags line of the mapping holding `p` in /proc/self/smaps (proc(5)), empty when not found.
-std::string vmFlagsOf(const void* p)
-{
-    FILE* f = std::fopen("/proc/self/smaps", "r");
-    if (!f)
-        return {};
-    const uintptr_t at = reinterpret_cast<uintptr_t>(p);
-    char line[512];
-    bool inside = false;
-    std::string flags;
-    while (std::fgets(line, sizeof line, f)) {
-        unsigned long lo = 0, hi = 0;
-        if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, '-') < std::strchr(line, ' ')) {
-            inside = at >= lo && at < hi;
-            continue;
-        }
-        if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
-            flags = line + 8;
-            break;
-        }
-    }
-    std::fclose(f);
-    return flags;
-}
-
-} // namespace
-
 void TestGrowingArray::hugePagesAdviceReachesTheMapping()
 {
     GrowingArray<uint64_t> g;
     for (uint64_t i = 0; i < (size_t(4) << 20) / sizeof(uint64_t); ++i) // 4 MiB: mapped
         g.push_back(i);
     QVERIFY(g.isMapped());
-    if (vmFlagsOf(g.data()).empty())
+    if (memscope::test::vmFlagsOf(g.data()).empty())
         QSKIP("no /proc/self/smaps with VmFlags here");
     auto flags = [&] {
-        std::string f = vmFlagsOf(g.data());
+        std::string f = memscope::test::vmFlagsOf(g.data());
         std::replace(f.begin(), f.end(), '\n', ' ');
         return " " + f + " ";
     };

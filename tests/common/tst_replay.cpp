@@ -4,7 +4,10 @@
 // traces. Test thread only.
 #include "io/snapshotio.h"
 #include "model/replay.h"
+#include "model/replayextender.h"
+#include "model/timeline.h"
 #include "testutil.h"
+#include "vmflags.h"
 
 #include <QDir>
 #include <QTest>
@@ -750,6 +753,9 @@ private Q_SLOTS:
     void besideSeesTheFinalArrays_data() { snapshotFiles_data(false); }
     void besideSeesTheFinalArrays();
     void besideStopsAndThrows();
+    // The arrays a build fills at once ask for transparent huge pages (4 KiB faults were a third of a 1 GB file's
+    // forward pass); those of a replay grown while the GUI waits (ReplayExtender) do not.
+    void arraysFilledAtOnceAskForHugePages();
 
 private:
     void snapshotFiles_data(bool withLongTrace);
@@ -1566,6 +1572,36 @@ void TestReplay::besideStopsAndThrows()
         thrown = std::string(e.what()) == "beside failed";
     }
     QVERIFY(thrown);
+}
+
+void TestReplay::arraysFilledAtOnceAskForHugePages()
+{
+    const auto big = load("big_trace.pickle.xz");
+    QVERIFY(big);
+    const auto s = bench::repeated(*big, 4, bench::Survivors::Freed); // 1.3 M entries: every array mapped
+    const auto built = model::Replay::build(*s, 0);
+    QVERIFY(built.inactiveLabels().isMapped() && built.allocations().isMapped());
+    if (test::vmFlagsOf(built.allocations().data()).empty())
+        QSKIP("no /proc/self/smaps with VmFlags here");
+    QVERIFY(test::advisedHugePages(built.allocations().data()));
+    QVERIFY(test::advisedHugePages(built.inactiveLabels().data()));
+    const auto once = model::TimelineItems::fromAllocations(
+        std::span(built.allocations().data(), built.allocations().size()), built.entryCount(), nullptr, true);
+    const auto growing = model::TimelineItems::fromAllocations(built);
+    QVERIFY(once.begin.isMapped() && growing.begin.isMapped());
+    QVERIFY(test::advisedHugePages(once.begin.data()) && test::advisedHugePages(once.byEnd.data()));
+    QVERIFY(!test::advisedHugePages(growing.begin.data()) && !test::advisedHugePages(growing.byEnd.data()));
+    QCOMPARE(once, growing);
+
+    model::Snapshot empty;
+    model::Replay grown;
+    model::ReplayExtender extender;
+    extender.start(grown, empty, 0);
+    const auto& trace = s->deviceTraces[0];
+    extender.append(grown, s->entryForms, std::span(trace.data(), trace.size()));
+    QVERIFY(grown.inactiveLabels().isMapped() && grown.allocations().isMapped());
+    QVERIFY(!test::advisedHugePages(grown.allocations().data()));
+    QVERIFY(!test::advisedHugePages(grown.inactiveLabels().data()));
 }
 
 QTEST_GUILESS_MAIN(TestReplay)
