@@ -120,7 +120,8 @@ public:
         constexpr uint64_t Window = uint64_t(64) << 20;
         constexpr int PopulateRead = 22; // MADV_POPULATE_READ (include/uapi/asm-generic/mman-common.h)
         const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-        const uint64_t end = std::min<uint64_t>(m_size, offset + Window);
+        // On page boundaries: madvise(2) refuses an unaligned start with EINVAL, which reads as an older kernel.
+        const uint64_t end = std::min<uint64_t>(m_size, (offset + Window + page - 1) / page * page);
         const uint64_t from = std::max(m_populated, offset / page * page);
         if (!m_map || !m_canPopulate || end <= from)
             return;
