@@ -29,7 +29,9 @@ namespace {
         const auto& pieces = replay.segmentPieces();
         auto streamRgb = [&](int64_t stream) { return colors::stream(snapshot.streamNumber(stream)).rgb(); };
         const size_t allocFrom = std::min(data.allocColors.size(), allocs.count());
-        data.allocColors.resize(allocs.count());
+        // Every new colour is written below, in 2 MiB pages (4.5 M items: 18 MB that 4 KiB faults made slow).
+        data.allocColors.setHugePages(true);
+        data.allocColors.resizeForOverwrite(allocs.count());
         const std::vector<TimelineItem>* holder = nullptr;
         if (data.colorMode == ColorMode::Stream && allocFrom < allocs.count())
             holder = &allocationPieces(data, replay);

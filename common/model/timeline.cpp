@@ -331,7 +331,10 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
     // that was live at the old end keeps its begin and its size; its end only moves later).
     GrowingArray<ByteCount>& effective = out.scratch;
     const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(effective.size(), items.count())) : 0;
-    effective.resize(items.count());
+    // Every new value is written below. In 2 MiB pages: a first sampling of 4.5 M items (36 MB, on the GUI thread)
+    // spent ~0.1 s in 4 KiB faults.
+    effective.setHugePages(true);
+    effective.resizeForOverwrite(items.count());
     for (TimelineItem k = knownItems; k < items.count(); ++k)
         effective[k] = (visible.empty() || visible[k]) && everLive(items, k) ? items.size[k] : 0;
 
@@ -395,8 +398,10 @@ void TimelineStack::bind(const TimelineItems* items, std::span<const uint8_t> vi
     m_items = items;
     m_visible = visible;
     m_colors = colors;
-    // Only read for stacked items, which add() has written: no need to clear it.
-    m_itemSlot.resize(items ? items->count() : 0);
+    // Only read for stacked items, which add() has written: no need to clear it. Filled on a rendering thread, in
+    // 2 MiB pages: 4 KiB faults were most of a first render's (4.5 M items: 18 MB per rendering thread).
+    m_itemSlot.setHugePages(true);
+    m_itemSlot.resizeForOverwrite(items ? items->count() : 0);
     clear(0);
 }
 

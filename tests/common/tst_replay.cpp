@@ -754,7 +754,8 @@ private Q_SLOTS:
     void besideSeesTheFinalArrays();
     void besideStopsAndThrows();
     // The arrays a build fills at once ask for transparent huge pages (4 KiB faults were a third of a 1 GB file's
-    // forward pass); those of a replay grown while the GUI waits (ReplayExtender) do not.
+    // forward pass), and so does a timeline sampling's scratch; those of a replay grown while the GUI waits
+    // (ReplayExtender) do not.
     void arraysFilledAtOnceAskForHugePages();
 
 private:
@@ -1592,6 +1593,12 @@ void TestReplay::arraysFilledAtOnceAskForHugePages()
     QVERIFY(test::advisedHugePages(once.begin.data()) && test::advisedHugePages(once.byEnd.data()));
     QVERIFY(!test::advisedHugePages(growing.begin.data()) && !test::advisedHugePages(growing.byEnd.data()));
     QCOMPARE(once, growing);
+    // The timeline's per-item scratch of a sampling (filled at once, on the GUI thread) too.
+    const std::vector<int64_t> lo { 0, built.entryCount() / 2 }, hi { built.entryCount() / 2, built.entryCount() + 1 };
+    model::TimelineColumns columns;
+    model::sampleColumns(once, {}, lo, hi, columns);
+    QVERIFY(columns.scratch.isMapped() && test::advisedHugePages(columns.scratch.data()));
+    QCOMPARE(columns.maxTotal, std::max(built.peakActive().bytes, built.series().active[0]));
 
     model::Snapshot empty;
     model::Replay grown;
