@@ -56,6 +56,9 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
             return nullptr;
         before += entries;
     }
+    doc->oomEntries.reserve(snapshot->deviceTraces.size());
+    for (const Trace& trace : snapshot->deviceTraces)
+        doc->oomEntries.push_back(oomEntries(trace));
     doc->warnings = snapshot->warnings;
     WarningCollector replayIssues;
     addReplayWarnings(*snapshot, doc->replays, replayIssues);
@@ -311,9 +314,15 @@ void Session::setCompilerAnnotationsShown(bool shown)
 
 std::vector<int64_t> Session::oomIndices(int64_t fromEntry) const
 {
+    // A file's document found them at the load (Document::oomEntries); a live one's trace grows: read it.
+    const auto& known = m_document->oomEntries;
+    const bool kept = !m_document->isLive() && size_t(m_device) < known.size();
+    const std::vector<int64_t> read
+        = kept ? std::vector<int64_t>() : model::oomEntries(entries(), size_t(std::max<int64_t>(fromEntry, 0)));
     std::vector<int64_t> out;
-    for (int64_t entry : model::oomEntries(entries(), size_t(std::max<int64_t>(fromEntry, 0))))
-        out.push_back(entry + 1);
+    for (int64_t entry : kept ? known[size_t(m_device)] : read)
+        if (entry >= fromEntry)
+            out.push_back(entry + 1);
     return out;
 }
 

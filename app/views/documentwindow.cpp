@@ -156,7 +156,11 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
         });
     } else {
         // A file opens where it says the most: at the first OOM if there is one, else at the end (model/landmarks.h).
-        const model::ResolvedMoment landing = model::openingMoment(m_session->snapshot(), m_session->replay());
+        const auto& ooms = m_session->documentPtr()->oomEntries; // found at the load: no pass over the entries
+        const size_t device = size_t(m_session->device());
+        const model::ResolvedMoment landing = device < ooms.size()
+            ? model::openingMoment(m_session->snapshot(), m_session->replay(), ooms[device])
+            : model::openingMoment(m_session->snapshot(), m_session->replay());
         if (landing.ok) {
             m_settingCursor = true;
             m_session->setCursor(landing.index);

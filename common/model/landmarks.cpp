@@ -411,9 +411,15 @@ ResolvedMoment resolveMoment(const Moment& moment, const Snapshot& snapshot, con
 ResolvedMoment openingMoment(const Snapshot& snapshot, const Replay& replay)
 {
     const int device = replay.device();
+    const bool traced = size_t(device) < snapshot.deviceTraces.size();
+    return openingMoment(snapshot, replay,
+                         traced ? oomEntries(snapshot.deviceTraces[size_t(device)]) : std::vector<int64_t> {});
+}
+
+ResolvedMoment openingMoment(const Snapshot& snapshot, const Replay& replay, std::span<const int64_t> ooms)
+{
+    const int device = replay.device();
     if (size_t(device) < snapshot.deviceTraces.size()) {
-        const Trace& trace = snapshot.deviceTraces[size_t(device)];
-        const std::vector<int64_t> ooms = oomEntries(trace);
         if (!ooms.empty() && ooms.front() >= replay.firstEntry()) {
             ResolvedMoment r = resolveMoment(Moment { MomentKind::Oom, 1, {} }, snapshot, replay);
             if (r.ok) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -131,5 +132,8 @@ ResolvedMoment resolveMoment(const Moment& moment, const Snapshot& snapshot, con
 // Where a file opens: the first OOM when there is one (what a user with an OOM came for), else the end of the trace
 // (the state the snapshot itself holds). `why` says which, for the status line.
 ResolvedMoment openingMoment(const Snapshot& snapshot, const Replay& replay);
+// The same, given the trace indices of the replay's device's oom entries (oomEntries of its trace), which a caller
+// that keeps them saves a pass over every entry.
+ResolvedMoment openingMoment(const Snapshot& snapshot, const Replay& replay, std::span<const int64_t> ooms);
 
 } // namespace memscope::model

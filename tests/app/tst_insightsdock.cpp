@@ -5,6 +5,7 @@
 // annotations hidden by default. Screenshots land in build/screenshots. GUI thread only.
 #include "apptestutil.h"
 #include "itemmodels/insightsmodel.h"
+#include "model/landmarks.h"
 #include "views/calltreeview.h"
 #include "views/diffwindow.h"
 #include "views/documentwindow.h"
@@ -245,6 +246,14 @@ void TestInsightsDock::stepsThroughOoms()
     Session* s = w->session();
     const std::vector<int64_t> ooms = s->oomIndices();
     QCOMPARE(ooms.size(), size_t(29));
+    // What the load kept (Document::oomEntries) is what a pass over the trace finds, from any entry on.
+    QVERIFY(!s->documentPtr()->isLive() && s->documentPtr()->oomEntries.size() > size_t(s->device()));
+    std::vector<int64_t> read;
+    for (int64_t entry : memscope::model::oomEntries(s->entries()))
+        read.push_back(entry + 1);
+    QCOMPARE(ooms, read);
+    QCOMPARE(s->oomIndices(ooms[10] - 1), std::vector<int64_t>(ooms.begin() + 10, ooms.end()));
+    QCOMPARE(s->oomIndices(ooms[10]), std::vector<int64_t>(ooms.begin() + 11, ooms.end()));
     QCOMPARE(s->cursor(), ooms[0]);
     for (size_t k = 1; k < ooms.size(); ++k) {
         QVERIFY(w->stepOom(1));

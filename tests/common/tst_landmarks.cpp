@@ -455,6 +455,11 @@ void TestLandmarks::opening()
     QVERIFY(m.ok);
     QCOMPARE(m.index, index < 0 ? replay.entryCount() : index);
     QCOMPARE(QString::fromStdString(m.why), why);
+    // Given the oom entries found before (a file's Document keeps them), the same.
+    const ResolvedMoment given = openingMoment(*s, replay, oomEntries(s->deviceTraces[0]));
+    QVERIFY(given.ok);
+    QCOMPARE(given.index, m.index);
+    QCOMPARE(given.why, m.why);
 }
 
 void TestLandmarks::errors_data()
