@@ -104,8 +104,8 @@ void TestAddressMap::numberingCountsFreesPerAddress()
     memscope::model::TraceNumbering numbering;
     std::map<std::pair<bool, DeviceAddr>, uint32_t> freed; // (segment?, address) -> frees completed so far
     std::mt19937 random(11);
-    const Action actions[] = { Action::Alloc,        Action::FreeRequested, Action::FreeCompleted, Action::SegmentAlloc,
-                               Action::SegmentFree,  Action::SegmentMap,    Action::SegmentUnmap,  Action::Oom };
+    const Action actions[] = { Action::Alloc,       Action::FreeRequested, Action::FreeCompleted, Action::SegmentAlloc,
+                               Action::SegmentFree, Action::SegmentMap,    Action::SegmentUnmap,  Action::Oom };
     for (int step = 0; step < 20000; ++step) {
         const Action action = actions[random() % std::size(actions)];
         const DeviceAddr address = 0x7f0000000000 + DeviceAddr(random() % 300) * 512;

@@ -36,9 +36,6 @@ inline std::string vmFlagsOf(const void* p)
 }
 
 // Whether the mapping holding `p` was advised to use transparent huge pages.
-inline bool advisedHugePages(const void* p)
-{
-    return (" " + vmFlagsOf(p)).find(" hg ") != std::string::npos;
-}
+inline bool advisedHugePages(const void* p) { return (" " + vmFlagsOf(p)).find(" hg ") != std::string::npos; }
 
 } // namespace memscope::test
