@@ -332,7 +332,8 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
     GrowingArray<ByteCount>& effective = out.scratch;
     const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(effective.size(), items.count())) : 0;
     // Every new value is written below. In 2 MiB pages: a first sampling of 4.5 M items (36 MB, on the GUI thread)
-    // spent ~0.1 s in 4 KiB faults.
+    // spent ~0.1 s in 4 KiB faults. A live timeline's grows into a new 2 MiB page once per 262 k items, a few ms
+    // (bench_live at 1 M events/s: the GUI's longest stall 114-131 ms against 159-265 ms before, paints as many).
     effective.setHugePages(true);
     effective.resizeForOverwrite(items.count());
     for (TimelineItem k = knownItems; k < items.count(); ++k)
