@@ -10,6 +10,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -196,6 +197,149 @@ struct Random {
     }
 };
 
+// Writes pickle opcodes by hand (protocol 4, Lib/pickletools.py), counting the memo slots MEMOIZE takes.
+struct PickleBytes {
+    std::vector<uint8_t> bytes { 0x80, 4 };
+    uint32_t slots = 0;
+
+    PickleBytes& op(uint8_t code)
+    {
+        bytes.push_back(code);
+        return *this;
+    }
+    PickleBytes& raw(uint64_t value, int width)
+    {
+        for (int i = 0; i < width; ++i)
+            bytes.push_back(uint8_t(value >> (8 * i)));
+        return *this;
+    }
+    uint32_t memoize()
+    {
+        op(0x94);
+        return slots++;
+    }
+    PickleBytes& text(std::string_view t)
+    {
+        op('\x8c').raw(t.size(), 1);
+        bytes.insert(bytes.end(), t.begin(), t.end());
+        return *this;
+    }
+    uint32_t memoText(std::string_view t)
+    {
+        text(t);
+        return memoize();
+    }
+    PickleBytes& get(uint32_t slot) { return slot < 256 ? op('h').raw(slot, 1) : op('j').raw(slot, 4); }
+    PickleBytes& longGet(uint32_t slot) { return op('j').raw(slot, 4); }
+    // The narrowest int opcode CPython's pickler picks (save_long).
+    PickleBytes& integer(int64_t v)
+    {
+        if (v >= 0 && v < 256)
+            return op('K').raw(uint64_t(v), 1);
+        if (v >= 0 && v < 65536)
+            return op('M').raw(uint64_t(v), 2);
+        if (v >= INT32_MIN && v <= INT32_MAX)
+            return op('J').raw(uint64_t(v), 4);
+        int n = 1;
+        while (n < 8 && !(v >= -(int64_t(1) << (8 * n - 1)) && v < (int64_t(1) << (8 * n - 1))))
+            ++n;
+        return op(0x8a).raw(uint64_t(n), 1).raw(uint64_t(v), n);
+    }
+    PickleBytes& frame(uint64_t size) { return op(0x95).raw(size, 8); }
+};
+
+// The keys of a trace entry after their first use: their memo slots.
+struct EntryKeys {
+    uint32_t action, addr, size, stream, timeUs, compileContext, frames;
+};
+
+// Snapshots whose trace entries take the direct path's shortcut for entries shaped like the one before (the same
+// key references): each row changes one thing the shortcut must read as the tree does, or leave to it.
+using Writer = void (*)(PickleBytes&, const EntryKeys&, uint32_t alloc, uint32_t frameA, uint32_t frameB);
+const std::pair<const char*, Writer>* s_rows = nullptr; // sameSnapshotFromShapedEntries_data's table
+
+// `middle`: where the entries under test lie.
+std::vector<uint8_t> shapedSnapshot(Writer write, std::pair<size_t, size_t>& middle)
+{
+    PickleBytes p;
+    p.op('}');
+    p.memoize();
+    p.op('(');
+    p.memoText("segments");
+    p.op(']');
+    p.memoize();
+    p.memoText("device_traces");
+    p.op(']');
+    p.memoize();
+    p.op('(');
+    p.op(']');
+    p.memoize();
+    p.op('(');
+    // The first entry spells its keys, a frames list and its frame dicts.
+    EntryKeys k {};
+    p.op('}');
+    p.memoize();
+    p.op('(');
+    k.action = p.memoText("action");
+    const uint32_t alloc = p.memoText("alloc");
+    k.addr = p.memoText("addr");
+    p.integer(0x7f0000000000);
+    k.size = p.memoText("size");
+    p.integer(512);
+    k.stream = p.memoText("stream");
+    p.integer(0);
+    k.timeUs = p.memoText("time_us");
+    p.integer(1000);
+    k.compileContext = p.memoText("compile_context");
+    p.memoText("N/A");
+    k.frames = p.memoText("frames");
+    p.op(']');
+    p.memoize();
+    p.op('(');
+    uint32_t frameSlots[2];
+    for (int f = 0; f < 2; ++f) {
+        p.op('}');
+        frameSlots[f] = p.memoize();
+        p.op('(');
+        p.memoText("name");
+        p.memoText(f == 0 ? "forward" : "backward");
+        p.memoText("filename");
+        p.memoText("model.py");
+        p.memoText("line");
+        p.integer(10 + f);
+        p.op('u');
+    }
+    p.op('e');
+    p.op('u');
+    // The entries under test, then one more plain one.
+    middle.first = p.bytes.size();
+    write(p, k, alloc, frameSlots[0], frameSlots[1]);
+    middle.second = p.bytes.size();
+    p.op('}');
+    p.memoize();
+    p.op('(');
+    p.get(k.action).get(alloc).get(k.addr).integer(0x7f0000100000).get(k.size).integer(4096);
+    p.get(k.stream).integer(0).get(k.timeUs).integer(2000).get(k.compileContext).op('N').get(k.frames).op(']');
+    p.memoize();
+    p.op('u');
+    p.op('e').op('e').op('u').op('.');
+    return p.bytes;
+}
+
+// One entry with the keys of the first, in its order, values written by `value(i)` for the i-th key.
+template <typename Value> void shapedEntry(PickleBytes& p, const EntryKeys& k, Value value)
+{
+    p.op('}');
+    p.memoize();
+    p.op('(');
+    const uint32_t keys[] = { k.action, k.addr, k.size, k.stream, k.timeUs, k.compileContext, k.frames };
+    for (int i = 0; i < 7; ++i) {
+        p.get(keys[i]);
+        value(i);
+    }
+    p.op('u');
+}
+
 } // namespace
 
 class TestDirectPath : public QObject {
@@ -209,6 +353,8 @@ private Q_SLOTS:
     void sameErrorOnEveryCut();
     void sameResultWhenCorrupted_data();
     void sameResultWhenCorrupted();
+    void sameSnapshotFromShapedEntries_data();
+    void sameSnapshotFromShapedEntries();
 };
 
 void TestDirectPath::sameSnapshot_data()
@@ -327,6 +473,274 @@ void TestDirectPath::sameResultWhenCorrupted()
         const std::string diff = compareLoads(bytes, "corrupted");
         QVERIFY2(diff.empty(), ("round " + std::to_string(round) + ": " + diff).c_str());
     }
+}
+
+void TestDirectPath::sameSnapshotFromShapedEntries_data()
+{
+    QTest::addColumn<int>("row");
+    // Each row: entries after the first, in a snapshot that the tree path reads without a word unless said.
+    static const std::pair<const char*, Writer> Rows[] = {
+        { "ints of every width, signed",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              const int64_t values[] = { 0,
+                                         255,
+                                         256,
+                                         65535,
+                                         65536,
+                                         -1,
+                                         INT32_MIN,
+                                         INT32_MAX,
+                                         int64_t(1) << 40,
+                                         -(int64_t(1) << 40),
+                                         INT64_MAX,
+                                         INT64_MIN,
+                                         0x7fffffffffff };
+              for (int64_t v : values)
+                  shapedEntry(p, k, [&](int i) {
+                      if (i == 0)
+                          p.get(alloc);
+                      else if (i < 5)
+                          p.integer(i == 2 ? std::max<int64_t>(v, 1) : v);
+                      else
+                          p.op('N');
+                  });
+          } },
+        { "a LONG1 of no bytes, and of 8 bytes where fewer hold it",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i == 1)
+                      p.op(0x8a).raw(0, 1);
+                  else if (i < 5)
+                      p.op(0x8a).raw(8, 1).raw(uint64_t(-7 + i), 8);
+                  else
+                      p.op('N');
+              });
+          } },
+        { "new text with a memo slot, then a reference to it",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              uint32_t context = 0;
+              for (int e = 0; e < 3; ++e)
+                  shapedEntry(p, k, [&](int i) {
+                      if (i == 0)
+                          p.get(alloc);
+                      else if (i < 5)
+                          p.integer(4096 * (e + 1));
+                      else if (i == 5 && e == 0)
+                          context = p.memoText("torch.compile graph 0");
+                      else if (i == 5)
+                          p.get(context);
+                      else
+                          p.op('N');
+                  });
+          } },
+        { "a new action name (the key's value is text)",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t, uint32_t, uint32_t) {
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.memoText("free_requested");
+                  else if (i < 5)
+                      p.integer(i == 1 ? 0x7f0000000000 : 512);
+                  else
+                      p.op('N');
+              });
+          } },
+        { "frames lists: a batch, one frame, none, two batches",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t a, uint32_t b) {
+              for (int e = 0; e < 4; ++e)
+                  shapedEntry(p, k, [&](int i) {
+                      if (i == 0)
+                          p.get(alloc);
+                      else if (i < 5)
+                          p.integer(512 * (e + 1));
+                      else if (i == 5)
+                          p.op('N');
+                      else {
+                          p.op(']');
+                          p.memoize();
+                          if (e == 0)
+                              p.op('(').get(b).get(a).op('e');
+                          else if (e == 1)
+                              p.get(a).op('a');
+                          else if (e == 3)
+                              p.op('(').get(a).op('e').op('(').get(b).get(a).op('e');
+                      }
+                  });
+          } },
+        { "a frames list met before, by reference",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t a, uint32_t) {
+              uint32_t list = 0;
+              for (int e = 0; e < 3; ++e)
+                  shapedEntry(p, k, [&](int i) {
+                      if (i == 0)
+                          p.get(alloc);
+                      else if (i < 5)
+                          p.integer(64);
+                      else if (i == 5)
+                          p.op('N');
+                      else if (e == 0) {
+                          p.op(']');
+                          list = p.memoize();
+                          p.get(a).op('a');
+                      } else
+                          p.get(list);
+                  });
+          } },
+        { "a frame that is no dict (the tree path refuses it)",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i < 5)
+                      p.integer(64);
+                  else if (i == 5)
+                      p.op('N');
+                  else
+                      p.op(']').op('(').get(alloc).op('e');
+              });
+          } },
+        { "a FRAME opcode between a key and its value, and between two items",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              for (int e = 0; e < 2; ++e)
+                  shapedEntry(p, k, [&](int i) {
+                      if (e == 0 && i == 2)
+                          p.frame(0);
+                      if (i == 0)
+                          p.get(alloc);
+                      else if (i < 5)
+                          p.integer(64);
+                      else
+                          p.op('N');
+                      if (e == 1 && i == 3)
+                          p.frame(0);
+                  });
+          } },
+        { "the keys by LONG_BINGET where BINGET was (other bytes, the same keys)",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              p.op('}');
+              p.memoize();
+              p.op('(');
+              p.longGet(k.action).get(alloc).longGet(k.addr).integer(8).longGet(k.size).integer(8);
+              p.longGet(k.stream).integer(0).longGet(k.timeUs).integer(9).longGet(k.compileContext).op('N');
+              p.longGet(k.frames).op('N').op('u');
+          } },
+        { "a value's BINPUT rewrites a key's memo slot",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i < 5)
+                      p.integer(64);
+                  else if (i == 5)
+                      p.text("user_metadata").op('q').raw(k.compileContext, 1);
+                  else
+                      p.op('N');
+              });
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i < 5)
+                      p.integer(128);
+                  else
+                      p.op('N');
+              });
+          } },
+        { "a value that names a slot of its own entry",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              const uint32_t entrySlot = p.slots;
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i == 1)
+                      p.integer(77);
+                  else if (i == 2) {
+                      p.integer(4096);
+                      p.memoize();
+                  } else if (i < 5)
+                      p.get(entrySlot + 1); // the size's slot
+                  else if (i == 5)
+                      p.get(entrySlot); // the entry itself
+                  else
+                      p.op('N');
+              });
+          } },
+        { "a reference past the memo",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i < 5)
+                      p.integer(64);
+                  else
+                      p.longGet(1u << 20);
+              });
+          } },
+        { "ints and None with memo slots, referred to later",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              uint32_t sizeSlot = 0, noneSlot = 0;
+              for (int e = 0; e < 2; ++e)
+                  shapedEntry(p, k, [&](int i) {
+                      if (i == 0)
+                          p.get(alloc);
+                      else if (i == 2 && e == 0) {
+                          p.integer(1 << 20);
+                          sizeSlot = p.memoize();
+                      } else if (i == 2)
+                          p.get(sizeSlot);
+                      else if (i < 5)
+                          p.integer(5);
+                      else if (i == 5 && e == 0) {
+                          p.op('N');
+                          noneSlot = p.memoize();
+                      } else if (i == 5)
+                          p.get(noneSlot);
+                      else
+                          p.op('N');
+                  });
+          } },
+        { "an entry with an extra key after shaped ones",
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              shapedEntry(p, k, [&](int i) {
+                  if (i == 0)
+                      p.get(alloc);
+                  else if (i < 5)
+                      p.integer(64);
+                  else
+                      p.op('N');
+              });
+              p.bytes.pop_back(); // its SETITEMS: one more key first
+              p.memoText("user_metadata");
+              p.memoText("step 3");
+              p.op('u');
+          } },
+    };
+    for (size_t r = 0; r < std::size(Rows); ++r)
+        QTest::newRow(Rows[r].first) << int(r);
+    s_rows = Rows;
+}
+
+void TestDirectPath::sameSnapshotFromShapedEntries()
+{
+    QFETCH(int, row);
+    std::pair<size_t, size_t> middle;
+    const std::vector<uint8_t> bytes = shapedSnapshot(s_rows[row].second, middle);
+    const std::string diff = compareLoads(bytes, "shaped");
+    QVERIFY2(diff.empty(), diff.c_str());
+    // Cut off at each byte of the entries under test, and each byte changed: the same on both paths.
+    for (size_t cut = middle.first; cut < middle.second; ++cut) {
+        const std::string cutDiff = compareLoads({ bytes.data(), cut }, "cut");
+        QVERIFY2(cutDiff.empty(), ("cut at " + std::to_string(cut) + ": " + cutDiff).c_str());
+    }
+    static constexpr uint8_t Likely[] = { 0x94, 'h', 'j', 'q', 'M', 0x8a, 'N', ']', '(', 'u', 'a', 0x95, 1, 0xff };
+    for (size_t at = middle.first; at < middle.second; ++at)
+        for (uint8_t b : Likely) {
+            std::vector<uint8_t> changed = bytes;
+            changed[at] = b;
+            const std::string changedDiff = compareLoads(changed, "changed");
+            QVERIFY2(changedDiff.empty(),
+                     ("byte " + std::to_string(at) + " set to " + std::to_string(b) + ": " + changedDiff).c_str());
+        }
 }
 
 QTEST_GUILESS_MAIN(TestDirectPath)
