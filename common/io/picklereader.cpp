@@ -264,6 +264,36 @@ private:
     bool fastText(uint8_t code, uint64_t& offset, uint32_t& length, bool& isText);
     // A memo GET's slot; false declines.
     bool fastGet(uint8_t code, uint32_t& slot);
+    // The value item a memo reference to `slot` makes: a tree node's value (a string as text, an int, None, or the
+    // node), an interned string or a stack. False for anything else: a trace list (its entries are the sink's: the
+    // tree does not have them), a slot of the entry being decoded, an entry.
+    [[gnu::always_inline]] bool referencedItem(uint32_t slot, FastItem& item) const
+    {
+        if (slot < TagString) {
+            if (isTraceList(slot))
+                return false;
+            switch (m_tree.type(slot)) {
+            case NodeType::String:
+                item.kind = FastItem::Kind::Text;
+                item.text = m_tree.string(slot);
+                break;
+            case NodeType::None: item.kind = FastItem::Kind::None; break;
+            case NodeType::Int:
+                item.kind = FastItem::Kind::Int;
+                item.integer = m_tree.integer(slot);
+                break;
+            default:
+                item.kind = FastItem::Kind::Node;
+                item.id = slot;
+            }
+            return true;
+        }
+        if ((slot & TagMask) != TagString && (slot & TagMask) != TagStack)
+            return false;
+        item.kind = (slot & TagMask) == TagString ? FastItem::Kind::String : FastItem::Kind::Stack;
+        item.id = slot & ~TagMask;
+        return true;
+    }
     // One value as a tree node (frames lists and their frame dicts, the first time they appear), `depth` levels
     // down; NoNode declines.
     NodeId fastNode(int depth);
@@ -927,38 +957,16 @@ bool Machine::fastEntry(NodeId list)
             uint32_t slot = NoNode;
             if (!fastGet(code, slot))
                 return false;
-            if (slot < TagString) {
-                if (isTraceList(slot))
-                    return decline(); // its entries are the sink's: the tree does not have them
-                switch (m_tree.type(slot)) {
-                case NodeType::String:
-                    item.kind = FastItem::Kind::Text;
-                    item.text = m_tree.string(slot);
-                    break;
-                case NodeType::None: item.kind = FastItem::Kind::None; break;
-                case NodeType::Int:
-                    item.kind = FastItem::Kind::Int;
-                    item.integer = m_tree.integer(slot);
-                    break;
-                default:
-                    item.kind = FastItem::Kind::Node;
-                    item.id = slot;
-                }
-            } else if ((slot & TagMask) == TagString) {
-                item.kind = FastItem::Kind::String;
-                item.id = slot & ~TagMask;
-            } else if ((slot & TagMask) == TagStack) {
-                item.kind = FastItem::Kind::Stack;
-                item.id = slot & ~TagMask;
-            } else if ((slot & TagMask) == TagPending && slot != OpaqueSlot && slot != NoNode
-                       && (slot & ~TagMask) < index) {
-                const FastItem& earlier = m_items[slot & ~TagMask]; // a value of this entry, not interned yet
+            if (!referencedItem(slot, item)) {
+                // Else only a value of this entry, not interned yet.
+                if ((slot & TagMask) != TagPending || slot == OpaqueSlot || slot == NoNode
+                    || (slot & ~TagMask) >= index)
+                    return decline();
+                const FastItem& earlier = m_items[slot & ~TagMask];
                 item.kind = earlier.kind;
                 item.integer = earlier.integer;
                 item.text = earlier.text;
                 item.id = earlier.id;
-            } else {
-                return decline();
             }
         } else if (code == op::EmptyList) {
             if (!fastFrames(item, index))
@@ -1142,34 +1150,8 @@ bool Machine::shapedEntry(NodeId list, bool& matched)
             const uint64_t index = p[0] == op::BinGet ? p[1] : (loadLE64(p + 1) & 0xFFFFFFFFu);
             if (index >= memoSize)
                 return false;
-            const uint32_t slot = memo[index];
-            if (slot < TagString) {
-                // A value met outside the trace first (a tree node), as fastEntry() takes it.
-                if (isTraceList(slot))
-                    return false;
-                switch (m_tree.type(slot)) {
-                case NodeType::String:
-                    item.kind = FastItem::Kind::Text;
-                    item.text = m_tree.string(slot);
-                    break;
-                case NodeType::None: item.kind = FastItem::Kind::None; break;
-                case NodeType::Int:
-                    item.kind = FastItem::Kind::Int;
-                    item.integer = m_tree.integer(slot);
-                    break;
-                default:
-                    item.kind = FastItem::Kind::Node;
-                    item.id = slot;
-                }
-            } else if ((slot & TagMask) == TagString) {
-                item.kind = FastItem::Kind::String;
-                item.id = slot & ~TagMask;
-            } else if ((slot & TagMask) == TagStack) {
-                item.kind = FastItem::Kind::Stack;
-                item.id = slot & ~TagMask;
-            } else {
+            if (!referencedItem(memo[index], item))
                 return false;
-            }
             p += p[0] == op::BinGet ? 2 : 5;
             continue; // (no memo slot after a reference: fastEntry() declines one)
         }

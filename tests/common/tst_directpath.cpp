@@ -340,6 +340,29 @@ template <typename Value> void shapedEntry(PickleBytes& p, const EntryKeys& k, V
     p.op('u');
 }
 
+// The value of key `i` of a plain entry: the alloc action, `number` (addr, size, stream, time_us; a size at least 1),
+// None (compile_context, frames).
+void plainValue(PickleBytes& p, int i, uint32_t alloc, int64_t number)
+{
+    if (i == 0)
+        p.get(alloc);
+    else if (i < 5)
+        p.integer(i == 2 ? std::max<int64_t>(number, 1) : number);
+    else
+        p.op('N');
+}
+
+// A plain entry whose value of key i `special(i)` writes instead where it returns true.
+template <typename Special = bool (*)(int)>
+void plainEntry(PickleBytes& p, const EntryKeys& k, uint32_t alloc, int64_t number,
+                Special special = [](int) { return false; })
+{
+    shapedEntry(p, k, [&](int i) {
+        if (!special(i))
+            plainValue(p, i, alloc, number);
+    });
+}
+
 } // namespace
 
 class TestDirectPath : public QObject {
@@ -482,122 +505,79 @@ void TestDirectPath::sameSnapshotFromShapedEntries_data()
     static const std::pair<const char*, Writer> Rows[] = {
         { "ints of every width, signed",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
-              const int64_t values[] = { 0,
-                                         255,
-                                         256,
-                                         65535,
-                                         65536,
-                                         -1,
-                                         INT32_MIN,
-                                         INT32_MAX,
-                                         int64_t(1) << 40,
-                                         -(int64_t(1) << 40),
-                                         INT64_MAX,
-                                         INT64_MIN,
-                                         0x7fffffffffff };
-              for (int64_t v : values)
-                  shapedEntry(p, k, [&](int i) {
-                      if (i == 0)
-                          p.get(alloc);
-                      else if (i < 5)
-                          p.integer(i == 2 ? std::max<int64_t>(v, 1) : v);
-                      else
-                          p.op('N');
-                  });
+              for (int64_t v : { int64_t(0), int64_t(255), int64_t(256), int64_t(65535), int64_t(65536), int64_t(-1),
+                                 int64_t(INT32_MIN), int64_t(INT32_MAX), int64_t(1) << 40, -(int64_t(1) << 40),
+                                 int64_t(INT64_MAX), int64_t(INT64_MIN), int64_t(0x7fffffffffff) })
+                  plainEntry(p, k, alloc, v);
           } },
         { "a LONG1 of no bytes, and of 8 bytes where fewer hold it",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i == 1)
+              plainEntry(p, k, alloc, 0, [&](int i) {
+                  if (i == 1)
                       p.op(0x8a).raw(0, 1);
-                  else if (i < 5)
+                  else if (i >= 2 && i < 5)
                       p.op(0x8a).raw(8, 1).raw(uint64_t(-7 + i), 8);
-                  else
-                      p.op('N');
+                  return i >= 1 && i < 5;
               });
           } },
         { "new text with a memo slot, then a reference to it",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
               uint32_t context = 0;
               for (int e = 0; e < 3; ++e)
-                  shapedEntry(p, k, [&](int i) {
-                      if (i == 0)
-                          p.get(alloc);
-                      else if (i < 5)
-                          p.integer(4096 * (e + 1));
-                      else if (i == 5 && e == 0)
+                  plainEntry(p, k, alloc, 4096 * (e + 1), [&](int i) {
+                      if (i == 5 && e == 0)
                           context = p.memoText("torch.compile graph 0");
                       else if (i == 5)
                           p.get(context);
-                      else
-                          p.op('N');
+                      return i == 5;
                   });
           } },
         { "a new action name (the key's value is text)",
-          [](PickleBytes& p, const EntryKeys& k, uint32_t, uint32_t, uint32_t) {
-              shapedEntry(p, k, [&](int i) {
+          [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
+              plainEntry(p, k, alloc, 512, [&](int i) {
                   if (i == 0)
                       p.memoText("free_requested");
-                  else if (i < 5)
-                      p.integer(i == 1 ? 0x7f0000000000 : 512);
-                  else
-                      p.op('N');
+                  return i == 0;
               });
           } },
         { "frames lists: a batch, one frame, none, two batches",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t a, uint32_t b) {
               for (int e = 0; e < 4; ++e)
-                  shapedEntry(p, k, [&](int i) {
-                      if (i == 0)
-                          p.get(alloc);
-                      else if (i < 5)
-                          p.integer(512 * (e + 1));
-                      else if (i == 5)
-                          p.op('N');
-                      else {
-                          p.op(']');
-                          p.memoize();
-                          if (e == 0)
-                              p.op('(').get(b).get(a).op('e');
-                          else if (e == 1)
-                              p.get(a).op('a');
-                          else if (e == 3)
-                              p.op('(').get(a).op('e').op('(').get(b).get(a).op('e');
-                      }
+                  plainEntry(p, k, alloc, 512 * (e + 1), [&](int i) {
+                      if (i != 6)
+                          return false;
+                      p.op(']');
+                      p.memoize();
+                      if (e == 0)
+                          p.op('(').get(b).get(a).op('e');
+                      else if (e == 1)
+                          p.get(a).op('a');
+                      else if (e == 3)
+                          p.op('(').get(a).op('e').op('(').get(b).get(a).op('e');
+                      return true;
                   });
           } },
         { "a frames list met before, by reference",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t a, uint32_t) {
               uint32_t list = 0;
               for (int e = 0; e < 3; ++e)
-                  shapedEntry(p, k, [&](int i) {
-                      if (i == 0)
-                          p.get(alloc);
-                      else if (i < 5)
-                          p.integer(64);
-                      else if (i == 5)
-                          p.op('N');
-                      else if (e == 0) {
+                  plainEntry(p, k, alloc, 64, [&](int i) {
+                      if (i == 6 && e == 0) {
                           p.op(']');
                           list = p.memoize();
                           p.get(a).op('a');
-                      } else
+                      } else if (i == 6) {
                           p.get(list);
+                      }
+                      return i == 6;
                   });
           } },
         { "a frame that is no dict (the tree path refuses it)",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i < 5)
-                      p.integer(64);
-                  else if (i == 5)
-                      p.op('N');
-                  else
+              plainEntry(p, k, alloc, 64, [&](int i) {
+                  if (i == 6)
                       p.op(']').op('(').get(alloc).op('e');
+                  return i == 6;
               });
           } },
         { "a FRAME opcode between a key and its value, and between two items",
@@ -606,12 +586,7 @@ void TestDirectPath::sameSnapshotFromShapedEntries_data()
                   shapedEntry(p, k, [&](int i) {
                       if (e == 0 && i == 2)
                           p.frame(0);
-                      if (i == 0)
-                          p.get(alloc);
-                      else if (i < 5)
-                          p.integer(64);
-                      else
-                          p.op('N');
+                      plainValue(p, i, alloc, 64);
                       if (e == 1 && i == 3)
                           p.frame(0);
                   });
@@ -627,88 +602,58 @@ void TestDirectPath::sameSnapshotFromShapedEntries_data()
           } },
         { "a value's BINPUT rewrites a key's memo slot",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i < 5)
-                      p.integer(64);
-                  else if (i == 5)
+              plainEntry(p, k, alloc, 64, [&](int i) {
+                  if (i == 5)
                       p.text("user_metadata").op('q').raw(k.compileContext, 1);
-                  else
-                      p.op('N');
+                  return i == 5;
               });
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i < 5)
-                      p.integer(128);
-                  else
-                      p.op('N');
-              });
+              plainEntry(p, k, alloc, 128);
           } },
         { "a value that names a slot of its own entry",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
               const uint32_t entrySlot = p.slots;
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i == 1)
-                      p.integer(77);
-                  else if (i == 2) {
+              plainEntry(p, k, alloc, 77, [&](int i) {
+                  if (i == 2) {
                       p.integer(4096);
                       p.memoize();
-                  } else if (i < 5)
+                  } else if (i == 3 || i == 4) {
                       p.get(entrySlot + 1); // the size's slot
-                  else if (i == 5)
+                  } else if (i == 5) {
                       p.get(entrySlot); // the entry itself
-                  else
-                      p.op('N');
+                  }
+                  return i >= 2 && i <= 5;
               });
           } },
         { "a reference past the memo",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i < 5)
-                      p.integer(64);
-                  else
+              plainEntry(p, k, alloc, 64, [&](int i) {
+                  if (i >= 5)
                       p.longGet(1u << 20);
+                  return i >= 5;
               });
           } },
         { "ints and None with memo slots, referred to later",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
               uint32_t sizeSlot = 0, noneSlot = 0;
               for (int e = 0; e < 2; ++e)
-                  shapedEntry(p, k, [&](int i) {
-                      if (i == 0)
-                          p.get(alloc);
-                      else if (i == 2 && e == 0) {
+                  plainEntry(p, k, alloc, 5, [&](int i) {
+                      if (i == 2 && e == 0) {
                           p.integer(1 << 20);
                           sizeSlot = p.memoize();
-                      } else if (i == 2)
+                      } else if (i == 2) {
                           p.get(sizeSlot);
-                      else if (i < 5)
-                          p.integer(5);
-                      else if (i == 5 && e == 0) {
+                      } else if (i == 5 && e == 0) {
                           p.op('N');
                           noneSlot = p.memoize();
-                      } else if (i == 5)
+                      } else if (i == 5) {
                           p.get(noneSlot);
-                      else
-                          p.op('N');
+                      }
+                      return i == 2 || i == 5;
                   });
           } },
         { "an entry with an extra key after shaped ones",
           [](PickleBytes& p, const EntryKeys& k, uint32_t alloc, uint32_t, uint32_t) {
-              shapedEntry(p, k, [&](int i) {
-                  if (i == 0)
-                      p.get(alloc);
-                  else if (i < 5)
-                      p.integer(64);
-                  else
-                      p.op('N');
-              });
+              plainEntry(p, k, alloc, 64);
               p.bytes.pop_back(); // its SETITEMS: one more key first
               p.memoText("user_metadata");
               p.memoText("step 3");
