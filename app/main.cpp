@@ -149,6 +149,11 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         target->resize(viewSize);
         target->show();
     }
+    // The overview's largest-free line comes with the replays' labels, a moment after the rest: a picture that
+    // shows the overview waits for them.
+    if (QWidget* overview = doc->view(memscope::app::DocumentWindow::View::Overview);
+        overview == target || overview->isVisible())
+        doc->session()->waitForLabels();
     // The timelines build their data in the background: the picture shows it finished.
     memscope::app::finishTimelineBuilds(&window);
     memscope::app::finishTimelineBuilds(target);

@@ -34,6 +34,7 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
         const uint64_t entries
             = size_t(d) < snapshot->deviceTraces.size() ? snapshot->deviceTraces[size_t(d)].size() : 0;
         ReplayOptions options;
+        options.deferLabels = true; // the labels come after the document (ReplayLabelling, below)
         if (progress && total > 0)
             options.progress
                 = [&](double done) { return progress((double(before) + done * double(entries)) / double(total)); };
@@ -64,6 +65,7 @@ std::shared_ptr<const Document> makeDocument(QString path, std::shared_ptr<const
     addReplayWarnings(*snapshot, doc->replays, replayIssues);
     replayIssues.appendTo(doc->warnings);
     doc->snapshot = std::move(snapshot);
+    doc->labelling = std::make_unique<ReplayLabelling>(doc->replays, *doc->snapshot, ReplayLabelling::Start::Later);
     return doc;
 }
 
@@ -76,6 +78,37 @@ Session::Session(std::shared_ptr<const Document> document, QObject* parent)
     m_device = devs.empty() ? 0 : devs.front();
     m_cursor = entryCount();
     m_knownCount = m_cursor;
+    if (!m_document->labelsDone()) {
+        // The labelling thread knows no Session (a document may have several, made and gone at any time): asked
+        // every 100 ms, a fraction of a millisecond each, for the second or so it takes.
+        m_labelPoll = new QTimer(this);
+        m_labelPoll->setInterval(100);
+        connect(m_labelPoll, &QTimer::timeout, this, [this] {
+            if (m_document->labelsDone())
+                waitForLabels();
+        });
+        m_labelPoll->start();
+        // A window starts them once it has shown the document (DocumentWindow); other views of it, or a window
+        // that never gets there, get them this long after.
+        QTimer::singleShot(LabelsAtTheLatestMs, this, &Session::startLabels);
+    }
+}
+
+void Session::startLabels()
+{
+    if (m_document->labelling)
+        m_document->labelling->start();
+}
+
+void Session::waitForLabels()
+{
+    if (!m_labelPoll)
+        return;
+    if (m_document->labelling)
+        m_document->labelling->wait();
+    delete std::exchange(m_labelPoll, nullptr);
+    m_stateValid = false; // its inactive blocks now carry their requests
+    Q_EMIT labelled();
 }
 
 void Session::documentGrew()

@@ -4,6 +4,7 @@
 // it shares is immutable and may be read from worker threads.
 #pragma once
 
+#include "document/replaylabelling.h"
 #include "model/landmarks.h"
 #include "model/replay.h"
 #include "model/snapshot.h"
@@ -11,6 +12,7 @@
 
 #include <QObject>
 #include <QString>
+#include <QTimer>
 
 #include <functional>
 #include <memory>
@@ -44,6 +46,12 @@ struct Document {
     // a file's window and its timeline do not each read every entry again on the GUI thread (13.4 M entries: 50 ms
     // a pass). Empty for a live document, whose trace grows.
     std::vector<std::vector<int64_t>> oomEntries;
+    // A file's replays are labelled on a thread of their own after makeDocument (document/replaylabelling.h); null
+    // where they are labelled already (a live document). Declared last: it goes first, stopping that thread before
+    // the replays and the snapshot it reads.
+    std::unique_ptr<ReplayLabelling> labelling;
+    // Whether every replay's labels are there (model::Replay::labelled), or will never be.
+    bool labelsDone() const { return !labelling || labelling->isDone(); }
 
     // Holds off growth while held (an empty lock for a file's Document, which never changes).
     std::shared_lock<std::shared_mutex> readLock() const
@@ -161,6 +169,12 @@ public:
     // State indices right after each oom entry of the current device (from entry `fromEntry` on).
     std::vector<int64_t> oomIndices(int64_t fromEntry = 0) const;
 
+    // Starts the replays' labels (Document::labelling) if they are not under way or there.
+    void startLabels();
+    static constexpr int LabelsAtTheLatestMs = 3000; // after the Session is made, if nobody started them
+    // Waits for the replays' labels and emits labelled() now if it is still due (pictures that show them).
+    void waitForLabels();
+
     // Text for people. Names follow PyTorch's viewer: b<hex address>_<version> for blocks, s<...> for segments.
     QString allocationName(model::AllocationId id) const;
     // Size, address, stream, pool, times, stack. `shortPaths`: files of installed packages without the folders up to
@@ -180,6 +194,9 @@ Q_SIGNALS:
     void growingChanged(bool growing);
     // The live Document grew from `previousCount` entries of the current device (emitted before the cursor moves).
     void grown(int64_t previousCount);
+    // The replays' labels are there (Document::labelling): Replay::largestFree() and the inactive blocks' requests.
+    // Once per Session, and only for a document that was not labelled when the Session was made.
+    void labelled();
 
 private:
     std::shared_ptr<const Document> m_document;
@@ -202,6 +219,7 @@ private:
     mutable std::unique_ptr<model::AnnotationTracker> m_annotationTracker;
     mutable std::shared_ptr<std::vector<AnnotationSpan>> m_annotationSpans;
     mutable std::vector<int32_t> m_spanOfRange;
+    QTimer* m_labelPoll = nullptr; // until the document's labels are there
 };
 
 } // namespace memscope::app

@@ -143,6 +143,17 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
         Q_EMIT statusChanged();
     });
 
+    // The replays' labels start once the document is shown (document/replaylabelling.h): its insights computed and
+    // the timeline's first data in, then after the events already queued (the paint).
+    if (!m_session->document().labelsDone()) {
+        auto pending = std::make_shared<int>(2);
+        auto shown = [this, pending] {
+            if (--*pending == 0)
+                QTimer::singleShot(0, m_session, &Session::startLabels);
+        };
+        connect(m_insights, &InsightsModel::computed, m_session, shown, Qt::SingleShotConnection);
+        connect(m_timeline, &TimelineView::dataChanged, m_session, shown, Qt::SingleShotConnection);
+    }
     // Insights: once for a file; for a live document again as it grows, at most every 2 s.
     m_insights->compute(m_session->documentPtr());
     if (m_session->document().isLive()) {
@@ -369,6 +380,8 @@ QString DocumentWindow::statusText() const
 {
     const int64_t i = m_session->cursor();
     const auto& series = m_session->replay().series();
+    // Until the replay is labelled (a file's, shortly after it opens), from the state the views show.
+    const model::PackedSeries* largestFree = m_session->replay().largestFree();
     QString text = tr("entry %L1 of %L2").arg(i).arg(m_session->entryCount());
     if (!m_reason.isEmpty())
         text += QStringLiteral(" · ") + m_reason;
@@ -381,7 +394,8 @@ QString DocumentWindow::statusText() const
                     .arg(Session::formatBytes(series.allocated[size_t(i)]))
                     .arg(Session::formatBytes(series.active[size_t(i)]))
                     .arg(Session::formatBytes(series.reserved[size_t(i)]))
-                    .arg(Session::formatBytes(series.largestFree[size_t(i)]));
+                    .arg(Session::formatBytes(largestFree ? (*largestFree)[size_t(i)]
+                                                          : model::largestInactive(m_session->state())));
     }
     return text;
 }

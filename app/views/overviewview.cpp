@@ -308,6 +308,18 @@ OverviewView::OverviewView(Session* session, QWidget* parent)
         takeInGrowth(previous);
     });
     connect(session, &Session::timeAxisChanged, this, &OverviewView::rebuild);
+    // The largest free block comes with the replay's labels: its line is added, the range shown kept.
+    connect(session, &Session::labelled, this, [this] {
+        if (!isVisible()) {
+            m_grownWhileHidden = true;
+            return;
+        }
+        const double from = m_xMin, to = m_xMax;
+        rebuild();
+        m_xMin = from;
+        m_xMax = to;
+        refresh();
+    });
     m_growthTimer = new QTimer(this);
     m_growthTimer->setSingleShot(true);
     connect(m_growthTimer, &QTimer::timeout, this, &OverviewView::applyGrowth);
@@ -346,8 +358,12 @@ void OverviewView::rebuild()
     const int64_t n = m_session->entryCount();
     const ReplaySeries& s = m_session->replay().series();
     m_blocks.clear();
-    for (const auto* v : { &s.allocated, &s.active, &s.reserved, &s.largestFree })
+    for (const auto* v : { &s.allocated, &s.active, &s.reserved })
         m_blocks.push_back(overview::MinMaxBlocks::build(*v));
+    // The largest free block comes with the replay's labels, a moment after a file opens (Session::labelled).
+    if (const PackedSeries* largestFree = m_session->replay().largestFree())
+        m_blocks.push_back(overview::MinMaxBlocks::build(*largestFree));
+    m_largestFree->setName(m_blocks.size() == 4 ? tr("largest free block") : tr("largest free block (working it out)"));
     (void)n;
     updateTitles();
     showAll();
@@ -369,13 +385,15 @@ void OverviewView::updateTitles()
 void OverviewView::takeInGrowth(int64_t previous)
 {
     const ReplaySeries& s = m_session->replay().series();
-    if (m_blocks.size() != 4) {
+    const PackedSeries* largestFree = m_session->replay().largestFree(); // a live replay is labelled as it grows
+    if (m_blocks.size() != (largestFree ? 4 : 3)) {
         rebuild();
         return;
     }
     size_t k = 0;
-    for (const auto* v : { &s.allocated, &s.active, &s.reserved, &s.largestFree })
-        m_blocks[k++].extend(*v);
+    for (const auto* v : { &s.allocated, &s.active, &s.reserved, largestFree })
+        if (v)
+            m_blocks[k++].extend(*v);
     updateTitles();
     // Keep a zoomed range; a view of everything goes on showing everything.
     if (!m_growthPending)
@@ -461,7 +479,7 @@ void OverviewView::refresh()
 {
     const ReplaySeries& s = m_session->replay().series();
     // The states the views were told of: a live document may have grown since (Session::grown comes after).
-    const int64_t samples = m_blocks.size() == 4 ? int64_t(m_blocks[0].samples) : int64_t(s.size());
+    const int64_t samples = !m_blocks.empty() ? int64_t(m_blocks[0].samples) : int64_t(s.size());
     const int width = std::max(1, int(m_chart->plotArea().width()));
     m_refreshedWidth = int(m_chart->plotArea().width());
 
@@ -516,7 +534,10 @@ void OverviewView::refresh()
     fill(m_allocated, s.allocated, m_blocks[0]);
     fill(m_active, s.active, m_blocks[1]);
     fill(m_reserved, s.reserved, m_blocks[2]);
-    fill(m_largestFree, s.largestFree, m_blocks[3]);
+    if (const PackedSeries* largestFree = m_session->replay().largestFree(); largestFree && m_blocks.size() == 4)
+        fill(m_largestFree, *largestFree, m_blocks[3]);
+    else
+        m_largestFree->clear();
 
     // Round ticks on both axes (dynamic ticks anchored at 0).
     // The axis makes one item per tick whenever its range or interval changes: change them in the order that never

@@ -468,6 +468,510 @@ namespace {
 
 } // namespace
 
+// A build's progress (ReplayOptions::progress) over its steps, and whether it was asked to stop.
+class BuildProgress {
+public:
+    // The steps of a whole build and where each ends in its share: about their shares of the time (the 1 GB
+    // synthetic file: undoing the trace 0.3 s, ordering the allocations 0.1-0.3 s, the series and checkpoints
+    // 0.4 s, the coordinates 0.5 s, the labels 1.2 s), so that the bar moves at an even pace and a stop is seen in
+    // each step, none of which runs longer than a few 2^20 items unasked.
+    enum Step { Backward, Order, Lifetimes, Coordinates, Labels, Steps };
+    static constexpr double StepEnd[Steps] = { 0.1, 0.16, 0.3, 0.45, 1.0 };
+    static constexpr size_t ReportEvery = size_t(1) << 20;
+
+    // `progress` is told the share done of the steps [first, last] (a build that leaves the labels to later
+    // reports its steps over [0, 1], and so does the labels' pass).
+    BuildProgress(const std::function<bool(double)>& progress, Step first, Step last)
+        : m_progress(progress)
+        , m_from(first == Backward ? 0.0 : StepEnd[first - 1])
+        , m_to(StepEnd[last])
+    {
+    }
+
+    // Reports `part` (in [0, 1]) of `step` done; false once the caller asked to stop.
+    bool report(Step step, double part)
+    {
+        if (!m_progress || m_stopped)
+            return !m_stopped;
+        const double begin = step == Backward ? 0.0 : StepEnd[step - 1];
+        const double done = begin + (StepEnd[step] - begin) * std::clamp(part, 0.0, 1.0);
+        if (!m_progress(std::clamp((done - m_from) / (m_to - m_from), 0.0, 1.0)))
+            m_stopped = true;
+        return !m_stopped;
+    }
+    // report() every ReportEvery items of a loop over `total` items, `done` of them done, that takes the share
+    // [from, to] of `step`.
+    bool proceed(size_t done, size_t total, Step step, double from = 0.0, double to = 1.0)
+    {
+        return done == 0 || (done % ReportEvery) != 0
+            || report(step, from + (to - from) * (total == 0 ? 1.0 : double(done) / double(total)));
+    }
+    bool stopped() const { return m_stopped; }
+
+private:
+    const std::function<bool(double)>& m_progress;
+    const double m_from, m_to;
+    bool m_stopped = false;
+};
+
+// The labels' pass of one Replay whose lifetimes, series and checkpoints are built (the last steps of
+// Replay::build, or Replay::buildLabels): forwards over the trace again, following every free block over compressed
+// coordinates and which Block object it is, for the inactive labels, their lists at the checkpoints and the
+// largest-free series. It writes nothing else of the Replay, so that other threads may query it meanwhile.
+class ReplayLabeller {
+public:
+    ReplayLabeller(const Snapshot& snapshot, Replay& r, BuildProgress& progress)
+        : m_snapshot(snapshot)
+        , m_r(r)
+        , m_progress(progress)
+    {
+        if (m_r.m_device >= 0 && size_t(m_r.m_device) < snapshot.deviceTraces.size()) {
+            const Trace& trace = snapshot.deviceTraces[size_t(m_r.m_device)];
+            assert(trace.size() == size_t(m_r.m_firstEntry + m_r.m_entryCount));
+            m_entries = trace.data() + m_r.m_firstEntry;
+            m_n = size_t(m_r.m_entryCount);
+        }
+        const auto& pieces = m_r.m_pieces;
+        for (uint32_t p = 0; p < pieces.size(); ++p)
+            if (pieces[p].endIndex < n())
+                m_pieceEnds.push_back(p);
+        std::sort(m_pieceEnds.begin(), m_pieceEnds.end(), [&](uint32_t a, uint32_t b) {
+            return pieces[a].endIndex != pieces[b].endIndex ? pieces[a].endIndex < pieces[b].endIndex
+                                                            : pieces[a].address < pieces[b].address;
+        });
+    }
+
+    // False when asked to stop on the way; true once the replay is labelled().
+    bool run()
+    {
+        // What a stopped pass left (a later buildLabels starts again).
+        m_r.m_labels.clear();
+        m_r.m_checkpointLabelOffsets.clear();
+        m_r.m_checkpointLabels.clear();
+        m_r.m_checkpointFirstLabel.clear();
+        m_r.m_largestFree.clear();
+        if (!buildCoordinates() || !replayFreeBlocks())
+            return false;
+        m_r.m_labelled.value.store(true, std::memory_order_release);
+        return true;
+    }
+
+private:
+    using Step = BuildProgress::Step;
+    static constexpr Step Coordinates = BuildProgress::Coordinates, Labels = BuildProgress::Labels;
+    static constexpr size_t ReportEvery = BuildProgress::ReportEvery;
+
+    TraceIndex n() const { return TraceIndex(m_n); }
+
+    // Every address where a block or a piece starts or ends, sorted, and each one's index in that list. False when
+    // asked to stop on the way. What is sorted are (address, slot) keys, slot = 2 × object + (1 for its end), the
+    // pieces' after the allocations': in 8 bytes where the bits in which the addresses differ and the slot fit (any
+    // real trace: blocks 512-byte aligned within a device's memory), else in 16 (the 1 GB synthetic file: keys and
+    // the sort's spare array 288 MB -> 144 MB, fresh memory while the window is already open).
+    bool buildCoordinates()
+    {
+        if (!m_progress.report(Coordinates, 0))
+            return false;
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        uint64_t all = ~uint64_t(0), any = 0;
+        forEachEnd([&](DeviceAddr address, uint32_t) {
+            all &= orderBits(address);
+            any |= orderBits(address);
+        });
+        const uint64_t varying = all ^ any;
+        const int low = varying == 0 ? 0 : std::countr_zero(varying);
+        const int width = varying == 0 ? 0 : 64 - std::countl_zero(varying) - low;
+        const uint64_t slots = 2 * (uint64_t(allocations.size()) + pieces.size());
+        const int slotBits = std::bit_width(slots);
+        if (width + slotBits <= 64)
+            return coordinatesFrom(PackedKeys { all & ~(lowBits(width) << low), low, width, slotBits });
+        return coordinatesFrom(WideKeys {});
+    }
+
+    // Addresses as unsigned bits in the order of the signed addresses.
+    static uint64_t orderBits(DeviceAddr address) { return uint64_t(address) ^ (uint64_t(1) << 63); }
+    static DeviceAddr fromOrderBits(uint64_t bits) { return DeviceAddr(bits ^ (uint64_t(1) << 63)); }
+    static uint64_t lowBits(int n) { return n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1; }
+
+    // f(address, slot) for both ends of every allocation, then of every piece.
+    template <typename F> void forEachEnd(F&& f) const
+    {
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        for (uint32_t i = 0; i < allocations.size(); ++i) {
+            f(allocations[i].address, 2 * i);
+            f(allocations[i].address + allocations[i].size, 2 * i + 1);
+        }
+        const uint32_t pieceBase = uint32_t(2 * allocations.size());
+        for (uint32_t i = 0; i < pieces.size(); ++i) {
+            f(pieces[i].address, pieceBase + 2 * i);
+            f(pieces[i].address + pieces[i].size, pieceBase + 2 * i + 1);
+        }
+    }
+
+    // The two key layouts: make a key, its bits to sort by (the address's), its slot and its address.
+    struct WideKeys {
+        struct Key {
+            DeviceAddr addr;
+            uint32_t slot;
+        };
+        Key make(DeviceAddr address, uint32_t slot) const { return { address, slot }; }
+        uint64_t sortBits(const Key& k) const { return orderBits(k.addr); }
+        uint32_t slot(const Key& k) const { return k.slot; }
+        DeviceAddr address(const Key& k) const { return k.addr; }
+    };
+    struct PackedKeys {
+        using Key = uint64_t; // the address's varying bits above the slot
+        uint64_t common; // the bits every address has (outside the varying ones)
+        int low, width, slotBits;
+        Key make(DeviceAddr address, uint32_t slot) const
+        {
+            return (((orderBits(address) >> low) & lowBits(width)) << slotBits) | slot;
+        }
+        uint64_t sortBits(Key k) const { return slotBits >= 64 ? 0 : k >> slotBits; }
+        uint32_t slot(Key k) const { return uint32_t(k & lowBits(slotBits)); }
+        DeviceAddr address(Key k) const { return fromOrderBits(common | (sortBits(k) << low)); }
+    };
+
+    template <typename Keys> bool coordinatesFrom(const Keys& layout)
+    {
+        using Key = typename Keys::Key;
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        std::vector<Key> keys;
+        keys.reserve(2 * (allocations.size() + pieces.size()));
+        prefaultSpare(keys);
+        forEachEnd([&](DeviceAddr address, uint32_t slot) { keys.push_back(layout.make(address, slot)); });
+        if (!m_progress.report(Coordinates, 0.2))
+            return false;
+        if (!radixSort(keys, layout, [&](double part) { return m_progress.report(Coordinates, 0.2 + 0.6 * part); }))
+            return false;
+        const uint32_t pieceBase = uint32_t(2 * allocations.size());
+        m_coords.clear();
+        m_allocCoords.resize(2 * allocations.size());
+        m_pieceCoords.resize(2 * pieces.size());
+        uint64_t last = 0;
+        for (size_t i = 0; i < keys.size(); ++i) {
+            if (!m_progress.proceed(i, keys.size(), Coordinates, 0.8, 1.0))
+                return false;
+            const Key& k = keys[i];
+            if (m_coords.empty() || layout.sortBits(k) != last) {
+                m_coords.push_back(layout.address(k));
+                last = layout.sortBits(k);
+            }
+            const uint32_t c = uint32_t(m_coords.size() - 1), slot = layout.slot(k);
+            if (slot < pieceBase)
+                m_allocCoords[slot] = c;
+            else
+                m_pieceCoords[slot - pieceBase] = c;
+        }
+        return true;
+    }
+
+    // LSD radix sort by the layout's sort bits, one byte per pass, skipping bytes that are the same in every key
+    // (the high bytes of device addresses, the low ones of 512-byte aligned blocks). `proceed(share done)` is asked
+    // before each pass and every ReportEvery keys of it; false from it stops the sort (the keys are then in no
+    // useful order) and is returned. Stable: keys with equal sort bits keep their order.
+    template <typename Keys, typename Key, typename Proceed>
+    static bool radixSort(std::vector<Key>& keys, const Keys& layout, Proceed&& proceed)
+    {
+        if (keys.size() < 2)
+            return true;
+        uint64_t all = ~uint64_t(0), any = 0;
+        for (const Key& k : keys) {
+            all &= layout.sortBits(k);
+            any |= layout.sortBits(k);
+        }
+        const uint64_t varying = all ^ any;
+        int passes = 0, pass = 0;
+        for (int shift = 0; shift < 64; shift += 8)
+            passes += ((varying >> shift) & 0xff) != 0;
+        if (passes == 0)
+            return true;
+        // The keys go back and forth between the vector and a spare array that the first pass fills whole: left
+        // unwritten until then (zeroing it first cost the 1 GB file's build 0.5 s of fresh pages), and made present
+        // by the prefault thread meanwhile.
+        const size_t n = keys.size();
+        static_assert(std::is_trivially_default_constructible_v<Key>);
+        const std::unique_ptr<Key[]> spare(new Key[n]);
+        prefaultAsync(spare.get(), n * sizeof(Key));
+        Key* from = keys.data();
+        Key* to = spare.get();
+        for (int shift = 0; shift < 64; shift += 8) {
+            if (((varying >> shift) & 0xff) == 0)
+                continue;
+            // A pass over the 45 M keys of a 5 GB file takes seconds (the first faults in the spare array's pages):
+            // it asks at its start and every ReportEvery keys of each of its two loops.
+            if (!proceed(double(pass) / double(passes)))
+                return false;
+            auto asks = [&](size_t i, double part) {
+                return i == 0 || i % ReportEvery != 0 || proceed((double(pass) + part) / double(passes));
+            };
+            size_t count[257] = {};
+            for (size_t i = 0; i < n; ++i) {
+                if (!asks(i, 0.25 * double(i) / double(n)))
+                    return false;
+                ++count[((layout.sortBits(from[i]) >> shift) & 0xff) + 1];
+            }
+            for (int b = 0; b < 256; ++b)
+                count[b + 1] += count[b];
+            for (size_t i = 0; i < n; ++i) {
+                if (!asks(i, 0.25 + 0.75 * double(i) / double(n)))
+                    return false;
+                to[count[(layout.sortBits(from[i]) >> shift) & 0xff]++] = from[i];
+            }
+            std::swap(from, to);
+            ++pass;
+        }
+        if (from != keys.data())
+            std::copy(from, from + n, keys.data());
+        return true;
+    }
+
+    // --- the forward pass over free blocks ------------------------------------------------------------------
+
+    bool compatibleExpandable(uint32_t a, uint32_t b) const
+    {
+        const SegmentPiece& pa = m_r.m_pieces[a];
+        const SegmentPiece& pb = m_r.m_pieces[b];
+        return pa.isExpandable && pb.isExpandable && pa.stream == pb.stream && pa.poolId == pb.poolId;
+    }
+
+    // Whether a free gap may not extend across coordinate k: k is where a segment starts, other than the join of
+    // two mapped ranges of one expandable segment.
+    bool barrier(uint32_t k) const
+    {
+        if (!((m_pieceStartBits[k >> 6] >> (k & 63)) & 1))
+            return false; // the common case, answered from a small bitset
+        const uint32_t ending = m_pieceEndAt.find(k);
+        return ending == None || !compatibleExpandable(m_pieceStartAt.find(k), ending);
+    }
+
+    // A new inactive label (see InactiveLabel): from state `index` on, the free block ending at coordinate `end`
+    // carries `requested`.
+    uint32_t label(uint32_t end, ByteCount requested, TraceIndex index)
+    {
+        m_r.m_labels.push_back({ m_coords[end], requested, index });
+        return uint32_t(m_r.m_labels.size() - 1);
+    }
+    ByteCount requestOf(uint32_t label) const { return label == None ? 0 : m_r.m_labels[label].requested; }
+
+    // A segment (or a mapped range) becomes live on the way to state `after`; its free space is a Block object
+    // carrying `requested` (0 for a new segment: alloc_block's new Block; what the unmapped range carried for a
+    // mapped one: map_block). No label before the trace (state 0 is labelled as a whole).
+    void addPiece(uint32_t p, TraceIndex after, ByteCount requested)
+    {
+        const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
+        const uint32_t before = m_pieceEndAt.find(cs), after_ = m_pieceStartAt.find(ce);
+        const bool mergeLeft = before != None && compatibleExpandable(before, p);
+        const bool mergeRight = after_ != None && compatibleExpandable(after_, p);
+        if (m_pieceStartAt.find(cs) == None && m_pieceEndAt.find(ce) == None) {
+            m_pieceStartAt.insert(cs, p);
+            m_pieceStartBits[cs >> 6] |= uint64_t(1) << (cs & 63);
+            m_pieceEndAt.insert(ce, p);
+        }
+        const auto [start, end] = m_gaps.add(cs, ce, mergeLeft, mergeRight);
+        if (after > 0 && start < end)
+            m_gaps.setLabel(start, label(end, requested, after));
+    }
+
+    // A segment (segment_free) or a mapped range (segment_unmap, `unmap`) stops being live on the way to state
+    // `after`. An unmapped range leaves the partial pages around it free as new Blocks (unmap_block's before_free /
+    // after_free: request 0).
+    void removePiece(uint32_t p, TraceIndex after, bool unmap)
+    {
+        const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
+        const GapTracker::Cut cut = m_gaps.remove(cs, ce);
+        if (unmap) {
+            if (cut.leftStart != None)
+                m_gaps.setLabel(cut.leftStart, label(cs, 0, after));
+            if (cut.rightEnd != None)
+                m_gaps.setLabel(ce, label(cut.rightEnd, 0, after));
+        }
+        if (m_pieceStartAt.find(cs) == p && m_pieceEndAt.find(ce) == p) {
+            m_pieceStartAt.erase(cs);
+            m_pieceStartBits[cs >> 6] &= ~(uint64_t(1) << (cs & 63));
+            m_pieceEndAt.erase(ce);
+        }
+    }
+
+    // The allocation becomes live on the way to state `after` (the state right after its alloc). It takes the
+    // front of a free block, whose rest keeps its object (alloc_found_block); a start inside a free block (not
+    // PyTorch's, but a trace may say so) leaves the part before it as a new free block with the same request.
+    void addAllocation(uint32_t id, TraceIndex after)
+    {
+        const uint32_t cs = m_allocCoords[2 * id];
+        const GapTracker::Cut cut = m_gaps.remove(cs, m_allocCoords[2 * id + 1]);
+        if (after > 0 && cut.leftStart != None)
+            m_gaps.setLabel(cut.leftStart, label(cs, requestOf(cut.label), after));
+    }
+
+    // The allocation stops being live at its free_completed, entry `index`: its block, merged with the free
+    // neighbours, carries its request (free_block: the freed Block survives try_merge_blocks).
+    void removeAllocation(uint32_t id, TraceIndex index)
+    {
+        const uint32_t cs = m_allocCoords[2 * id], ce = m_allocCoords[2 * id + 1];
+        const auto [start, end] = m_gaps.add(cs, ce, !barrier(cs), !barrier(ce));
+        m_gaps.setLabel(start, label(end, m_r.m_allocations[id].requestedSize, index + 1));
+    }
+
+    // A live expandable piece ends / starts at address `at` (the coordinates of mapped neighbours).
+    bool mappedEndsAt(DeviceAddr at) const { return mappedAt(at, m_pieceEndAt); }
+    bool mappedStartsAt(DeviceAddr at) const { return mappedAt(at, m_pieceStartAt); }
+    bool mappedAt(DeviceAddr at, const AddressMap& pieces) const
+    {
+        auto it = std::lower_bound(m_coords.begin(), m_coords.end(), at);
+        if (it == m_coords.end() || *it != at)
+            return false;
+        const uint32_t p = pieces.find(DeviceAddr(it - m_coords.begin()));
+        return p != None && m_r.m_pieces[p].isExpandable;
+    }
+
+    // The largest free block of state `index`, and the labels of its free blocks if a checkpoint is there.
+    void recordState(TraceIndex index)
+    {
+        m_r.m_largestFree.push_back(m_gaps.largest());
+        if (m_nextCheckpoint >= m_r.m_checkpointIndex.size() || m_r.m_checkpointIndex[m_nextCheckpoint] != index)
+            return;
+        ++m_nextCheckpoint;
+        m_sortScratch.clear();
+        m_gaps.forEach([&](uint32_t, uint32_t end, uint32_t id) {
+            if (id != None)
+                m_sortScratch.emplace_back(m_coords[end], id);
+        });
+        m_r.checkpointLabels(m_sortScratch);
+    }
+
+    // The final snapshot's inactive blocks (device `m_r.m_device`) by end: start and request.
+    std::unordered_map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> finalInactive() const
+    {
+        std::unordered_map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> out;
+        for (const Segment& seg : m_snapshot.segments) {
+            if (seg.device != m_r.m_device)
+                continue;
+            const Block* blocks = m_snapshot.segmentBlocks(seg);
+            const size_t count = std::min<size_t>(
+                seg.blockCount, m_snapshot.blocks.size() - std::min<size_t>(seg.blockBegin, m_snapshot.blocks.size()));
+            for (size_t b = 0; b < count; ++b)
+                if (blocks[b].state == BlockState::Inactive)
+                    out[blocks[b].address + blocks[b].size] = { blocks[b].address, blocks[b].requestedSize };
+        }
+        return out;
+    }
+
+    // Forwards from the state before the trace, following the free blocks. False when asked to stop.
+    bool replayFreeBlocks()
+    {
+        const auto& allocations = m_r.m_allocations;
+        const auto& pieces = m_r.m_pieces;
+        m_gaps.reset(m_coords);
+        m_pieceStartBits.assign((m_coords.size() + 63) / 64, 0);
+        m_r.m_largestFree.setHugePages(true);
+        m_r.m_largestFree.reserve(m_n + 1);
+        // The labels grew by 4 KiB faults and doublings: a third of this pass on a 1 GB file (5.2 M labels, 125 MB;
+        // forward pass 1.7-2.0 s -> 1.1-1.4 s). About one per free and one per split of a free block.
+        m_r.m_labels.setHugePages(true);
+        m_r.m_labels.reserve(allocations.size() + allocations.size() / 4 + 2 * pieces.size() + 64);
+        m_r.m_checkpointLabelOffsets.assign(1, 0);
+
+        // State 0: what was alive before the trace (segments first, so blocks find their gaps). Its free blocks get
+        // labels of unknown request (0), filled in below for those that survive to the end.
+        uint32_t nextPiece = 0;
+        while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < 0)
+            addPiece(nextPiece++, 0, 0);
+        const uint32_t preTraceAllocs = uint32_t(std::find_if(allocations.begin(), allocations.end(),
+                                                              [](const Allocation& a) { return a.allocIndex >= 0; })
+                                                 - allocations.begin());
+        for (uint32_t id = 0; id < preTraceAllocs; ++id)
+            addAllocation(id, 0);
+        m_gaps.forEach([&](uint32_t start, uint32_t end, uint32_t) { m_gaps.setLabel(start, label(end, 0, 0)); });
+        const uint32_t state0Labels = uint32_t(m_r.m_labels.size());
+        recordState(0);
+
+        size_t nextEnd = 0;
+        const auto& entryAllocation = m_r.m_entryAllocation;
+        for (size_t j = 0; j < m_n; ++j) {
+            if (!m_progress.proceed(j + 1, m_n, Labels))
+                return false;
+            const TraceIndex index = TraceIndex(j);
+            const uint32_t id = entryAllocation[j];
+            const TraceEntry& e = m_entries[j];
+            switch (e.action) {
+            case Action::Alloc:
+                if (id != None)
+                    addAllocation(id, index + 1);
+                break;
+            case Action::FreeCompleted:
+                if (id != None)
+                    removeAllocation(id, index);
+                break;
+            default:
+                break;
+            }
+            // Segment lifetimes are resolved per piece (one segment_map may begin several).
+            const bool unmap = e.action == Action::SegmentUnmap;
+            ByteCount unmappedRequest = 0; // the request of the free block an unmap takes
+            bool unmapped = false;
+            while (nextEnd < m_pieceEnds.size() && pieces[m_pieceEnds[nextEnd]].endIndex == index) {
+                const uint32_t p = m_pieceEnds[nextEnd++];
+                if (unmap && !unmapped) {
+                    unmappedRequest = requestOf(m_gaps.labelAt(m_pieceCoords[2 * p]));
+                    unmapped = true;
+                }
+                removePiece(p, index + 1, unmap);
+            }
+            if (unmapped) {
+                // The unmapped range takes the free block's object with it (unmap_block); with nothing mapped on
+                // either side the segment is released (release_blocks: no prev and no next), and so is its space.
+                const UnmappedSpace::Range r = m_unmapped.unmap(e.addr, e.addr + e.size, unmappedRequest);
+                if (!mappedEndsAt(r.start) && !mappedStartsAt(r.end))
+                    m_unmapped.forget(r.start, r.end);
+            }
+            const ByteCount mappedRequest
+                = e.action == Action::SegmentMap ? m_unmapped.map(e.addr, e.addr + e.size) : 0;
+            while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == index)
+                addPiece(nextPiece++, index + 1, mappedRequest);
+            recordState(index + 1);
+        }
+
+        // The final snapshot says what each inactive block carries at the end: a free block from before the trace
+        // that survived takes it from there on, and where the rules came to another request (a trace with estimated
+        // block sizes) the snapshot's holds at the last index.
+        const auto inactive = finalInactive();
+        m_gaps.forEach([&](uint32_t start, uint32_t end, uint32_t id) {
+            auto it = inactive.find(m_coords[end]);
+            if (it == inactive.end() || it->second.first != m_coords[start] || id == None)
+                return;
+            if (id < state0Labels)
+                m_r.m_labels[id].requested = it->second.second;
+            else if (m_r.m_labels[id].requested != it->second.second)
+                label(end, it->second.second, n());
+        });
+        return true;
+    }
+
+    const Snapshot& m_snapshot;
+    Replay& m_r;
+    BuildProgress& m_progress;
+    const TraceEntry* m_entries = nullptr;
+    size_t m_n = 0;
+    std::vector<uint32_t> m_pieceEnds; // pieces that end in the trace, by endIndex
+
+    // Coordinates.
+    std::vector<DeviceAddr> m_coords;
+    std::vector<uint32_t> m_allocCoords; // 2 per allocation: start, end
+    std::vector<uint32_t> m_pieceCoords; // 2 per piece
+
+    // The pass.
+    GapTracker m_gaps;
+    UnmappedSpace m_unmapped;
+    AddressMap m_pieceStartAt { 64 }, m_pieceEndAt { 64 }; // coordinate -> the live piece starting / ending there
+    std::vector<uint64_t> m_pieceStartBits; // per coordinate: whether a live piece starts there
+    size_t m_nextCheckpoint = 0; // the first checkpoint whose labels are not listed yet
+    std::vector<std::pair<DeviceAddr, uint32_t>> m_sortScratch;
+};
+
 // Builds one Replay; lives for the duration of Replay::build only.
 class ReplayBuilder {
 public:
@@ -475,6 +979,8 @@ public:
         : m_snapshot(snapshot)
         , m_options(options)
         , m_r(out)
+        , m_progress(m_options.progress, BuildProgress::Backward,
+                     options.deferLabels ? BuildProgress::Lifetimes : BuildProgress::Labels)
         , m_open(1024)
     {
         m_r.m_device = device;
@@ -505,39 +1011,31 @@ public:
         orderPieces();
         if (m_options.beside)
             startBeside();
-        if (!buildCoordinates())
+        if (!replayLifetimes())
             return; // the destructor stops the work beside and waits for it
-        replayForward();
+        if (!m_options.deferLabels && !ReplayLabeller(m_snapshot, m_r, m_progress).run())
+            m_r.m_stopped = true;
         finishBeside(m_r.m_stopped);
     }
 
 private:
     TraceIndex n() const { return TraceIndex(m_n); }
 
-    // The build's steps and where each ends in the share of the build reported (ReplayOptions::progress): about
-    // their shares of the time (the 1 GB synthetic file, memscope-cli info: undoing the trace 0.5 s, ordering the
-    // allocations 0.33 s, their coordinates 0.3 s, the forward pass 2 s), so that the bar moves at an even pace
-    // and a stop is seen in each step, none of which runs longer than a few 2^20 items unasked.
-    enum Step { Backward, Order, Coordinates, Forward, Steps };
-    static constexpr double StepEnd[Steps] = { 0.16, 0.27, 0.37, 1.0 };
-    static constexpr size_t ReportEvery = size_t(1) << 20;
+    using Step = BuildProgress::Step;
+    static constexpr Step Backward = BuildProgress::Backward, Order = BuildProgress::Order,
+                          Lifetimes = BuildProgress::Lifetimes;
+    static constexpr size_t ReportEvery = BuildProgress::ReportEvery;
 
-    // Reports `part` (in [0, 1]) of `step` done; false once the caller asked to stop (then m_r.m_stopped).
+    // BuildProgress's, and a stop makes the replay incomplete (m_r.m_stopped).
     bool report(Step step, double part)
     {
-        if (!m_options.progress || m_r.m_stopped)
-            return !m_r.m_stopped;
-        const double begin = step == Backward ? 0.0 : StepEnd[step - 1];
-        if (!m_options.progress(begin + (StepEnd[step] - begin) * std::clamp(part, 0.0, 1.0)))
-            m_r.m_stopped = true;
+        m_r.m_stopped = !m_progress.report(step, part);
         return !m_r.m_stopped;
     }
-    // report() every ReportEvery items of a loop over `total` items, `done` of them done, that takes the share
-    // [from, to] of `step`.
     bool proceed(size_t done, size_t total, Step step, double from = 0.0, double to = 1.0)
     {
-        return done == 0 || (done % ReportEvery) != 0
-            || report(step, from + (to - from) * (total == 0 ? 1.0 : double(done) / double(total)));
+        m_r.m_stopped = !m_progress.proceed(done, total, step, from, to);
+        return !m_r.m_stopped;
     }
 
     // Counts an inconsistency; keeps the earliest in trace order as the example (the final state counts as entry n;
@@ -899,307 +1397,35 @@ private:
         m_r.m_pieces = std::move(pieces);
     }
 
-    // Every address where a block or a piece starts or ends, sorted, and each one's index in that list. False when
-    // asked to stop on the way.
-    bool buildCoordinates()
+    // --- series and checkpoints ---------------------------------------------------------------------------
+
+    // Forwards from the state before the trace: the totals of every state (the series and the peaks, packed on a
+    // thread of their own) and the checkpoints. False when asked to stop on the way.
+    bool replayLifetimes()
     {
-        if (!report(Coordinates, 0))
+        if (!report(Lifetimes, 0))
             return false;
         const auto& allocations = m_r.m_allocations;
         const auto& pieces = m_r.m_pieces;
-        struct Key {
-            DeviceAddr addr;
-            uint32_t slot; // 2 × object + (1 for its end); pieces after the allocations
-        };
-        std::vector<Key> keys;
-        keys.reserve(2 * (allocations.size() + pieces.size()));
-        prefaultSpare(keys);
-        for (uint32_t i = 0; i < allocations.size(); ++i) {
-            if (!proceed(i, allocations.size(), Coordinates, 0.0, 0.2))
-                return false;
-            keys.push_back({ allocations[i].address, 2 * i });
-            keys.push_back({ allocations[i].address + allocations[i].size, 2 * i + 1 });
-        }
-        const uint32_t pieceBase = uint32_t(2 * allocations.size());
-        for (uint32_t i = 0; i < pieces.size(); ++i) {
-            keys.push_back({ pieces[i].address, pieceBase + 2 * i });
-            keys.push_back({ pieces[i].address + pieces[i].size, pieceBase + 2 * i + 1 });
-        }
-        if (!radixSort(keys, [&](double part) { return report(Coordinates, 0.2 + 0.6 * part); }))
-            return false;
-        m_coords.clear();
-        m_allocCoords.resize(2 * allocations.size());
-        m_pieceCoords.resize(2 * pieces.size());
-        for (size_t i = 0; i < keys.size(); ++i) {
-            if (!proceed(i, keys.size(), Coordinates, 0.8, 1.0))
-                return false;
-            const Key& k = keys[i];
-            if (m_coords.empty() || m_coords.back() != k.addr)
-                m_coords.push_back(k.addr);
-            const uint32_t c = uint32_t(m_coords.size() - 1);
-            if (k.slot < pieceBase)
-                m_allocCoords[k.slot] = c;
-            else
-                m_pieceCoords[k.slot - pieceBase] = c;
-        }
-        return true;
-    }
-
-    // LSD radix sort by address, one byte per pass, skipping bytes that are the same in every key (the high
-    // bytes of device addresses, the low ones of 512-byte aligned blocks). `proceed(share done)` is asked before
-    // each pass and every ReportEvery keys of it; false from it stops the sort (the keys are then in no useful
-    // order) and is returned.
-    template <typename Key, typename Proceed> static bool radixSort(std::vector<Key>& keys, Proceed&& proceed)
-    {
-        if (keys.size() < 2)
-            return true;
-        auto bits = [](DeviceAddr a) { return uint64_t(a) ^ (uint64_t(1) << 63); }; // signed order
-        uint64_t all = ~uint64_t(0), any = 0;
-        for (const Key& k : keys) {
-            all &= bits(k.addr);
-            any |= bits(k.addr);
-        }
-        const uint64_t varying = all ^ any;
-        int passes = 0, pass = 0;
-        for (int shift = 0; shift < 64; shift += 8)
-            passes += ((varying >> shift) & 0xff) != 0;
-        if (passes == 0)
-            return true;
-        // The keys go back and forth between the vector and a spare array that the first pass fills whole: left
-        // unwritten until then (zeroing it first cost the 1 GB file's build 0.5 s of fresh pages), and made present
-        // by the prefault thread meanwhile.
-        const size_t n = keys.size();
-        static_assert(std::is_trivially_default_constructible_v<Key>);
-        const std::unique_ptr<Key[]> spare(new Key[n]);
-        prefaultAsync(spare.get(), n * sizeof(Key));
-        Key* from = keys.data();
-        Key* to = spare.get();
-        for (int shift = 0; shift < 64; shift += 8) {
-            if (((varying >> shift) & 0xff) == 0)
-                continue;
-            // A pass over the 45 M keys of a 5 GB file takes seconds (the first faults in the spare array's pages):
-            // it asks at its start and every ReportEvery keys of each of its two loops.
-            if (!proceed(double(pass) / double(passes)))
-                return false;
-            auto asks = [&](size_t i, double part) {
-                return i == 0 || i % ReportEvery != 0 || proceed((double(pass) + part) / double(passes));
-            };
-            size_t count[257] = {};
-            for (size_t i = 0; i < n; ++i) {
-                if (!asks(i, 0.25 * double(i) / double(n)))
-                    return false;
-                ++count[((bits(from[i].addr) >> shift) & 0xff) + 1];
-            }
-            for (int b = 0; b < 256; ++b)
-                count[b + 1] += count[b];
-            for (size_t i = 0; i < n; ++i) {
-                if (!asks(i, 0.25 + 0.75 * double(i) / double(n)))
-                    return false;
-                to[count[(bits(from[i].addr) >> shift) & 0xff]++] = from[i];
-            }
-            std::swap(from, to);
-            ++pass;
-        }
-        if (from != keys.data())
-            std::copy(from, from + n, keys.data());
-        return true;
-    }
-
-    // --- forward pass --------------------------------------------------------------------------------------
-
-    bool compatibleExpandable(uint32_t a, uint32_t b) const
-    {
-        const SegmentPiece& pa = m_r.m_pieces[a];
-        const SegmentPiece& pb = m_r.m_pieces[b];
-        return pa.isExpandable && pb.isExpandable && pa.stream == pb.stream && pa.poolId == pb.poolId;
-    }
-
-    // Whether a free gap may not extend across coordinate k: k is where a segment starts, other than the join of
-    // two mapped ranges of one expandable segment.
-    bool barrier(uint32_t k) const
-    {
-        if (!((m_pieceStartBits[k >> 6] >> (k & 63)) & 1))
-            return false; // the common case, answered from a small bitset
-        const uint32_t ending = m_pieceEndAt.find(k);
-        return ending == None || !compatibleExpandable(m_pieceStartAt.find(k), ending);
-    }
-
-    // A new inactive label (see InactiveLabel): from state `index` on, the free block ending at coordinate `end`
-    // carries `requested`.
-    uint32_t label(uint32_t end, ByteCount requested, TraceIndex index)
-    {
-        m_r.m_labels.push_back({ m_coords[end], requested, index });
-        return uint32_t(m_r.m_labels.size() - 1);
-    }
-    ByteCount requestOf(uint32_t label) const { return label == None ? 0 : m_r.m_labels[label].requested; }
-
-    // A segment (or a mapped range) becomes live on the way to state `after`; its free space is a Block object
-    // carrying `requested` (0 for a new segment: alloc_block's new Block; what the unmapped range carried for a
-    // mapped one: map_block). No label before the trace (state 0 is labelled as a whole).
-    void addPiece(uint32_t p, TraceIndex after, ByteCount requested)
-    {
-        const SegmentPiece& piece = m_r.m_pieces[p];
-        const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
-        m_reserved += piece.size;
-        const uint32_t before = m_pieceEndAt.find(cs), after_ = m_pieceStartAt.find(ce);
-        const bool mergeLeft = before != None && compatibleExpandable(before, p);
-        const bool mergeRight = after_ != None && compatibleExpandable(after_, p);
-        if (m_pieceStartAt.find(cs) == None && m_pieceEndAt.find(ce) == None) {
-            m_pieceStartAt.insert(cs, p);
-            m_pieceStartBits[cs >> 6] |= uint64_t(1) << (cs & 63);
-            m_pieceEndAt.insert(ce, p);
-        }
-        const auto [start, end] = m_gaps.add(cs, ce, mergeLeft, mergeRight);
-        if (after > 0 && start < end)
-            m_gaps.setLabel(start, label(end, requested, after));
-        m_piecePos[p] = uint32_t(m_livePieces.size());
-        m_livePieces.push_back(p);
-    }
-
-    // A segment (segment_free) or a mapped range (segment_unmap, `unmap`) stops being live on the way to state
-    // `after`. An unmapped range leaves the partial pages around it free as new Blocks (unmap_block's before_free /
-    // after_free: request 0).
-    void removePiece(uint32_t p, TraceIndex after, bool unmap)
-    {
-        const SegmentPiece& piece = m_r.m_pieces[p];
-        const uint32_t cs = m_pieceCoords[2 * p], ce = m_pieceCoords[2 * p + 1];
-        m_reserved -= piece.size;
-        const GapTracker::Cut cut = m_gaps.remove(cs, ce);
-        if (unmap) {
-            if (cut.leftStart != None)
-                m_gaps.setLabel(cut.leftStart, label(cs, 0, after));
-            if (cut.rightEnd != None)
-                m_gaps.setLabel(ce, label(cut.rightEnd, 0, after));
-        }
-        if (m_pieceStartAt.find(cs) == p && m_pieceEndAt.find(ce) == p) {
-            m_pieceStartAt.erase(cs);
-            m_pieceStartBits[cs >> 6] &= ~(uint64_t(1) << (cs & 63));
-            m_pieceEndAt.erase(ce);
-        }
-        eraseLive(m_livePieces, m_piecePos, p);
-    }
-
-    // The allocation becomes live on the way to state `after` (the state right after its alloc). It takes the
-    // front of a free block, whose rest keeps its object (alloc_found_block); a start inside a free block (not
-    // PyTorch's, but a trace may say so) leaves the part before it as a new free block with the same request.
-    void addAllocation(uint32_t id, TraceIndex after)
-    {
-        const Allocation& a = m_r.m_allocations[id];
-        m_active += a.size;
-        m_requested += a.requestedSize;
-        if (a.freeRequestedIndex >= after)
-            m_allocated += a.size;
-        const uint32_t cs = m_allocCoords[2 * id];
-        const GapTracker::Cut cut = m_gaps.remove(cs, m_allocCoords[2 * id + 1]);
-        if (after > 0 && cut.leftStart != None)
-            m_gaps.setLabel(cut.leftStart, label(cs, requestOf(cut.label), after));
-        m_allocPos[id] = uint32_t(m_liveAllocs.size());
-        m_liveAllocs.push_back(id);
-    }
-
-    // The allocation stops being live at its free_completed, entry `index`: its block, merged with the free
-    // neighbours, carries its request (free_block: the freed Block survives try_merge_blocks).
-    void removeAllocation(uint32_t id, TraceIndex index)
-    {
-        const Allocation& a = m_r.m_allocations[id];
-        m_active -= a.size;
-        m_requested -= a.requestedSize;
-        if (a.freeRequestedIndex >= index)
-            m_allocated -= a.size;
-        const uint32_t cs = m_allocCoords[2 * id], ce = m_allocCoords[2 * id + 1];
-        const auto [start, end] = m_gaps.add(cs, ce, !barrier(cs), !barrier(ce));
-        m_gaps.setLabel(start, label(end, a.requestedSize, index + 1));
-        eraseLive(m_liveAllocs, m_allocPos, id);
-    }
-
-    // A live expandable piece ends / starts at address `at` (the coordinates of mapped neighbours).
-    bool mappedEndsAt(DeviceAddr at) const { return mappedAt(at, m_pieceEndAt); }
-    bool mappedStartsAt(DeviceAddr at) const { return mappedAt(at, m_pieceStartAt); }
-    bool mappedAt(DeviceAddr at, const AddressMap& pieces) const
-    {
-        auto it = std::lower_bound(m_coords.begin(), m_coords.end(), at);
-        if (it == m_coords.end() || *it != at)
-            return false;
-        const uint32_t p = pieces.find(DeviceAddr(it - m_coords.begin()));
-        return p != None && m_r.m_pieces[p].isExpandable;
-    }
-
-    static void eraseLive(std::vector<uint32_t>& live, std::vector<uint32_t>& pos, uint32_t id)
-    {
-        const uint32_t at = pos[id];
-        if (at >= live.size() || live[at] != id)
-            return;
-        live[at] = live.back();
-        pos[live[at]] = at;
-        live.pop_back();
-        pos[id] = None;
-    }
-
-    // The series values of state `index` go down the pipe (see m_seriesPipe); the checkpoint is this thread's.
-    void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
-    {
-        m_seriesPipe->push({ m_allocated, m_active, m_reserved, m_requested, m_gaps.largest() });
-        if (!m_r.recordCheckpoint(index, m_liveAllocs, m_livePieces, m_gaps.count(), nextAlloc, nextPiece, m_options,
-                                  m_sortScratch))
-            return;
-        m_sortScratch.clear();
-        m_gaps.forEach([&](uint32_t, uint32_t end, uint32_t id) {
-            if (id != None)
-                m_sortScratch.emplace_back(m_coords[end], id);
-        });
-        m_r.checkpointLabels(m_sortScratch);
-    }
-
-    // The final snapshot's inactive blocks (device `m_r.m_device`) by end: start and request.
-    std::unordered_map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> finalInactive() const
-    {
-        std::unordered_map<DeviceAddr, std::pair<DeviceAddr, ByteCount>> out;
-        for (const Segment& seg : m_snapshot.segments) {
-            if (seg.device != m_r.m_device)
-                continue;
-            const Block* blocks = m_snapshot.segmentBlocks(seg);
-            const size_t count = std::min<size_t>(
-                seg.blockCount, m_snapshot.blocks.size() - std::min<size_t>(seg.blockBegin, m_snapshot.blocks.size()));
-            for (size_t b = 0; b < count; ++b)
-                if (blocks[b].state == BlockState::Inactive)
-                    out[blocks[b].address + blocks[b].size] = { blocks[b].address, blocks[b].requestedSize };
-        }
-        return out;
-    }
-
-    void replayForward()
-    {
-        const auto& allocations = m_r.m_allocations;
-        const auto& pieces = m_r.m_pieces;
-        m_gaps.reset(m_coords);
-        m_pieceStartBits.assign((m_coords.size() + 63) / 64, 0);
         m_allocPos.assign(allocations.size(), None);
         m_piecePos.assign(pieces.size(), None);
         ReplaySeries& s = m_r.m_series;
         // Huge pages: the series thread spent a third of its time in faults (in the app it shares the second core
         // with the timeline's items: 1.3 s -> 0.9 s of CPU for a 1 GB file).
-        for (auto* v : { &s.allocated, &s.active, &s.reserved, &s.requested, &s.largestFree }) {
+        for (auto* v : { &s.allocated, &s.active, &s.reserved, &s.requested }) {
             v->setHugePages(true);
             v->reserve(m_n + 1);
         }
-        // The labels grew by 4 KiB faults and doublings: a third of this pass on a 1 GB file (5.2 M labels, 125 MB;
-        // forward pass 1.7-2.0 s -> 1.1-1.4 s). About one per free and one per split of a free block.
-        m_r.m_labels.setHugePages(true);
-        m_r.m_labels.reserve(allocations.size() + allocations.size() / 4 + 2 * pieces.size() + 64);
         m_r.m_checkpointAllocOffsets.assign(1, 0);
         m_r.m_checkpointPieceOffsets.assign(1, 0);
-        m_r.m_checkpointLabelOffsets.assign(1, 0);
 
-        // State 0: what was alive before the trace (segments first, so blocks find their gaps). Its free blocks get
-        // labels of unknown request (0), filled in below for those that survive to the end.
+        // State 0: what was alive before the trace.
         uint32_t nextPiece = 0;
         while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex < 0)
-            addPiece(nextPiece++, 0, 0);
+            addPiece(nextPiece++);
         uint32_t nextAlloc = 0;
         for (; nextAlloc < m_preTraceAllocs; ++nextAlloc)
             addAllocation(nextAlloc, 0);
-        m_gaps.forEach([&](uint32_t start, uint32_t end, uint32_t) { m_gaps.setLabel(start, label(end, 0, 0)); });
-        const uint32_t state0Labels = uint32_t(m_r.m_labels.size());
         m_r.m_peakAllocated = { m_allocated, 0 };
         m_r.m_peakActive = { m_active, 0 };
         m_r.m_peakReserved = { m_reserved, 0 };
@@ -1214,12 +1440,11 @@ private:
         size_t nextEnd = 0;
         const auto& entryAllocation = m_r.m_entryAllocation;
         for (size_t j = 0; j < m_n; ++j) {
-            if (!proceed(j + 1, m_n, Forward))
-                return;
+            if (!proceed(j + 1, m_n, Lifetimes))
+                return false;
             const TraceIndex index = TraceIndex(j);
             const uint32_t id = entryAllocation[j];
-            const TraceEntry& e = m_entries[j];
-            switch (e.action) {
+            switch (m_entries[j].action) {
             case Action::Alloc:
                 if (id != None) {
                     addAllocation(id, index + 1);
@@ -1237,48 +1462,71 @@ private:
             default:
                 break;
             }
-            // Segment lifetimes are resolved per piece (one segment_map may begin several).
-            const bool unmap = e.action == Action::SegmentUnmap;
-            ByteCount unmappedRequest = 0; // the request of the free block an unmap takes
-            bool unmapped = false;
-            while (nextEnd < m_pieceEnds.size() && pieces[m_pieceEnds[nextEnd]].endIndex == index) {
-                const uint32_t p = m_pieceEnds[nextEnd++];
-                if (unmap && !unmapped) {
-                    unmappedRequest = requestOf(m_gaps.labelAt(m_pieceCoords[2 * p]));
-                    unmapped = true;
-                }
-                removePiece(p, index + 1, unmap);
-            }
-            if (unmapped) {
-                // The unmapped range takes the free block's object with it (unmap_block); with nothing mapped on
-                // either side the segment is released (release_blocks: no prev and no next), and so is its space.
-                const UnmappedSpace::Range r = m_unmapped.unmap(e.addr, e.addr + e.size, unmappedRequest);
-                if (!mappedEndsAt(r.start) && !mappedStartsAt(r.end))
-                    m_unmapped.forget(r.start, r.end);
-            }
-            const ByteCount mappedRequest
-                = e.action == Action::SegmentMap ? m_unmapped.map(e.addr, e.addr + e.size) : 0;
+            while (nextEnd < m_pieceEnds.size() && pieces[m_pieceEnds[nextEnd]].endIndex == index)
+                removePiece(m_pieceEnds[nextEnd++]);
             while (nextPiece < pieces.size() && pieces[nextPiece].beginIndex == index)
-                addPiece(nextPiece++, index + 1, mappedRequest);
+                addPiece(nextPiece++);
             recordState(index + 1, nextAlloc, nextPiece);
         }
-
         m_seriesPipe->finish();
-
-        // The final snapshot says what each inactive block carries at the end: a free block from before the trace
-        // that survived takes it from there on, and where the rules came to another request (a trace with estimated
-        // block sizes) the snapshot's holds at the last index.
-        const auto inactive = finalInactive();
-        m_gaps.forEach([&](uint32_t start, uint32_t end, uint32_t id) {
-            auto it = inactive.find(m_coords[end]);
-            if (it == inactive.end() || it->second.first != m_coords[start] || id == None)
-                return;
-            if (id < state0Labels)
-                m_r.m_labels[id].requested = it->second.second;
-            else if (m_r.m_labels[id].requested != it->second.second)
-                label(end, it->second.second, n());
-        });
+        std::vector<uint32_t>().swap(m_allocPos);
+        return report(Lifetimes, 1.0);
     }
+
+    // The allocation becomes live on the way to state `after` (the state right after its alloc).
+    void addAllocation(uint32_t id, TraceIndex after)
+    {
+        const Allocation& a = m_r.m_allocations[id];
+        m_active += a.size;
+        m_requested += a.requestedSize;
+        if (a.freeRequestedIndex >= after)
+            m_allocated += a.size;
+        m_allocPos[id] = uint32_t(m_liveAllocs.size());
+        m_liveAllocs.push_back(id);
+    }
+
+    // The allocation stops being live at its free_completed, entry `index`.
+    void removeAllocation(uint32_t id, TraceIndex index)
+    {
+        const Allocation& a = m_r.m_allocations[id];
+        m_active -= a.size;
+        m_requested -= a.requestedSize;
+        if (a.freeRequestedIndex >= index)
+            m_allocated -= a.size;
+        eraseLive(m_liveAllocs, m_allocPos, id);
+    }
+
+    void addPiece(uint32_t p)
+    {
+        m_reserved += m_r.m_pieces[p].size;
+        m_piecePos[p] = uint32_t(m_livePieces.size());
+        m_livePieces.push_back(p);
+    }
+
+    void removePiece(uint32_t p)
+    {
+        m_reserved -= m_r.m_pieces[p].size;
+        eraseLive(m_livePieces, m_piecePos, p);
+    }
+
+    static void eraseLive(std::vector<uint32_t>& live, std::vector<uint32_t>& pos, uint32_t id)
+    {
+        const uint32_t at = pos[id];
+        if (at >= live.size() || live[at] != id)
+            return;
+        live[at] = live.back();
+        pos[live[at]] = at;
+        live.pop_back();
+        pos[id] = None;
+    }
+
+    // The series values of state `index` go down the pipe (see m_seriesPipe); the checkpoint is this thread's.
+    void recordState(TraceIndex index, uint32_t nextAlloc, uint32_t nextPiece)
+    {
+        m_seriesPipe->push({ m_allocated, m_active, m_reserved, m_requested, 0 });
+        m_r.recordCheckpoint(index, m_liveAllocs, m_livePieces, nextAlloc, nextPiece, m_options, m_sortScratch);
+    }
+
 
     // ReplayOptions::beside, on a thread of its own from when the allocations and pieces are final.
     void startBeside()
@@ -1308,6 +1556,7 @@ private:
     const Snapshot& m_snapshot;
     const ReplayOptions m_options;
     Replay& m_r;
+    BuildProgress m_progress;
     const TraceEntry* m_entries = nullptr;
     size_t m_n = 0;
 
@@ -1320,23 +1569,15 @@ private:
     std::vector<uint32_t> m_openPieces; // piece ids by address
     uint32_t m_preTraceAllocs = 0;
 
-    // Coordinates.
-    std::vector<DeviceAddr> m_coords;
-    std::vector<uint32_t> m_allocCoords; // 2 per allocation: start, end
-    std::vector<uint32_t> m_pieceCoords; // 2 per piece
     std::vector<uint32_t> m_pieceEnds; // pieces that end in the trace, by endIndex
 
-    // Forward pass.
-    GapTracker m_gaps;
-    UnmappedSpace m_unmapped;
-    AddressMap m_pieceStartAt { 64 }, m_pieceEndAt { 64 }; // coordinate -> the live piece starting / ending there
-    std::vector<uint64_t> m_pieceStartBits; // per coordinate: whether a live piece starts there
+    // Series and checkpoints.
     std::vector<uint32_t> m_liveAllocs, m_allocPos;
     std::vector<uint32_t> m_livePieces, m_piecePos;
     std::vector<std::pair<DeviceAddr, uint32_t>> m_sortScratch;
     ByteCount m_allocated = 0, m_active = 0, m_reserved = 0, m_requested = 0;
-    // Packing the series (a quarter of the forward pass's time, PackedSeries::push_back and seal) runs on a thread of
-    // its own, fed by the forward pass through a pipe; a stopped build's pipe is cut short when the builder goes.
+    // Packing the series (PackedSeries::push_back and seal, more than this pass's own work) runs on a thread of its
+    // own, fed by this pass through a pipe; a stopped build's pipe is cut short when the builder goes.
     std::optional<ChunkPipe<Replay::StateTotals>> m_seriesPipe;
     std::atomic<bool> m_besideStop { false };
     std::exception_ptr m_besideError;
@@ -1367,7 +1608,6 @@ void Replay::recordSeries(TraceIndex index, const StateTotals& totals)
     s.active.push_back(totals.active);
     s.reserved.push_back(totals.reserved);
     s.requested.push_back(totals.requested);
-    s.largestFree.push_back(totals.largestFree);
     auto peak = [&](Peak& p, ByteCount v) {
         if (v > p.bytes) {
             p.bytes = v;
@@ -1380,19 +1620,18 @@ void Replay::recordSeries(TraceIndex index, const StateTotals& totals)
 }
 
 bool Replay::recordCheckpoint(TraceIndex index, std::span<const uint32_t> liveAllocs,
-                              std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc,
-                              uint32_t nextPiece, const ReplayOptions& options,
-                              std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
+                              std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
+                              const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
 {
-    // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions).
-    const size_t live = liveAllocs.size() + livePieces.size() + freeBlocks;
+    // Checkpoint once the entries since the last one outweigh the live state (see ReplayOptions), the free blocks
+    // counted as their bound.
+    const size_t live = 2 * (liveAllocs.size() + livePieces.size());
     const size_t spacing = std::max<size_t>(options.minCheckpointInterval, options.checkpointSpacing * live);
     if (!m_checkpointIndex.empty() && size_t(index - m_checkpointIndex.back()) < spacing)
         return false;
     m_checkpointIndex.push_back(index);
     m_checkpointFirstAlloc.push_back(nextAlloc);
     m_checkpointFirstPiece.push_back(nextPiece);
-    m_checkpointFirstLabel.push_back(uint32_t(m_labels.size()));
     // Sort (address, id) pairs rather than ids, so the sort does not chase the allocation records.
     scratch.clear();
     for (uint32_t id : liveAllocs)
@@ -1412,6 +1651,7 @@ bool Replay::recordCheckpoint(TraceIndex index, std::span<const uint32_t> liveAl
 
 void Replay::checkpointLabels(std::vector<std::pair<DeviceAddr, uint32_t>>& byEnd)
 {
+    m_checkpointFirstLabel.push_back(uint32_t(m_labels.size()));
     // By id: a query reads the labels in the order they are stored in.
     const size_t from = m_checkpointLabels.size();
     for (const auto& [end, id] : byEnd)
@@ -1422,7 +1662,7 @@ void Replay::checkpointLabels(std::vector<std::pair<DeviceAddr, uint32_t>>& byEn
 
 void Replay::labelInactive(ReplayState& out) const
 {
-    if (m_labels.empty() || m_checkpointLabelOffsets.size() < m_checkpointIndex.size() + 1)
+    if (!labelled() || m_labels.empty() || m_checkpointLabelOffsets.size() < m_checkpointIndex.size() + 1)
         return;
     const size_t c = checkpointFor(out.index);
     // The inactive blocks by end, in a small open-addressing table (an end is never 0; blocks are 512-byte aligned).
@@ -1462,6 +1702,37 @@ void Replay::labelInactive(ReplayState& out) const
         apply(m_labels[*k]);
     for (size_t k = m_checkpointFirstLabel[c]; k < m_labels.size() && m_labels[k].index <= out.index; ++k)
         apply(m_labels[k]);
+}
+
+bool Replay::buildLabels(const Snapshot& snapshot, const std::function<bool(double done)>& progress)
+{
+    if (labelled())
+        return true;
+    BuildProgress steps(progress, BuildProgress::Coordinates, BuildProgress::Labels);
+    return ReplayLabeller(snapshot, *this, steps).run();
+}
+
+ByteCount largestInactive(const ReplayState& state)
+{
+    ByteCount largest = 0;
+    for (const ReplayBlock& b : state.blocks)
+        if (b.state == BlockState::Inactive)
+            largest = std::max(largest, b.size);
+    return largest;
+}
+
+ByteCount Replay::largestFreeAt(int64_t index) const
+{
+    index = std::clamp<int64_t>(index, 0, m_entryCount);
+    if (const PackedSeries* series = largestFree(); series && size_t(index) < series->size())
+        return (*series)[size_t(index)];
+    return largestInactive(stateAt(index));
+}
+
+const GrowingArray<InactiveLabel>& Replay::inactiveLabels() const
+{
+    static const GrowingArray<InactiveLabel> none;
+    return labelled() ? m_labels : none;
 }
 
 AllocationId Replay::allocationOfEntry(int64_t entry) const
@@ -1610,17 +1881,20 @@ ReplayState Replay::stateAt(int64_t index) const
 
 size_t Replay::checkpointBytes() const
 {
+    const size_t labels = labelled()
+        ? bytesOf(m_checkpointLabelOffsets) + bytesOf(m_checkpointLabels) + bytesOf(m_checkpointFirstLabel)
+        : 0;
     return bytesOf(m_checkpointIndex) + bytesOf(m_checkpointAllocOffsets) + bytesOf(m_checkpointAllocs)
         + bytesOf(m_checkpointPieceOffsets) + bytesOf(m_checkpointPieces) + bytesOf(m_checkpointFirstAlloc)
-        + bytesOf(m_checkpointFirstPiece) + bytesOf(m_checkpointLabelOffsets) + bytesOf(m_checkpointLabels)
-        + bytesOf(m_checkpointFirstLabel);
+        + bytesOf(m_checkpointFirstPiece) + labels;
 }
 
 size_t Replay::memoryBytes() const
 {
-    return sizeof(*this) + bytesOf(m_allocations) + bytesOf(m_entryAllocation) + bytesOf(m_pieces) + bytesOf(m_labels)
+    const size_t labels = labelled() ? bytesOf(m_labels) + bytesOf(m_largestFree) : 0;
+    return sizeof(*this) + bytesOf(m_allocations) + bytesOf(m_entryAllocation) + bytesOf(m_pieces)
         + bytesOf(m_series.allocated) + bytesOf(m_series.active) + bytesOf(m_series.reserved)
-        + bytesOf(m_series.requested) + bytesOf(m_series.largestFree) + checkpointBytes();
+        + bytesOf(m_series.requested) + labels + checkpointBytes();
 }
 
 } // namespace memscope::model

@@ -4,12 +4,16 @@
 // PyTorch's trace is a ring buffer (`max_entries`), so it may start mid-run; only the final `segments` are
 // complete. A Replay therefore starts from the final state and undoes the trace backwards (as PyTorch's
 // MemoryViz.js does in `simulate_memory`), which resolves every allocation's lifetime, including blocks alive
-// before the first entry. It then walks forwards once to build the series and to keep checkpoints (the ids of the
+// before the first entry. It then walks forwards to build the series and to keep checkpoints (the ids of the
 // allocations and segment ranges live at some indices), so that the state at any index costs a binary search plus
-// the live state plus the entries since the nearest checkpoint, never the whole trace.
+// the live state plus the entries since the nearest checkpoint, never the whole trace; and forwards once more,
+// following every free block, for what the free blocks carry (the inactive labels) and the largest free block at
+// every index.
 //
 // A Replay is built once (Replay::build, any thread, typically a background job) and is immutable afterwards: any
-// number of threads may query one at once. It holds no reference to the Snapshot it was built from.
+// number of threads may query one at once. The last pass may be left to later (ReplayOptions::deferLabels): the
+// Replay answers every query meanwhile, without what that pass adds, until Replay::buildLabels (one call, any
+// thread, while other threads query) has added it. It holds no reference to the Snapshot it was built from.
 #pragma once
 
 #include "model/packedseries.h"
@@ -150,7 +154,7 @@ struct ReplaySeries {
     PackedSeries active; // + active_pending_free block bytes
     PackedSeries reserved; // Σ segment bytes (mapped bytes of expandable segments)
     PackedSeries requested; // Σ requested bytes of active blocks (PyTorch's segment requested_size)
-    PackedSeries largestFree; // largest inactive gap in any segment
+    // The largest inactive gap in any segment is Replay::largestFree(): it comes with the labels.
 
     size_t size() const { return allocated.size(); }
     // External fragmentation: reserved bytes not backing an active block, in bytes and as a fraction of reserved
@@ -161,6 +165,9 @@ struct ReplaySeries {
         return reserved[i] > 0 ? double(reserved[i] - active[i]) / double(reserved[i]) : 0.0;
     }
 };
+
+// The largest inactive block of a state (0 when none).
+ByteCount largestInactive(const ReplayState& state);
 
 struct Peak {
     ByteCount bytes = 0;
@@ -177,14 +184,16 @@ struct ReplayOptions {
     // Checkpoint spacing: a checkpoint is kept once max(minCheckpointInterval, checkpointSpacing × live objects)
     // entries have passed since the previous one, so checkpoints cost about 4 / checkpointSpacing bytes per entry
     // in total and a query replays at most that many entries. Live objects are the live allocations, the live
-    // segment pieces and the free blocks (a checkpoint lists each one's label), so a trace whose free blocks far
-    // outnumber its allocations does not pay for all of them at every few entries. 0 and 0 keep one checkpoint
+    // segment pieces and the free blocks (a checkpoint lists each one's label), the free blocks counted as their
+    // bound, one per live allocation or piece (a free block begins where one of those ends or where a segment
+    // begins), so that the checkpoints are known before the free blocks are followed. 0 and 0 keep one checkpoint
     // per entry (tests).
     uint32_t minCheckpointInterval = 1024;
     uint32_t checkpointSpacing = 4;
     // Called now and then on the building thread with the share of the build done, in [0, 1], never less than
-    // the call before: at the start of each step (undoing the trace, ordering the allocations, their coordinates,
-    // the forward pass) and every 2^20 items of its loops, so that no step of even a 5 GB file runs long unasked.
+    // the call before: at the start of each step (undoing the trace, ordering the allocations, the series and
+    // checkpoints, the coordinates, the labels) and every 2^20 items of its loops, so that no step of even a 5 GB
+    // file runs long unasked. With deferLabels the share is of what build() does.
     // Returning false stops the build at once: the replay is then incomplete (Replay::stopped()) and of no use but
     // to be dropped, and this is not called again. Empty: the build runs to the end unasked.
     std::function<bool(double done)> progress {};
@@ -196,6 +205,9 @@ struct ReplayOptions {
     std::function<void(std::span<const Allocation> allocations, std::span<const SegmentPiece> pieces,
                        int64_t entryCount, const std::atomic<bool>& stop)>
         beside {};
+    // Leave the inactive labels and the largest-free series (about half of the build: a second forward pass and
+    // the coordinates it runs on) to Replay::buildLabels, so that a document can show everything else sooner.
+    bool deferLabels = false;
 };
 
 class Replay {
@@ -239,7 +251,8 @@ public:
     // forwards from the state before the trace, where a free block's request is known only if that block survives
     // to the end (the final snapshot shows it); a request the rules cannot know is 0, and at the last index the
     // final snapshot's requests are taken as they are.
-    const GrowingArray<InactiveLabel>& inactiveLabels() const { return m_labels; }
+    // Empty until labelled().
+    const GrowingArray<InactiveLabel>& inactiveLabels() const;
 
     const ReplaySeries& series() const { return m_series; }
     Peak peakAllocated() const { return m_peakAllocated; }
@@ -248,6 +261,22 @@ public:
 
     // Whether ReplayOptions::progress stopped the build (the replay is then incomplete).
     bool stopped() const { return m_stopped; }
+
+    // Whether the inactive labels and the largest-free series are there: always after a build without
+    // ReplayOptions::deferLabels; after one with it, once buildLabels() has finished. Until then stateAt() leaves
+    // every inactive block's requestedSize 0, inactiveLabels() is empty and largestFree() null.
+    bool labelled() const { return m_labelled.value.load(std::memory_order_acquire); }
+    // Builds what a build with ReplayOptions::deferLabels left out, from the Snapshot it was built from (which must
+    // be alive and unchanged). On one thread at a time; other threads may query this Replay meanwhile (it must not be
+    // moved or destroyed until this returns). `progress` as ReplayOptions::progress, over this call's work; when it
+    // stops the call (returns false), so does this, leaving the replay unlabelled (a later call starts again).
+    // Returns labelled(). A replay that is labelled already is left as it is.
+    bool buildLabels(const Snapshot& snapshot, const std::function<bool(double done)>& progress = {});
+    // The largest inactive gap in any segment, per state index (as series()); null until labelled().
+    const PackedSeries* largestFree() const { return labelled() ? &m_largestFree : nullptr; }
+    // The same at state `index` (clamped): from largestFree() once labelled(), else from stateAt(index) (the cost of
+    // a query).
+    ByteCount largestFreeAt(int64_t index) const;
 
     // Inconsistencies met while building (0 for a well-formed trace, truncated or not).
     uint64_t warnings() const { return m_warnings; }
@@ -261,6 +290,7 @@ public:
 
 private:
     friend class ReplayBuilder;
+    friend class ReplayLabeller; // the labels' pass (replay.cpp)
     friend class ReplayExtender; // model/replayextender.h: grows a Replay forwards, entry by entry
 
     size_t checkpointFor(int64_t index) const;
@@ -269,28 +299,28 @@ private:
     // For both builders (ReplayBuilder's forward pass, ReplayExtender): appends the series values of state `index`
     // and updates the peaks; keeps a checkpoint when one is due (see ReplayOptions). `liveAllocs` / `livePieces`: what
     // is live at `index` (any order); `nextAlloc` / `nextPiece`: the first allocation / piece that begins at or
-    // after it; `freeBlocks`: how many free blocks are live at `index` (the labels a checkpoint would list). `scratch`
-    // is the caller's, reused.
+    // after it. `scratch` is the caller's, reused.
     struct StateTotals {
         ByteCount allocated, active, reserved, requested, largestFree;
     };
     // Returns true when it kept a checkpoint: the caller then calls checkpointLabels() for it with the labels of the
-    // free blocks live at `index`.
+    // free blocks live at `index`. Appends `totals.largestFree` too (for a replay labelled as it goes).
     bool recordState(TraceIndex index, const StateTotals& totals, std::span<const uint32_t> liveAllocs,
-                     std::span<const uint32_t> livePieces, size_t freeBlocks, uint32_t nextAlloc, uint32_t nextPiece,
+                     std::span<const uint32_t> livePieces, uint32_t nextAlloc, uint32_t nextPiece,
                      const ReplayOptions& options, std::vector<std::pair<DeviceAddr, uint32_t>>& scratch)
     {
         recordSeries(index, totals);
-        return recordCheckpoint(index, liveAllocs, livePieces, freeBlocks, nextAlloc, nextPiece, options, scratch);
+        m_largestFree.push_back(totals.largestFree);
+        return recordCheckpoint(index, liveAllocs, livePieces, nextAlloc, nextPiece, options, scratch);
     }
-    // recordState's two halves, which touch disjoint members: the series and the peaks, and the checkpoints (which
-    // read the allocations, pieces and labels). ReplayBuilder runs them on two threads.
+    // recordState's parts, which touch disjoint members: the series (but the largest free) and the peaks, and the
+    // checkpoints (which read the allocations and pieces). ReplayBuilder runs them on two threads.
     void recordSeries(TraceIndex index, const StateTotals& totals);
     bool recordCheckpoint(TraceIndex index, std::span<const uint32_t> liveAllocs, std::span<const uint32_t> livePieces,
-                          size_t freeBlocks, uint32_t nextAlloc, uint32_t nextPiece, const ReplayOptions& options,
+                          uint32_t nextAlloc, uint32_t nextPiece, const ReplayOptions& options,
                           std::vector<std::pair<DeviceAddr, uint32_t>>& scratch);
-    // The labels of the free blocks live at the checkpoint just kept: (end, label id) pairs, any order. Every
-    // label made so far has an index at or before the checkpoint's.
+    // The labels of the free blocks live at the next checkpoint, in order, that has none yet: (end, label id)
+    // pairs, any order. Every label made so far has an index at or before the checkpoint's, and no other does.
     void checkpointLabels(std::vector<std::pair<DeviceAddr, uint32_t>>& byEnd);
     // The requests of the inactive blocks of `out` (stateAt's last step).
     void labelInactive(ReplayState& out) const;
@@ -307,6 +337,22 @@ private:
     GrowingArray<InactiveLabel> m_labels; // by index
     ReplaySeries m_series;
     Peak m_peakAllocated, m_peakActive, m_peakReserved;
+    // Set (release) once the labels, their lists at the checkpoints and m_largestFree are complete; copyable, so
+    // that a Replay is (while nobody labels it).
+    struct Flag {
+        std::atomic<bool> value { false };
+        Flag() = default;
+        Flag(const Flag& other) noexcept
+            : value(other.value.load())
+        {
+        }
+        Flag& operator=(const Flag& other) noexcept
+        {
+            value.store(other.value.load());
+            return *this;
+        }
+    } m_labelled;
+    PackedSeries m_largestFree;
 
     // Checkpoint k at state index m_checkpointIndex[k]: the allocations live there (by address) are
     // m_checkpointAllocs[m_checkpointAllocOffsets[k] .. [k + 1]), the live pieces (by address) likewise, and the
@@ -319,7 +365,8 @@ private:
     std::vector<uint32_t> m_checkpointFirstAlloc;
     std::vector<uint32_t> m_checkpointFirstPiece;
     // ... and the labels of the free blocks live there (by id) are m_checkpointLabels[m_checkpointLabelOffsets[k]
-    // .. [k + 1]), the first label made after it m_checkpointFirstLabel[k].
+    // .. [k + 1]), the first label made after it m_checkpointFirstLabel[k]. These, m_labels and m_largestFree are
+    // the labels' pass's: read them only when labelled().
     std::vector<uint32_t> m_checkpointLabelOffsets;
     std::vector<uint32_t> m_checkpointLabels;
     std::vector<uint32_t> m_checkpointFirstLabel;

@@ -168,6 +168,7 @@ void ReplayExtender::start(Replay& r, const Snapshot& initial, int device)
     r.m_peakActive = { m_active, 0 };
     r.m_peakReserved = { m_reserved, 0 };
     recordState(r);
+    r.m_labelled.value.store(true, std::memory_order_release); // labelled as it grows
     publish(r);
 }
 
@@ -195,7 +196,7 @@ void ReplayExtender::append(Replay& r, const EntryFormTable& forms, std::span<co
     r.m_allocations.prefaultAhead(Ahead / 2);
     r.m_labels.prefaultAhead(Ahead / 2);
     for (PackedSeries* series : { &r.m_series.allocated, &r.m_series.active, &r.m_series.reserved,
-                                  &r.m_series.requested, &r.m_series.largestFree })
+                                  &r.m_series.requested, &r.m_largestFree })
         series->prefaultAhead(Ahead);
 }
 
@@ -510,7 +511,7 @@ void ReplayExtender::label(Replay& r, const FreeBlocks::Changes& changes, TraceI
 void ReplayExtender::recordState(Replay& r)
 {
     if (!r.recordState(TraceIndex(m_n), { m_allocated, m_active, m_reserved, m_requested, m_free.largest() },
-                       m_liveAllocs, m_livePieces, m_free.blocks().size(), m_nextAlloc, uint32_t(r.m_pieces.size()),
+                       m_liveAllocs, m_livePieces, m_nextAlloc, uint32_t(r.m_pieces.size()),
                        m_options, m_sortScratch))
         return;
     m_sortScratch.clear();

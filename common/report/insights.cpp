@@ -258,7 +258,7 @@ namespace {
         f.bytes = reserved - active;
         f.share = reserved > 0 ? double(reserved - active) / double(reserved) : 0.0;
         f.title = "At the peak, " + size(reserved - active) + " of " + size(reserved) + " reserved (" + percent(f.share)
-            + ") held no tensor; the largest free block was " + size(series.largestFree[at]);
+            + ") held no tensor; the largest free block was " + size(largestInactive(state));
         f.detail = "reserved - active = " + std::to_string(reserved) + " - " + std::to_string(active) + " = "
             + std::to_string(reserved - active) + " B in " + std::to_string(state.segments.size()) + " segments.\n";
         if (f.share >= 0.25 && reserved - active >= (ByteCount(64) << 20))
@@ -283,7 +283,7 @@ namespace {
             const size_t at = size_t(std::min<int64_t>(entry + 1, c.replay.entryCount()));
             const ByteCount request = e.size, rounded = estimatedBlockSize(e.size), deviceFree = e.addr;
             const ByteCount reserved = series.reserved[at], active = series.active[at];
-            const ByteCount freeCached = reserved - active, largest = series.largestFree[at];
+            const ByteCount freeCached = reserved - active, largest = c.replay.largestFreeAt(int64_t(at));
             // The allocator gives up only after freeing its cached free segments and retrying
             // (CUDACachingAllocator.cpp malloc: release_cached_blocks, then the OOM trace entry), so what is
             // reserved but free at the OOM lies in segments that also hold live blocks.

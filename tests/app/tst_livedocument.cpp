@@ -211,7 +211,7 @@ void TestLiveDocument::growsLikeTheFile()
     for (int64_t i = 0; i <= n; ++i) {
         QCOMPARE(r.series().active[size_t(i)], src.ref.series().active[size_t(src.joinAt + i)]);
         QCOMPARE(r.series().reserved[size_t(i)], src.ref.series().reserved[size_t(src.joinAt + i)]);
-        QCOMPARE(r.series().largestFree[size_t(i)], src.ref.series().largestFree[size_t(src.joinAt + i)]);
+        QCOMPARE((*r.largestFree())[size_t(i)], (*src.ref.largestFree())[size_t(src.joinAt + i)]);
     }
     // The trace holds the same entries, with the same stacks (by content) and address versions counted from the
     // join.

@@ -1,8 +1,8 @@
 // OverviewView: the min/max reduction keeps every bucket's true extremes (a pure function, checked against brute
 // force), the chart's series keep each series' peak at 1-2 points per pixel, pressing and dragging on the chart
 // moves the Session cursor (index and time axes), the cursor line follows the cursor, the wheel zooms and a double
-// click resets, device switches redraw, and the chart renders (light and dark) for every shared snapshot. Runs
-// offscreen on the GUI thread.
+// click resets, device switches redraw, the largest free block's line comes with the replay's labels, and the chart
+// renders (light and dark) for every shared snapshot. Runs offscreen on the GUI thread.
 #include "apptestutil.h"
 #include "views/overviewview.h"
 
@@ -39,6 +39,8 @@ std::shared_ptr<const Document> document(const std::string& file)
         auto session = test::loadSession(file);
         if (session)
             slot = session->documentPtr();
+        if (slot && slot->labelling) // the charts here show the largest free block too
+            slot->labelling->wait();
     }
     return slot;
 }
@@ -206,7 +208,7 @@ private Q_SLOTS:
         const int width = int(view.chart()->plotArea().width());
         const auto& series = s->replay().series();
         const std::vector<const model::PackedSeries*> values { &series.allocated, &series.active, &series.reserved,
-                                                               &series.largestFree };
+                                                               s->replay().largestFree() };
         const auto charts = view.series();
         for (size_t k = 0; k < charts.size(); ++k) {
             const double trueMax
@@ -349,6 +351,53 @@ private Q_SLOTS:
         QCOMPARE(seriesMaxY(view.series()[2]),
                  double(*std::max_element(reserved.begin(), reserved.end())) / view.bytesPerUnit());
         QCOMPARE(view.visibleStates().second, s->entryCount());
+    }
+
+    // A file's replays are labelled after its window shows (document/replaylabelling.h): until then the chart
+    // has no largest-free line and says so; then the Session says they are there and the line comes, with the
+    // range shown kept: the same points as a chart made after the labels.
+    void largestFreeComesWithTheLabels()
+    {
+        auto loaded = io::loadSnapshot(test::sharedDir() + "/snapshots/transformer_train.pickle");
+        QVERIFY(loaded.ok());
+        auto doc = std::make_shared<Document>();
+        doc->path = QStringLiteral("transformer_train.pickle");
+        doc->snapshot = loaded.snapshot;
+        model::ReplayOptions options;
+        options.deferLabels = true;
+        for (int d = 0; d < std::max(1, doc->snapshot->deviceCount()); ++d)
+            doc->replays.push_back(model::Replay::build(*doc->snapshot, d, options));
+        doc->labelling
+            = std::make_unique<ReplayLabelling>(doc->replays, *doc->snapshot, ReplayLabelling::Start::Later);
+        Session s(doc);
+        QVERIFY(!s.replay().labelled());
+        QSignalSpy labelled(&s, &Session::labelled);
+        OverviewView view(&s);
+        QVERIFY(showAndSettle(view));
+        auto charts = view.series();
+        QCOMPARE(charts.size(), size_t(4));
+        QCOMPARE(charts[3]->count(), 0);
+        QCOMPARE(charts[3]->name(), QStringLiteral("largest free block (working it out)"));
+        for (size_t k = 0; k < 3; ++k)
+            QVERIFY(charts[k]->count() >= 2);
+        view.zoomToStates(1000, 6000);
+        const auto range = view.visibleStates();
+
+        s.waitForLabels();
+        QTest::qWait(50); // the legend's new name lays the chart out again: the refresh that follows
+        QCOMPARE(labelled.count(), 1);
+        QVERIFY(s.replay().labelled());
+        QCOMPARE(view.visibleStates(), range);
+        QCOMPARE(charts[3]->name(), QStringLiteral("largest free block"));
+        QVERIFY(charts[3]->count() >= 2);
+        OverviewView fresh(&s);
+        QVERIFY(showAndSettle(fresh));
+        fresh.zoomToStates(1000, 6000);
+        QTest::qWait(50); // its refresh after the zoom's layout
+        for (size_t k = 0; k < 4; ++k)
+            QCOMPARE(fresh.series()[k]->points(), charts[k]->points());
+        s.waitForLabels(); // once only
+        QCOMPARE(labelled.count(), 1);
     }
 
     void screenshots_data()

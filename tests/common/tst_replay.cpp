@@ -757,6 +757,16 @@ private Q_SLOTS:
     // forward pass), and so does a timeline sampling's scratch; those of a replay grown while the GUI waits
     // (ReplayExtender) do not.
     void arraysFilledAtOnceAskForHugePages();
+    // ReplayOptions::deferLabels: everything but the labels and the largest-free series at once, the same as a whole
+    // build; after buildLabels, all of it the same. Queries meanwhile on another thread see one or the other; a
+    // stopped buildLabels leaves the replay unlabelled and may be called again.
+    void labelsLater_data() { snapshotFiles_data(true); }
+    void labelsLater();
+    void labelsWhileQueried();
+    void labelsStopAndStartAgain();
+    // Addresses whose varying bits and the key's slot do not fit 8 bytes take the 16-byte keys of the coordinates'
+    // sort: the same states as the same trace at nearby addresses.
+    void farApartAddresses();
 
 private:
     void snapshotFiles_data(bool withLongTrace);
@@ -839,7 +849,8 @@ void TestReplay::seriesMatchState()
         QCOMPARE(series.active[k], sums.active);
         QCOMPARE(series.reserved[k], sums.reserved);
         QCOMPARE(series.requested[k], sums.requested);
-        QCOMPARE(series.largestFree[k], sums.largestFree);
+        QCOMPARE((*replay.largestFree())[k], sums.largestFree);
+        QCOMPARE(replay.largestFreeAt(i), sums.largestFree);
         QCOMPARE(series.fragmentation(k), sums.reserved - sums.active);
         QVERIFY(series.fragmentationRatio(k) >= 0.0 && series.fragmentationRatio(k) <= 1.0);
     }
@@ -946,7 +957,7 @@ void TestReplay::checkpointSpacingDoesNotChangeState()
         QCOMPARE(int64_t(replay.checkpointCount()), replay.entryCount() + 1);
     if (minInterval == UINT32_MAX)
         QCOMPARE(replay.checkpointCount(), size_t(1));
-    QVERIFY(replay.series().largestFree == reference.series().largestFree);
+    QVERIFY(*replay.largestFree() == *reference.largestFree());
     for (int64_t i = 0; i <= replay.entryCount(); ++i) {
         const std::string diff = difference(flatten(replay.stateAt(i)), flatten(reference.stateAt(i)));
         QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
@@ -1002,7 +1013,7 @@ void TestReplay::truncatedTrace()
         QCOMPARE(a.active[k], b.active[k + cut]);
         QCOMPARE(a.reserved[k], b.reserved[k + cut]);
         QCOMPARE(a.requested[k], b.requested[k + cut]);
-        QCOMPARE(a.largestFree[k], b.largestFree[k + cut]);
+        QCOMPARE((*replay.largestFree())[k], (*full.largestFree())[k + cut]);
     }
     for (int64_t k : sampleIndices(replay.entryCount(), isBig(*t, 0), 100)) {
         const bool last = k == replay.entryCount();
@@ -1196,7 +1207,7 @@ void TestReplay::oomChangesNothing()
         QCOMPARE(series.allocated[j + 1], series.allocated[j]);
         QCOMPARE(series.active[j + 1], series.active[j]);
         QCOMPARE(series.reserved[j + 1], series.reserved[j]);
-        QCOMPARE(series.largestFree[j + 1], series.largestFree[j]);
+        QCOMPARE((*replay.largestFree())[j + 1], (*replay.largestFree())[j]);
         const std::string diff
             = difference(flatten(replay.stateAt(int64_t(j) + 1)), flatten(replay.stateAt(int64_t(j))));
         QVERIFY2(diff.empty(), diff.c_str());
@@ -1234,8 +1245,8 @@ void TestReplay::legacyFreeIsNeverPending()
     QCOMPARE(state.blocks[0].size, model::estimatedBlockSize(1000));
     QCOMPARE(state.blocks[0].size, ByteCount(1024));
     QCOMPARE(replay.series().allocated[2], ByteCount(1024));
-    QCOMPARE(replay.series().largestFree[2], ByteCount((2 << 20) - 1024));
-    QCOMPARE(replay.series().largestFree[3], ByteCount(2 << 20));
+    QCOMPARE((*replay.largestFree())[2], ByteCount((2 << 20) - 1024));
+    QCOMPARE((*replay.largestFree())[3], ByteCount(2 << 20));
 }
 
 void TestReplay::inconsistentTraceIsCounted_data()
@@ -1345,7 +1356,7 @@ void TestReplay::simulatedAllocatorAtEveryIndex()
         QCOMPARE(replay.series().active[size_t(i)], sums.active);
         QCOMPARE(replay.series().reserved[size_t(i)], sums.reserved);
         QCOMPARE(replay.series().requested[size_t(i)], sums.requested);
-        QCOMPARE(replay.series().largestFree[size_t(i)], sums.largestFree);
+        QCOMPARE((*replay.largestFree())[size_t(i)], sums.largestFree);
     }
 }
 
@@ -1419,7 +1430,7 @@ void TestReplay::progressReportsAndStops()
     QVERIFY(std::any_of(seen.begin(), seen.end(), [](double d) { return d < 1.0 / 3; })); // the backward pass
     QVERIFY(std::any_of(seen.begin(), seen.end(), [](double d) { return d > 1.0 / 3; })); // the forward pass
     QVERIFY(reported.series().allocated == plain.series().allocated);
-    QVERIFY(reported.series().largestFree == plain.series().largestFree);
+    QVERIFY(*reported.largestFree() == *plain.largestFree());
     QCOMPARE(reported.checkpointCount(), plain.checkpointCount());
     for (int64_t i : sampleIndices(plain.entryCount(), true, 50)) {
         const std::string diff = difference(flatten(reported.stateAt(i)), flatten(plain.stateAt(i)));
@@ -1532,7 +1543,7 @@ void TestReplay::besideSeesTheFinalArrays()
                        }));
     // And the build beside it changed nothing of the replay.
     QVERIFY(built.series().allocated == plain.series().allocated);
-    QVERIFY(built.series().largestFree == plain.series().largestFree);
+    QVERIFY(*built.largestFree() == *plain.largestFree());
     const std::string diff = difference(flatten(built.stateAt(built.entryCount() / 2)),
                                         flatten(plain.stateAt(plain.entryCount() / 2)));
     QVERIFY2(diff.empty(), diff.c_str());
@@ -1612,4 +1623,240 @@ void TestReplay::arraysFilledAtOnceAskForHugePages()
 }
 
 QTEST_GUILESS_MAIN(TestReplay)
+void TestReplay::labelsLater()
+{
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    const auto whole = model::Replay::build(*s, device);
+    model::ReplayOptions options;
+    options.deferLabels = true;
+    auto later = model::Replay::build(*s, device, options);
+    QVERIFY(whole.labelled());
+    QVERIFY(!later.labelled());
+    QVERIFY(!later.largestFree());
+    QVERIFY(later.inactiveLabels().empty());
+    QCOMPARE(later.warnings(), whole.warnings());
+    QCOMPARE(later.checkpointCount(), whole.checkpointCount());
+    QCOMPARE(later.peakAllocated().index, whole.peakAllocated().index);
+    QCOMPARE(later.peakReserved().bytes, whole.peakReserved().bytes);
+    QVERIFY(later.series().allocated == whole.series().allocated);
+    QVERIFY(later.series().active == whole.series().active);
+    QVERIFY(later.series().reserved == whole.series().reserved);
+    QVERIFY(later.series().requested == whole.series().requested);
+    QCOMPARE(later.allocations().size(), whole.allocations().size());
+    const auto indices = sampleIndices(whole.entryCount(), isBig(*s, device), 300);
+    for (int64_t i : indices) {
+        // Every segment and block as the whole build's, but the inactive blocks' requests (unknown: 0).
+        const model::ReplayState state = later.stateAt(i);
+        for (const auto& b : state.blocks)
+            if (b.state == BlockState::Inactive)
+                QCOMPARE(b.requestedSize, ByteCount(0));
+        const std::string diff = difference(flatten(state, true, false), flatten(whole.stateAt(i), true, false));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+        QCOMPARE(later.largestFreeAt(i), (*whole.largestFree())[size_t(i)]);
+    }
+
+    QVERIFY(later.buildLabels(*s));
+    QVERIFY(later.labelled());
+    QVERIFY(*later.largestFree() == *whole.largestFree());
+    const auto& got = later.inactiveLabels();
+    const auto& want = whole.inactiveLabels();
+    QCOMPARE(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k)
+        QVERIFY2(got[k].end == want[k].end && got[k].requested == want[k].requested && got[k].index == want[k].index,
+                 qPrintable(QStringLiteral("label %1").arg(k)));
+    QCOMPARE(later.checkpointBytes(), whole.checkpointBytes());
+    for (int64_t i : indices) {
+        const std::string diff = difference(flatten(later.stateAt(i)), flatten(whole.stateAt(i)));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+    }
+    QVERIFY(later.buildLabels(*s)); // labelled already: nothing to do
+}
+
+void TestReplay::labelsWhileQueried()
+{
+    const auto big = load("big_trace.pickle.xz");
+    QVERIFY(big);
+    const auto s = bench::repeated(*big, 2, bench::Survivors::Freed);
+    const auto whole = model::Replay::build(*s, 0);
+    model::ReplayOptions options;
+    options.deferLabels = true;
+    auto later = model::Replay::build(*s, 0, options);
+    const auto indices = sampleIndices(whole.entryCount(), true, 40);
+    std::vector<std::vector<FlatSegment>> unlabelled, labelled;
+    for (int64_t i : indices) {
+        unlabelled.push_back(flatten(whole.stateAt(i), true, false));
+        labelled.push_back(flatten(whole.stateAt(i)));
+    }
+    std::atomic<bool> done { false };
+    std::thread labeller([&] {
+        later.buildLabels(*s);
+        done = true;
+    });
+    // Until the labels are there and once more after: each state is the unlabelled one or the whole one.
+    int rounds = 0, seenLabelled = 0;
+    for (bool last = false; !last; ++rounds) {
+        last = done.load();
+        model::ReplayState state;
+        for (size_t k = 0; k < indices.size(); ++k) {
+            const bool wasLabelled = later.labelled();
+            later.stateAt(indices[k], state);
+            const auto flat = flatten(state);
+            const bool asLabelled = flat == labelled[k];
+            QVERIFY2(asLabelled || (!wasLabelled && flat == unlabelled[k]),
+                     ("index " + std::to_string(indices[k])).c_str());
+            seenLabelled += asLabelled;
+        }
+    }
+    labeller.join();
+    QVERIFY(later.labelled());
+    QVERIFY(seenLabelled >= int(indices.size()));
+    QVERIFY(*later.largestFree() == *whole.largestFree());
+    qInfo("%d rounds of %zu queries while labelling", rounds, indices.size());
+}
+
+void TestReplay::labelsStopAndStartAgain()
+{
+    const auto big = load("big_trace.pickle.xz");
+    QVERIFY(big);
+    // 2.6 M entries: several reports in each of the pass's two steps.
+    const auto s = bench::repeated(*big, 8, bench::Survivors::Freed);
+    const auto whole = model::Replay::build(*s, 0);
+    model::ReplayOptions options;
+    options.deferLabels = true;
+    std::vector<double> seen;
+    options.progress = [&](double done) {
+        seen.push_back(done);
+        return true;
+    };
+    auto later = model::Replay::build(*s, 0, options);
+    QVERIFY(!later.stopped());
+    QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    QVERIFY(seen.back() >= 0.99 && seen.back() <= 1.0); // the share is of what build() does
+
+    for (double stopAt : { 0.0, 0.3, 0.8 }) {
+        seen.clear();
+        const bool labelled = later.buildLabels(*s, [&](double done) {
+            seen.push_back(done);
+            return done < stopAt;
+        });
+        QVERIFY(!labelled);
+        QVERIFY(!later.labelled());
+        QVERIFY(!later.largestFree());
+        QVERIFY(later.inactiveLabels().empty());
+        QVERIFY(!seen.empty() && seen.back() >= stopAt);
+        QCOMPARE(later.stateAt(whole.entryCount() / 2).blocks.size(), whole.stateAt(whole.entryCount() / 2).blocks.size());
+    }
+    seen.clear();
+    QVERIFY(later.buildLabels(*s, [&](double done) {
+        seen.push_back(done);
+        return true;
+    }));
+    QVERIFY(seen.size() >= 4);
+    QVERIFY(std::is_sorted(seen.begin(), seen.end()));
+    QVERIFY(seen.front() < 0.5 && seen.back() <= 1.0);
+    QVERIFY(*later.largestFree() == *whole.largestFree());
+    QCOMPARE(later.inactiveLabels().size(), whole.inactiveLabels().size());
+    for (int64_t i : sampleIndices(whole.entryCount(), true, 50)) {
+        const std::string diff = difference(flatten(later.stateAt(i)), flatten(whole.stateAt(i)));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+    }
+}
+
+void TestReplay::farApartAddresses()
+{
+    // Two segments: one low, one at `second`; blocks come and go in both (first fit from each segment's start).
+    auto make = [](DeviceAddr second) {
+        auto s = std::make_shared<model::Snapshot>();
+        s->deviceTraces.resize(1);
+        auto& t = s->deviceTraces[0];
+        const DeviceAddr bases[2] = { 0x7f0000000000, second };
+        constexpr ByteCount SegmentSize = 2 << 20;
+        for (DeviceAddr base : bases)
+            t.push_back(entry(Action::SegmentAlloc, base, SegmentSize));
+        std::vector<std::pair<DeviceAddr, ByteCount>> live[2];
+        std::mt19937 random(7);
+        for (int k = 0; k < 400; ++k) {
+            const int seg = int(random() % 2);
+            auto& blocks = live[seg];
+            if (!blocks.empty() && (random() % 3 == 0 || blocks.size() > 12)) {
+                const size_t victim = random() % blocks.size();
+                t.push_back(entry(Action::FreeRequested, blocks[victim].first, blocks[victim].second));
+                t.push_back(entry(Action::FreeCompleted, blocks[victim].first, blocks[victim].second));
+                blocks.erase(blocks.begin() + ptrdiff_t(victim));
+                continue;
+            }
+            const ByteCount size = ByteCount(512 * (1 + random() % 64));
+            std::sort(blocks.begin(), blocks.end());
+            DeviceAddr at = bases[seg];
+            for (const auto& [address, used] : blocks) {
+                if (address - at >= size)
+                    break;
+                at = address + used;
+            }
+            if (at + size > bases[seg] + SegmentSize)
+                continue;
+            t.push_back(entry(Action::Alloc, at, size));
+            blocks.emplace_back(at, size);
+        }
+        for (int seg = 0; seg < 2; ++seg) {
+            std::sort(live[seg].begin(), live[seg].end());
+            model::Segment segment;
+            segment.address = bases[seg];
+            segment.totalSize = SegmentSize;
+            segment.blockBegin = uint32_t(s->blocks.size());
+            DeviceAddr at = bases[seg];
+            auto block = [&](DeviceAddr address, ByteCount size, BlockState state) {
+                model::Block b;
+                b.address = address;
+                b.size = size;
+                b.requestedSize = state == BlockState::Inactive ? 0 : size;
+                b.state = state;
+                s->blocks.push_back(b);
+            };
+            for (const auto& [address, size] : live[seg]) {
+                if (address > at)
+                    block(at, address - at, BlockState::Inactive);
+                block(address, size, BlockState::ActiveAllocated);
+                segment.allocatedSize += size;
+                segment.activeSize += size;
+                segment.requestedSize += size;
+                at = address + size;
+            }
+            if (at < bases[seg] + SegmentSize)
+                block(at, bases[seg] + SegmentSize - at, BlockState::Inactive);
+            segment.blockCount = uint32_t(s->blocks.size()) - segment.blockBegin;
+            s->segments.push_back(segment);
+        }
+        return s;
+    };
+    // Near: 8-byte keys. Far: the addresses differ in 63 bits (an odd base far from the first), 16-byte keys.
+    const DeviceAddr nearBase = 0x7f0000200000, farBase = DeviceAddr(0x3000000000000001);
+    const auto near = make(nearBase), far = make(farBase);
+    const auto a = model::Replay::build(*near, 0), b = model::Replay::build(*far, 0);
+    QCOMPARE(a.warnings(), 0u);
+    QCOMPARE(b.warnings(), 0u);
+    QCOMPARE(a.entryCount(), b.entryCount());
+    QVERIFY(a.entryCount() > 500);
+    auto moved = [&](std::vector<FlatSegment> segments) {
+        for (auto& seg : segments) {
+            if (seg.address < farBase)
+                continue;
+            seg.address = seg.address - farBase + nearBase;
+            for (auto& block : seg.blocks)
+                block.address = block.address - farBase + nearBase;
+        }
+        std::sort(segments.begin(), segments.end(), [](const auto& x, const auto& y) { return x.address < y.address; });
+        return segments;
+    };
+    for (int64_t i = 0; i <= a.entryCount(); ++i) {
+        const std::string diff = difference(moved(flatten(b.stateAt(i))), flatten(a.stateAt(i)));
+        QVERIFY2(diff.empty(), ("index " + std::to_string(i) + ": " + diff).c_str());
+    }
+    QVERIFY(*a.largestFree() == *b.largestFree());
+    QCOMPARE(a.inactiveLabels().size(), b.inactiveLabels().size());
+}
+
 #include "tst_replay.moc"

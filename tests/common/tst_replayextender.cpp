@@ -164,7 +164,7 @@ void TestReplayExtender::matchesBuild()
         for (int64_t i = 0; i <= n - k; ++i) {
             const size_t a = size_t(i), b = size_t(k + i);
             if (gs.allocated[a] != rs.allocated[b] || gs.active[a] != rs.active[b] || gs.reserved[a] != rs.reserved[b]
-                || gs.requested[a] != rs.requested[b] || gs.largestFree[a] != rs.largestFree[b])
+                || gs.requested[a] != rs.requested[b] || (*grown.largestFree())[a] != (*ref.largestFree())[b])
                 QFAIL(qPrintable(QStringLiteral("device %1, state %2 (%3 of the whole trace): series differ: "
                                                 "allocated %4/%5 active %6/%7 reserved %8/%9 largest free %10/%11")
                                      .arg(device)
@@ -176,8 +176,8 @@ void TestReplayExtender::matchesBuild()
                                      .arg(rs.active[b])
                                      .arg(gs.reserved[a])
                                      .arg(rs.reserved[b])
-                                     .arg(gs.largestFree[a])
-                                     .arg(rs.largestFree[b])));
+                                     .arg((*grown.largestFree())[a])
+                                     .arg((*ref.largestFree())[b])));
         }
         // States: after appends and at random earlier indices.
         model::ReplayState g, r;
@@ -358,7 +358,7 @@ void TestReplayExtender::emptyStart()
     QCOMPARE(r.entryCount(), 3);
     QCOMPARE(r.series().active.back(), 1024 + 512);
     QCOMPARE(r.series().reserved.back(), ByteCount(2 << 20));
-    QCOMPARE(r.series().largestFree.back(), ByteCount(2 << 20) - 1536);
+    QCOMPARE(r.largestFree()->back(), ByteCount(2 << 20) - 1536);
     // Alive at the end of what is known so far: ended by the entry count.
     QCOMPARE(r.allocations().size(), size_t(2));
     QCOMPARE(r.allocations()[0].freeCompletedIndex, 3);
@@ -370,7 +370,7 @@ void TestReplayExtender::emptyStart()
     QCOMPARE(r.allocations()[0].freeCompletedIndex, 4);
     QCOMPARE(r.series().allocated[4], 512); // state after the free_requested: only the second block counts
     QCOMPARE(r.series().active[4], 1024 + 512);
-    QCOMPARE(r.series().largestFree[5], ByteCount(2 << 20) - 1536); // the freed head is a gap of its own
+    QCOMPARE((*r.largestFree())[5], ByteCount(2 << 20) - 1536); // the freed head is a gap of its own
     QCOMPARE(r.series().reserved.back(), 0);
     QCOMPARE(r.segmentPieces().size(), size_t(1));
     QCOMPARE(r.segmentPieces()[0].endIndex, 7);
