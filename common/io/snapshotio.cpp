@@ -6,6 +6,7 @@
 #include "io/snapshotbuilder.h"
 #include "io/valuetree.h"
 #include "model/consistency.h"
+#include "model/processmemory.h"
 
 #include <lzma.h>
 
@@ -164,24 +165,6 @@ bool isXz(std::span<const uint8_t> data)
     return data.size() >= sizeof Magic && std::memcmp(data.data(), Magic, sizeof Magic) == 0;
 }
 
-// Bytes this machine can still give (MemAvailable in /proc/meminfo, Linux 3.14+); 0 when unknown.
-uint64_t availableMemory()
-{
-    uint64_t kib = 0;
-    if (FILE* f = std::fopen("/proc/meminfo", "re")) {
-        char line[128];
-        while (std::fgets(line, sizeof line, f)) {
-            unsigned long long value = 0;
-            if (std::sscanf(line, "MemAvailable: %llu kB", &value) == 1) {
-                kib = value;
-                break;
-            }
-        }
-        std::fclose(f);
-    }
-    return kib * 1024;
-}
-
 bool looksLikeJson(std::span<const uint8_t> data);
 
 // Decompresses an .xz stream, bounded three ways, so that a small hostile file costs neither the machine's memory
@@ -191,7 +174,7 @@ bool looksLikeJson(std::span<const uint8_t> data);
 Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const std::string& path,
                    bool mustLookLikeSnapshot = false, uint64_t limit = uint64_t(16) << 30)
 {
-    if (const uint64_t free = availableMemory(); free > 0)
+    if (const uint64_t free = model::availableMemory(); free > 0)
         limit = std::min(limit, free / 2); // the parse needs at least as much again
     lzma_stream strm = LZMA_STREAM_INIT;
     if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)

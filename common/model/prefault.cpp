@@ -1,8 +1,11 @@
 // The prefault thread (prefault.h).
 #include "model/prefault.h"
 
+#include "model/processmemory.h"
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -14,6 +17,8 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -104,5 +109,62 @@ namespace {
 } // namespace
 
 void prefaultAsync(void* begin, size_t bytes) { Prefaulter::instance().request(begin, bytes); }
+
+WarmPages::WarmPages(size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return;
+    madvise(p, bytes, MADV_HUGEPAGE); // where transparent huge pages are given on request (processmemory.h)
+    m_data = p;
+    m_bytes = bytes;
+    m_thread = std::thread([this] { run(); });
+}
+
+void WarmPages::run()
+{
+    pthread_setname_np(pthread_self(), "memscope-warm");
+    setpriority(PRIO_PROCESS, 0, 19); // this thread only (Linux: a thread id's nice value, setpriority(2) NOTES)
+    constexpr size_t Piece = size_t(2) << 20;
+    auto* const base = static_cast<char*>(m_data);
+    for (size_t at = 0; at < m_bytes && !m_stop.load(std::memory_order_relaxed); at += Piece) {
+        const size_t length = std::min(Piece, m_bytes - at);
+        const auto start = std::chrono::steady_clock::now();
+        if (madvise(base + at, length, MADV_POPULATE_WRITE) != 0)
+            return; // an older kernel (EINVAL) or no memory to spare: the work faults its pages in itself
+        m_present.store(at + length, std::memory_order_relaxed);
+        std::this_thread::sleep_for(std::chrono::steady_clock::now() - start);
+    }
+}
+
+void WarmPages::release()
+{
+    m_stop.store(true, std::memory_order_relaxed);
+    if (m_thread.joinable())
+        m_thread.join();
+    if (m_data)
+        munmap(m_data, m_bytes);
+    m_data = nullptr;
+    m_bytes = 0;
+    m_present.store(0, std::memory_order_relaxed);
+}
+
+size_t WarmPages::sizeFor(uint64_t fileBytes, uint64_t availableBytes)
+{
+    constexpr uint64_t Least = uint64_t(64) << 20;
+    if (fileBytes < Least)
+        return 0;
+    return size_t(std::min(fileBytes / 3 * 2, availableBytes / 4));
+}
+
+size_t WarmPages::sizeForFile(const std::string& path)
+{
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    return sizeFor(uint64_t(st.st_size), availableMemory());
+}
 
 } // namespace memscope::model

@@ -1,5 +1,6 @@
 #include "model/processmemory.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -24,6 +25,23 @@ namespace {
     constexpr const char* UserTunables = "MEMSCOPE_USER_GLIBC_TUNABLES";
 
 } // namespace
+
+uint64_t availableMemory()
+{
+    uint64_t kib = 0;
+    if (FILE* f = std::fopen("/proc/meminfo", "re")) {
+        char line[128];
+        while (std::fgets(line, sizeof line, f)) {
+            unsigned long long value = 0;
+            if (std::sscanf(line, "MemAvailable: %llu kB", &value) == 1) {
+                kib = value;
+                break;
+            }
+        }
+        std::fclose(f);
+    }
+    return kib * 1024;
+}
 
 bool sanitizerAllocator()
 {

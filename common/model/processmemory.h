@@ -14,6 +14,7 @@
 // A user who sets glibc.malloc.hugetlb in GLIBC_TUNABLES keeps the value given (0 turns this off).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -40,5 +41,8 @@ bool sanitizerAllocator();
 // In a copy started by tuneProcessMemory: puts GLIBC_TUNABLES back as the user gave it (or unsets it) and removes
 // the markers; true where it did. Elsewhere changes nothing and returns false. Not thread-safe (setenv).
 bool restoreUserTunables();
+
+// Bytes this machine can still give (MemAvailable in /proc/meminfo, Linux 3.14+); 0 when unknown.
+uint64_t availableMemory();
 
 } // namespace memscope::model

@@ -1,6 +1,8 @@
 // Tests of model::GrowingArray against std::vector as the oracle: every operation, on both sides of the switch from
-// the heap to a mapping of its own (and across mremap growth), with element types that have default member values.
+// the heap to a mapping of its own (and across mremap growth), with element types that have default member values;
+// and what model/prefault.h does for such arrays (pages made present ahead, pages warmed for a file's open).
 #include "model/growingarray.h"
+#include "model/prefault.h"
 #include "model/snapshot.h"
 #include "vmflags.h"
 
@@ -12,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -21,6 +24,7 @@
 #include <unistd.h>
 
 using memscope::model::GrowingArray;
+using memscope::model::WarmPages;
 
 namespace {
 
@@ -31,6 +35,42 @@ struct Record {
     uint32_t c = 7;
     bool operator==(const Record&) const = default;
 };
+
+// Pages of [begin, begin + bytes) that are present (mincore); whole pages only.
+size_t residentPages(const void* begin, size_t bytes)
+{
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes) & ~(page - 1);
+    std::vector<unsigned char> in((end - first) / page);
+    if (end <= first || mincore(reinterpret_cast<void*>(first), end - first, in.data()) != 0)
+        return 0;
+    return size_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+}
+
+// MADV_POPULATE_WRITE is Linux 5.14; without it prefaulting and warming are off by design (prefault.h).
+bool canPopulate()
+{
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    void* probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe == MAP_FAILED)
+        return false;
+    const bool supported = madvise(probe, page, 23 /* MADV_POPULATE_WRITE */) == 0;
+    munmap(probe, page);
+    return supported;
+}
+
+// This process's resident bytes (/proc/self/statm).
+size_t residentBytes()
+{
+    size_t pages = 0, resident = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%zu %zu", &pages, &resident) != 2)
+            resident = 0;
+        std::fclose(f);
+    }
+    return resident * size_t(sysconf(_SC_PAGESIZE));
+}
 
 template <typename T> bool same(const GrowingArray<T>& g, const std::vector<T>& v)
 {
@@ -53,6 +93,15 @@ private Q_SLOTS:
     void memoryCountsWrittenPartOfMapping();
     void worksAsSpanAndWithAlgorithms();
     void prefaultMakesPagesPresentWithoutWriting();
+    // WarmPages (prefault.h) makes its whole mapping present in the background, every byte zero; release() gives
+    // the pages back (the range is unmapped, the resident size drops by it) and leaves nothing held.
+    void warmPagesBecomePresentThenGoBack();
+    // Released at once, a large warming stops within a page and gives back what it had; 0 bytes map nothing.
+    void warmPagesReleasedEarlyOrEmpty();
+    // How much a file's open warms: two thirds of the file, nothing below 64 MiB, at most a quarter of what the
+    // machine has free.
+    void warmSizeForAFile_data();
+    void warmSizeForAFile();
     // setHugePages marks the mapping there is (the kernel's VmFlags of it say so) and every mapping after a growth,
     // and off again; on the heap it does nothing, and the elements stay as they were.
     void hugePagesAdviceReachesTheMapping();
@@ -227,23 +276,8 @@ void TestGrowingArray::worksAsSpanAndWithAlgorithms()
 void TestGrowingArray::prefaultMakesPagesPresentWithoutWriting()
 {
     const size_t page = size_t(sysconf(_SC_PAGESIZE));
-    {
-        // MADV_POPULATE_WRITE is Linux 5.14; without it prefaulting is off by design (prefault.h).
-        void* probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        QVERIFY(probe != MAP_FAILED);
-        const bool supported = madvise(probe, page, 23 /* MADV_POPULATE_WRITE */) == 0;
-        munmap(probe, page);
-        if (!supported)
-            QSKIP("this kernel has no MADV_POPULATE_WRITE");
-    }
-    auto residentPages = [&](const void* begin, size_t bytes) {
-        const uintptr_t first = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
-        const uintptr_t end = (reinterpret_cast<uintptr_t>(begin) + bytes) & ~(page - 1);
-        std::vector<unsigned char> in((end - first) / page);
-        if (end <= first || mincore(reinterpret_cast<void*>(first), end - first, in.data()) != 0)
-            return size_t(0);
-        return size_t(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
-    };
+    if (!canPopulate())
+        QSKIP("this kernel has no MADV_POPULATE_WRITE");
     GrowingArray<uint64_t> g;
     g.reserve(size_t(8) << 20); // 64 MiB of capacity: mapped, nothing present yet
     QVERIFY(g.isMapped());
@@ -266,6 +300,86 @@ void TestGrowingArray::prefaultMakesPagesPresentWithoutWriting()
     GrowingArray<uint64_t> small { 1, 2, 3 };
     small.prefaultAhead(ahead); // on the heap: no request, no effect
     QCOMPARE(small.size(), size_t(3));
+}
+
+void TestGrowingArray::warmPagesBecomePresentThenGoBack()
+{
+    if (!canPopulate())
+        QSKIP("this kernel has no MADV_POPULATE_WRITE");
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    const size_t bytes = size_t(64) << 20;
+    WarmPages warm(bytes);
+    QCOMPARE(warm.size(), bytes);
+    const void* const data = warm.data();
+    QVERIFY(data != nullptr);
+    QTRY_COMPARE_WITH_TIMEOUT(warm.present(), bytes, 30000);
+    QCOMPARE(residentPages(data, bytes), bytes / page);
+    const auto* bytesAt = static_cast<const unsigned char*>(data);
+    for (size_t at = 0; at < bytes; at += page / 2 + 13)
+        QCOMPARE(int(bytesAt[at]), 0);
+    const size_t before = residentBytes();
+    warm.release();
+    const size_t after = residentBytes();
+    QVERIFY2(before >= after + bytes / 4 * 3,
+             qPrintable(QStringLiteral("resident %1 MiB -> %2 MiB").arg(before >> 20).arg(after >> 20)));
+    std::vector<unsigned char> in(1);
+    QCOMPARE(mincore(const_cast<void*>(data), page, in.data()), -1); // unmapped
+    QCOMPARE(errno, ENOMEM);
+    QCOMPARE(warm.data(), nullptr);
+    QCOMPARE(warm.size(), size_t(0));
+    QCOMPARE(warm.present(), size_t(0));
+    warm.release(); // again: nothing
+    QCOMPARE(warm.data(), nullptr);
+}
+
+void TestGrowingArray::warmPagesReleasedEarlyOrEmpty()
+{
+    const size_t bytes = size_t(1) << 30;
+    const size_t before = residentBytes();
+    {
+        WarmPages warm(bytes);
+        QVERIFY(warm.data() != nullptr);
+        warm.release();
+        QCOMPARE(warm.data(), nullptr);
+        QCOMPARE(warm.present(), size_t(0));
+    }
+    // Nothing held afterwards (give or take the test's own allocations).
+    QVERIFY2(residentBytes() < before + (size_t(16) << 20),
+             qPrintable(QStringLiteral("resident %1 MiB -> %2 MiB").arg(before >> 20).arg(residentBytes() >> 20)));
+    {
+        WarmPages warm(bytes); // destroyed while warming: the destructor releases
+        QVERIFY(warm.data() != nullptr);
+    }
+    QVERIFY(residentBytes() < before + (size_t(16) << 20));
+    WarmPages none(0);
+    QCOMPARE(none.data(), nullptr);
+    QCOMPARE(none.size(), size_t(0));
+    QCOMPARE(none.present(), size_t(0));
+}
+
+void TestGrowingArray::warmSizeForAFile_data()
+{
+    QTest::addColumn<quint64>("file");
+    QTest::addColumn<quint64>("available");
+    QTest::addColumn<quint64>("expected");
+    constexpr quint64 MiB = quint64(1) << 20, GiB = quint64(1) << 30;
+    QTest::newRow("small file") << 63 * MiB << 16 * GiB << quint64(0);
+    QTest::newRow("64 MiB") << 64 * MiB << 16 * GiB << quint64(64 * MiB / 3 * 2);
+    QTest::newRow("1 GiB file") << 1 * GiB << 16 * GiB << quint64(1 * GiB / 3 * 2);
+    QTest::newRow("short of memory") << 6 * GiB << 8 * GiB << quint64(2 * GiB);
+    QTest::newRow("memory unknown") << 1 * GiB << quint64(0) << quint64(0);
+}
+
+void TestGrowingArray::warmSizeForAFile()
+{
+    QFETCH(quint64, file);
+    QFETCH(quint64, available);
+    QFETCH(quint64, expected);
+    QCOMPARE(quint64(WarmPages::sizeFor(file, available)), expected);
+    // What a path gives: nothing for one that is not a regular file, or a small one.
+    QCOMPARE(WarmPages::sizeForFile("/nonexistent/snapshot.pickle"), size_t(0));
+    QCOMPARE(WarmPages::sizeForFile("/proc/self"), size_t(0));
+    QCOMPARE(WarmPages::sizeForFile(QFINDTESTDATA("tst_growingarray.cpp").toStdString()), size_t(0));
 }
 
 void TestGrowingArray::hugePagesAdviceReachesTheMapping()

@@ -2,6 +2,7 @@
 #include "insightscommand.h"
 
 #include "io/snapshotio.h"
+#include "model/prefault.h"
 #include "report/insights.h"
 
 #include <cstdio>
@@ -136,7 +137,10 @@ DiffCommandOutput runInsightsCommand(const std::vector<std::string>& args, const
 int runInsights(const std::vector<std::string>& args)
 {
     const DiffLoader load = [](const std::string& path, std::string& error) {
+        // The replays come next: memory warmed while the parse leaves the second core idle (model/prefault.h).
+        WarmPages warm(WarmPages::sizeForFile(path));
         io::LoadResult r = io::loadSnapshot(path);
+        warm.release();
         if (!r.ok())
             error = r.error.toString();
         return r.snapshot;
