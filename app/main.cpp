@@ -149,16 +149,20 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         target->resize(viewSize);
         target->show();
     }
-    // The overview's largest-free line comes with the replays' labels, a moment after the rest: a picture that
-    // shows the overview waits for them.
-    if (QWidget* overview = doc->view(memscope::app::DocumentWindow::View::Overview);
-        overview == target || overview->isVisible())
-        doc->session()->waitForLabels();
     // The timelines build their data in the background: the picture shows it finished.
     memscope::app::finishTimelineBuilds(&window);
     memscope::app::finishTimelineBuilds(target);
     QCoreApplication::sendPostedEvents(); // pending layout requests, so the grab shows the final geometry
     QCoreApplication::processEvents();
+    // The overview's largest-free line comes with the replays' labels, a moment after the rest: a picture that
+    // shows the overview waits for them. Asked once the layout is in place, and of what is shown of it: a dock that is
+    // a tab behind another counts as visible, with nothing of it on the screen.
+    if (QWidget* overview = doc->view(memscope::app::DocumentWindow::View::Overview);
+        overview == target || !overview->visibleRegion().isEmpty()) {
+        doc->session()->waitForLabels();
+        QCoreApplication::sendPostedEvents();
+        QCoreApplication::processEvents();
+    }
     memscope::app::finishTimelineBuilds(&window); // their plots at that geometry (exportView finishes its view's)
     const QString error = target ? window.exportView(out, target)
                                  : (window.grab().save(out) ? QString() : out + QStringLiteral(": cannot write the screenshot"));
