@@ -281,9 +281,24 @@ void AttachDialog::rememberEndpoint(const QString& endpoint, const QString& serv
     while (recent.size() > 10)
         recent.removeLast();
     settings.setValue(QStringLiteral("live/recentEndpoints"), recent);
-    // Key files are remembered per endpoint (their paths, never their contents).
-    settings.setValue(QStringLiteral("live/keys/%1/server").arg(QString::fromLatin1(endpoint.toUtf8().toHex())), serverKey);
-    settings.setValue(QStringLiteral("live/keys/%1/secret").arg(QString::fromLatin1(endpoint.toUtf8().toHex())), secretKey);
+    // Key files are remembered per endpoint (their paths, never their contents), as long as the endpoint is recent:
+    // the keys of one that left the list go with it (they had piled up, two entries for every endpoint ever attached
+    // to, keys or none).
+    auto group = [](const QString& e) { return QString::fromLatin1(e.toUtf8().toHex()); };
+    QStringList kept;
+    for (const QString& e : recent)
+        kept.append(group(e));
+    settings.beginGroup(QStringLiteral("live/keys"));
+    for (const QString& g : settings.childGroups())
+        if (!kept.contains(g))
+            settings.remove(g);
+    if (serverKey.isEmpty() && secretKey.isEmpty()) {
+        settings.remove(group(endpoint));
+    } else {
+        settings.setValue(group(endpoint) + QStringLiteral("/server"), serverKey);
+        settings.setValue(group(endpoint) + QStringLiteral("/secret"), secretKey);
+    }
+    settings.endGroup();
 }
 
 QString AttachDialog::curveServerKey() const { return m_serverKey->text().trimmed(); }

@@ -154,6 +154,9 @@ private Q_SLOTS:
     void ranksSideBySide();
     void triggerSavesOnReservedThreshold();
     void attachDialogListsEndpoints();
+    // The attach dialog remembers ten endpoints and the key files of those it remembers, no more: keys of an endpoint
+    // that left the list go (and any left from before), and an endpoint attached to without keys writes none.
+    void rememberedKeysGoWithTheirEndpoint();
     void screenshotOption();
     void noAgent();
     void waitsForTheJobAndRetries();
@@ -679,6 +682,43 @@ void TestLive::attachDialogListsEndpoints()
     QCOMPARE(dialog.endpoint(), QStringLiteral("tcp://gpu-node-7:5555"));
     QCOMPARE(dialog.curveServerKey(), QStringLiteral("/keys/agent.pub"));
     QCOMPARE(dialog.curveSecretKey(), QStringLiteral("/keys/me.key"));
+}
+
+void TestLive::rememberedKeysGoWithTheirEndpoint()
+{
+    QStandardPaths::setTestModeEnabled(true);
+    QSettings().remove(QStringLiteral("live"));
+    auto hex = [](const QString& e) { return QString::fromLatin1(e.toUtf8().toHex()); };
+    // Keys left from a build that never removed them.
+    QSettings().setValue(QStringLiteral("live/keys/%1/server").arg(hex(QStringLiteral("tcp://old:1"))),
+                         QStringLiteral("/keys/old.pub"));
+    for (int i = 0; i < 12; ++i)
+        AttachDialog::rememberEndpoint(QStringLiteral("tcp://node-%1:5555").arg(i),
+                                       QStringLiteral("/keys/%1.pub").arg(i), QStringLiteral("/keys/%1.key").arg(i));
+    AttachDialog::rememberEndpoint(QStringLiteral("ipc:///tmp/plain")); // no keys
+    QSettings settings;
+    QStringList expected { QStringLiteral("ipc:///tmp/plain") };
+    for (int i = 11; i >= 3; --i)
+        expected.append(QStringLiteral("tcp://node-%1:5555").arg(i));
+    QCOMPARE(AttachDialog::recentEndpoints(), expected);
+    settings.beginGroup(QStringLiteral("live/keys"));
+    QStringList groups = settings.childGroups();
+    groups.sort();
+    QStringList withKeys;
+    for (int i = 3; i < 12; ++i)
+        withKeys.append(hex(QStringLiteral("tcp://node-%1:5555").arg(i)));
+    withKeys.sort();
+    QCOMPARE(groups, withKeys);
+    QCOMPARE(settings.value(hex(QStringLiteral("tcp://node-7:5555")) + QStringLiteral("/server")).toString(),
+             QStringLiteral("/keys/7.pub"));
+    QCOMPARE(settings.value(hex(QStringLiteral("tcp://node-7:5555")) + QStringLiteral("/secret")).toString(),
+             QStringLiteral("/keys/7.key"));
+    settings.endGroup();
+    // Attached to again without keys: its keys go.
+    AttachDialog::rememberEndpoint(QStringLiteral("tcp://node-7:5555"));
+    QVERIFY(!QSettings().contains(QStringLiteral("live/keys/%1/server").arg(hex(QStringLiteral("tcp://node-7:5555")))));
+    QVERIFY(QSettings().contains(QStringLiteral("live/keys/%1/server").arg(hex(QStringLiteral("tcp://node-8:5555")))));
+    QSettings().remove(QStringLiteral("live"));
 }
 
 void TestLive::screenshotOption()
