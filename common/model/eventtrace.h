@@ -63,6 +63,12 @@ public:
             return 0;
         }
     }
+    // A hint: version(action, address) will be asked soon (AddressMap::prefetch).
+    [[gnu::always_inline]] void prefetch(Action action, DeviceAddr address) const
+    {
+        if (action == Action::Alloc || action == Action::FreeRequested || action == Action::FreeCompleted)
+            m_blocks.prefetch(address);
+    }
     // The current version of a final block or segment (nothing moves on).
     uint32_t blockVersion(DeviceAddr address) { return take(m_blocks, address, false); }
     uint32_t segmentVersion(DeviceAddr address) { return take(m_segments, address, false); }
