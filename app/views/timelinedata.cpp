@@ -26,6 +26,7 @@ namespace {
     {
         const TimelineItems& allocs = *data.allocs;
         const TimelineItems& pieceItems = *data.pieces;
+        const auto& allocations = replay.allocations(); // item k is allocation k, piece item k piece k
         const auto& pieces = replay.segmentPieces();
         auto streamRgb = [&](int64_t stream) { return colors::stream(snapshot.streamNumber(stream)).rgb(); };
         const size_t allocFrom = std::min(data.allocColors.size(), allocs.count());
@@ -38,10 +39,10 @@ namespace {
         for (size_t k = allocFrom; k < allocs.count(); ++k) {
             switch (data.colorMode) {
             case ColorMode::Allocation:
-                data.allocColors[k] = colors::allocation(allocs.address[k]).rgb();
+                data.allocColors[k] = colors::allocation(allocations[k].address).rgb();
                 break;
             case ColorMode::Stack:
-                data.allocColors[k] = colors::stack(replay.allocations()[k].stack).rgb();
+                data.allocColors[k] = colors::stack(allocations[k].stack).rgb();
                 break;
             case ColorMode::Stream: {
                 const TimelineItem piece = k < holder->size() ? (*holder)[k] : NoTimelineItem;
@@ -55,7 +56,7 @@ namespace {
         for (size_t k = pieceFrom; k < pieceItems.count(); ++k) {
             switch (data.colorMode) {
             case ColorMode::Allocation:
-                data.pieceColors[k] = colors::allocation(pieceItems.address[k]).rgb();
+                data.pieceColors[k] = colors::allocation(pieces[k].address).rgb();
                 break;
             case ColorMode::Stack:
                 data.pieceColors[k] = colors::stack(pieces[k].stack).rgb();

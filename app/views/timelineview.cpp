@@ -471,8 +471,8 @@ TimelineView::Hit TimelineView::hitTest(QPoint pos)
         return hit;
     }
     // Segments mode: the allocation live at that address of the segment, if any.
-    const DeviceAddr address = m_data->pieces->address[hit.item] + (ByteCount(std::floor(bytes)) - offset);
     const Replay& replay = m_data->replay();
+    const DeviceAddr address = replay.segmentPieces()[hit.item].address + (ByteCount(std::floor(bytes)) - offset);
     replay.liveAt(hit.state, m_live, m_liveScratch); // by address
     auto it = std::upper_bound(m_live.begin(), m_live.end(), address,
                                [&](DeviceAddr a, AllocationId id) { return a < replay.allocation(id).address; });

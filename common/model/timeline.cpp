@@ -71,7 +71,6 @@ void TimelineItems::setHugePages(bool on)
     end.setHugePages(on);
     size.setHugePages(on);
     pendingFrom.setHugePages(on);
-    address.setHugePages(on);
     byEnd.setHugePages(on);
     endByEnd.setHugePages(on);
 }
@@ -92,7 +91,6 @@ TimelineItems TimelineItems::fromAllocations(std::span<const Allocation> allocs,
     items.end.reserve(allocs.size());
     items.size.reserve(allocs.size());
     items.pendingFrom.reserve(allocs.size());
-    items.address.reserve(allocs.size());
     constexpr size_t StopCheck = size_t(1) << 20; // allocations between two looks at `stop`
     for (size_t i = 0; i < allocs.size(); ++i) {
         if (stop && i % StopCheck == 0 && stop->load(std::memory_order_relaxed))
@@ -105,7 +103,6 @@ TimelineItems TimelineItems::fromAllocations(std::span<const Allocation> allocs,
         // its free_requested directly: MemoryViz.js (annotate_snapshot) elides that pair into one `free`, and the
         // one state in between is no record_stream delay worth a red mark.
         items.pendingFrom.push_back(a.freeRequestedIndex + 1 < a.freeCompletedIndex ? a.freeRequestedIndex : INT32_MAX);
-        items.address.push_back(a.address);
     }
     items.finish();
     return items;
@@ -125,7 +122,6 @@ TimelineItems TimelineItems::fromSegments(std::span<const SegmentPiece> pieces, 
         items.end.push_back(p.endIndex);
         items.size.push_back(p.size);
         items.pendingFrom.push_back(INT32_MAX);
-        items.address.push_back(p.address);
     }
     items.finish();
     return items;
@@ -149,7 +145,6 @@ namespace {
         items.end.resize(count);
         items.size.resize(count);
         items.pendingFrom.resize(count);
-        items.address.resize(count);
         // Every changed item ends at or after the old end, every kept one before it, so byEnd stays what finish()
         // makes (a stable sort by end) by appending the changed ones in (end, index) order: those that ended since
         // (few: the frees among the new entries) sorted, then those still alive at the new end, which are in index
@@ -196,7 +191,6 @@ namespace {
         items.end.prefaultAhead(Ahead);
         items.size.prefaultAhead(Ahead);
         items.pendingFrom.prefaultAhead(Ahead);
-        items.address.prefaultAhead(Ahead);
         items.byEnd.prefaultAhead(Ahead);
         items.endByEnd.prefaultAhead(Ahead);
     }
@@ -212,7 +206,6 @@ void TimelineItems::extendAllocations(const Replay& replay)
         end[k] = a.freeCompletedIndex;
         size[k] = a.size;
         pendingFrom[k] = a.freeRequestedIndex + 1 < a.freeCompletedIndex ? a.freeRequestedIndex : INT32_MAX;
-        address[k] = a.address;
     });
 }
 
@@ -225,7 +218,6 @@ void TimelineItems::extendSegments(const Replay& replay)
         end[k] = p.endIndex;
         size[k] = p.size;
         pendingFrom[k] = INT32_MAX;
-        address[k] = p.address;
     });
 }
 

@@ -34,7 +34,8 @@ struct TimelineItems {
     GrowingArray<TraceIndex> end; // entry index that removes it; entryCount: live at the end
     GrowingArray<ByteCount> size;
     GrowingArray<TraceIndex> pendingFrom; // INT32_MAX: never pending
-    GrowingArray<DeviceAddr> address;
+    // No address: item k is the replay's allocation k, or its segment piece k, which has it (8 bytes an item fewer:
+    // 36 MB of a 1 GB snapshot's 4.5 M allocations).
     GrowingArray<TimelineItem> byEnd; // every item, ordered by end (then by index)
     GrowingArray<TraceIndex> endByEnd; // end[byEnd[i]]: the same order, without the indirection
     std::vector<TimelineItem> byPending; // the items that are ever pending, ordered by pendingFrom

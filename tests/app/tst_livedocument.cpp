@@ -127,7 +127,6 @@ void compareItems(const model::TimelineItems& a, const model::TimelineItems& b)
     QVERIFY(a.end == b.end);
     QVERIFY(a.size == b.size);
     QVERIFY(a.pendingFrom == b.pendingFrom);
-    QVERIFY(a.address == b.address);
     QVERIFY(a.byEnd == b.byEnd);
     QVERIFY(a.endByEnd == b.endByEnd);
     QCOMPARE(a.byPending, b.byPending);

@@ -808,7 +808,6 @@ private Q_SLOTS:
         items.end = { 4, 2, 4, 4, 4 };
         items.size = { 100, 50, 8, 8, 48 };
         items.pendingFrom = { INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, 2 };
-        items.address = { 0, 1, 2, 3, 4 };
         items.finish();
         const std::vector<uint32_t> colours { 0xffaa0000, 0xff00bb00, 0xff0000cc, 0xff0000dd, 0xffeeee00 };
         model::TimelineColumns columns;

@@ -442,6 +442,24 @@ private Q_SLOTS:
         QCOMPARE(data->pieceVisible, fresh->pieceVisible);
         QCOMPARE(data->allocColors, fresh->allocColors);
         QCOMPARE(data->pieceColors, fresh->pieceColors);
+        // And what the colour mode says of each item: item k is allocation k, piece item k segment piece k.
+        const auto& allocations = session->replay().allocations();
+        const auto& piecesOf = session->replay().segmentPieces();
+        QCOMPARE(data->allocColors.size(), allocations.size());
+        QCOMPARE(data->pieceColors.size(), piecesOf.size());
+        for (size_t k = 0; k < allocations.size() && ColorMode(mode) != ColorMode::Stream; ++k)
+            QCOMPARE(data->allocColors[k],
+                     (ColorMode(mode) == ColorMode::Allocation ? colors::allocation(allocations[k].address)
+                                                               : colors::stack(allocations[k].stack))
+                         .rgb());
+        for (size_t k = 0; k < piecesOf.size(); ++k)
+            QCOMPARE(data->pieceColors[k],
+                     (ColorMode(mode) == ColorMode::Allocation
+                          ? colors::allocation(piecesOf[k].address)
+                          : ColorMode(mode) == ColorMode::Stack
+                          ? colors::stack(piecesOf[k].stack)
+                          : colors::stream(session->snapshot().streamNumber(piecesOf[k].stream)))
+                         .rgb());
         if (filtered) {
             const auto& pieces = session->replay().segmentPieces();
             for (size_t k = 0; k < pieces.size(); ++k)

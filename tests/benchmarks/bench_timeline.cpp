@@ -44,7 +44,7 @@ struct Fixture {
         , colors(items.count())
     {
         for (size_t k = 0; k < colors.size(); ++k)
-            colors[k] = 0xff000000u | uint32_t((items.address[k] * 0x9E3779B97F4A7C15ull) >> 40);
+            colors[k] = 0xff000000u | uint32_t((replay.allocation(model::AllocationId(k)).address * 0x9E3779B97F4A7C15ull) >> 40);
     }
 };
 
