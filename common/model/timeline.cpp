@@ -318,18 +318,35 @@ void sampleColumns(const TimelineItems& items, std::span<const uint8_t> visible,
         return;
     }
     const int64_t n = items.entryCount;
-    // What each item adds to the total while live: 0 when hidden or never live, so the walk below tests nothing.
-    // Resuming, the flags of the items known before are what they were: only the new ones are computed (an item
-    // that was live at the old end keeps its begin and its size; its end only moves later).
-    GrowingArray<ByteCount>& effective = out.scratch;
-    const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(effective.size(), items.count())) : 0;
-    // Every new value is written below. In 2 MiB pages: a first sampling of 4.5 M items (36 MB, on the GUI thread)
-    // spent ~0.1 s in 4 KiB faults. A live timeline's grows into a new 2 MiB page once per 262 k items, a few ms
-    // (bench_live at 1 M events/s: the GUI's longest stall 114-131 ms against 159-265 ms before, paints as many).
-    effective.setHugePages(true);
-    effective.resizeForOverwrite(items.count());
-    for (TimelineItem k = knownItems; k < items.count(); ++k)
-        effective[k] = (visible.empty() || visible[k]) && everLive(items, k) ? items.size[k] : 0;
+    // What each item adds to the total while live: its size, or 0 when hidden or never live, so the walk below tests
+    // nothing. Without filters, and with every item live at some point (only inconsistent input has one that is
+    // not), that is the items' sizes as they are: no array of its own (36 MB for 4.5 M items, in every thread that
+    // samples them, written before the first picture). Otherwise the values go in out.scratch; resuming, those of the
+    // items known before are what they were: only the new ones are computed (an item that was live at the old end
+    // keeps its begin and its size; its end only moves later). Whether every item is ever live is asked of the new
+    // ones only, too.
+    bool sizesAsIs = visible.empty() && (firstColumn == 0 || out.sizesAsIs);
+    for (TimelineItem k = firstColumn > 0 ? TimelineItem(std::min(out.itemsSeen, items.count())) : 0;
+         sizesAsIs && k < items.count(); ++k)
+        sizesAsIs = everLive(items, k);
+    const ByteCount* effective = items.size.data();
+    if (sizesAsIs) {
+        out.scratch = GrowingArray<ByteCount>(); // (not `= {}`: the initializer-list assignment keeps the memory)
+    } else {
+        GrowingArray<ByteCount>& values = out.scratch;
+        const TimelineItem knownItems = firstColumn > 0 ? TimelineItem(std::min(values.size(), items.count())) : 0;
+        // Every new value is written below. In 2 MiB pages: a first sampling of 4.5 M items (36 MB, on the GUI
+        // thread) spent ~0.1 s in 4 KiB faults. A live timeline's grows into a new 2 MiB page once per 262 k items, a
+        // few ms (bench_live at 1 M events/s: the GUI's longest stall 114-131 ms against 159-265 ms before, paints as
+        // many).
+        values.setHugePages(true);
+        values.resizeForOverwrite(items.count());
+        for (TimelineItem k = knownItems; k < items.count(); ++k)
+            values[k] = (visible.empty() || visible[k]) && everLive(items, k) ? items.size[k] : 0;
+        effective = values.data();
+    }
+    out.sizesAsIs = sizesAsIs;
+    out.itemsSeen = items.count();
 
     int64_t s;
     size_t nextAdd, nextRemove;

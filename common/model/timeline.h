@@ -94,9 +94,12 @@ struct TimelineColumns {
         ByteCount total;
     };
     std::vector<Walk> walk;
-    // Reused by sampleColumns, one value per item; no meaning to callers. A GrowingArray: a live timeline's grows
-    // with its items at every growth, which a std::vector would copy whole now and then.
+    // Reused by sampleColumns, one value per item where filters hide some (or an item is never live); no meaning to
+    // callers. A GrowingArray: a live timeline's grows with its items at every growth, which a std::vector would copy
+    // whole now and then.
     GrowingArray<ByteCount> scratch;
+    bool sizesAsIs = false; // the last call read the items' sizes, not scratch
+    size_t itemsSeen = 0; // the items the last call knew
 };
 
 // Picks the state of every column (pass 1: running totals only, O(items + entries in view)).

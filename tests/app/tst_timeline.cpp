@@ -729,6 +729,86 @@ private Q_SLOTS:
         QCOMPARE(out.maxTotal, maxTotal);
     }
 
+    // Without filters the sampling reads the items' sizes as they are, unless an item is never live (its end not
+    // after its begin: inconsistent input), which must add nothing: then, and with filters, it keeps values of its
+    // own. Both ways, fresh and resumed after the items grew, every column's total is the brute force's.
+    void neverLiveItemsAddNothing()
+    {
+        // A from before the trace, B and C, then (in the second half) D never live and E.
+        auto make = [](int64_t entryCount, std::vector<model::TraceIndex> begin, std::vector<model::TraceIndex> end,
+                       std::vector<ByteCount> size) {
+            model::TimelineItems items;
+            items.entryCount = entryCount;
+            for (size_t k = 0; k < begin.size(); ++k) {
+                items.begin.push_back(begin[k]);
+                items.end.push_back(end[k]);
+                items.size.push_back(size[k]);
+                items.pendingFrom.push_back(INT32_MAX);
+            }
+            items.finish();
+            return items;
+        };
+        const auto first = make(3, { -1, 0, 1 }, { 3, 2, 3 }, { 100, 10, 20 });
+        const auto grown = make(6, { -1, 0, 1, 3, 4 }, { 6, 2, 4, 3, 6 }, { 100, 10, 20, 1000, 5 });
+        auto bruteTotal = [](const model::TimelineItems& items, std::span<const uint8_t> visible, int64_t s) {
+            ByteCount total = 0;
+            for (size_t k = 0; k < items.count(); ++k)
+                if ((visible.empty() || visible[k]) && items.begin[k] < s && s <= items.end[k])
+                    total += items.size[k];
+            return total;
+        };
+        auto columnsOf = [](int64_t entryCount, std::vector<int64_t>& lo, std::vector<int64_t>& hi) {
+            lo.clear();
+            hi.clear();
+            for (int64_t s = 0; s <= entryCount; ++s) {
+                lo.push_back(s);
+                hi.push_back(s + 1);
+            }
+        };
+        auto check = [&](const model::TimelineItems& items, std::span<const uint8_t> visible,
+                         const model::TimelineColumns& out) {
+            QCOMPARE(out.total.size(), size_t(items.entryCount + 1));
+            for (int64_t s = 0; s <= items.entryCount; ++s) {
+                QCOMPARE(out.state[size_t(s)], s);
+                QCOMPARE(out.total[size_t(s)], bruteTotal(items, visible, s));
+            }
+        };
+        std::vector<int64_t> lo, hi;
+        // Fresh, no filters: the never-live item needs values of the sampling's own.
+        columnsOf(grown.entryCount, lo, hi);
+        model::TimelineColumns fresh;
+        model::sampleColumns(grown, {}, lo, hi, fresh);
+        check(grown, {}, fresh);
+        QCOMPARE(fresh.scratch.size(), grown.count());
+        // Every item live at some point, no filters: the sizes as they are, nothing of its own.
+        columnsOf(first.entryCount, lo, hi);
+        model::TimelineColumns resumed;
+        model::sampleColumns(first, {}, lo, hi, resumed);
+        check(first, {}, resumed);
+        QCOMPARE(resumed.scratch.size(), size_t(0));
+        // Grown by a never-live item: resumed after the last column, the values are made for every item.
+        const size_t firstColumn = lo.size();
+        columnsOf(grown.entryCount, lo, hi);
+        model::sampleColumns(grown, {}, lo, hi, resumed, firstColumn);
+        check(grown, {}, resumed);
+        QCOMPARE(resumed.scratch.size(), grown.count());
+        // Grown again by an item live at the end: the never-live one still adds nothing.
+        const auto more = make(7, { -1, 0, 1, 3, 4, 6 }, { 7, 2, 4, 3, 7, 7 }, { 100, 10, 20, 1000, 5, 7 });
+        const size_t grownColumns = lo.size();
+        columnsOf(more.entryCount, lo, hi);
+        model::sampleColumns(more, {}, lo, hi, resumed, grownColumns);
+        check(more, {}, resumed);
+        columnsOf(grown.entryCount, lo, hi);
+        // A filter, then none again: the values go, the totals stay right.
+        const std::vector<uint8_t> hideC { 1, 1, 0, 1, 1 };
+        model::sampleColumns(grown, hideC, lo, hi, fresh);
+        check(grown, hideC, fresh);
+        model::sampleColumns(make(6, { -1, 0, 1, 4 }, { 6, 2, 4, 6 }, { 100, 10, 20, 5 }), {}, lo, hi, fresh);
+        QCOMPARE(fresh.scratch.size(), size_t(0));
+        QCOMPARE(fresh.total[4], ByteCount(120));
+        QCOMPARE(fresh.total[5], ByteCount(105));
+    }
+
     void itemOffsetsMatchBruteForce_data()
     {
         QTest::addColumn<QString>("file");
