@@ -5,6 +5,7 @@
 
 #include "model/snapshot.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -89,6 +90,13 @@ public:
         }
         m_keys[i] = Empty;
         --m_size;
+    }
+
+    // Empties the map, keeping its room.
+    void clear()
+    {
+        std::fill(m_keys.begin(), m_keys.end(), Empty);
+        m_size = 0;
     }
 
     template <typename F> void forEach(F&& f) const
