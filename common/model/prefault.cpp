@@ -110,7 +110,8 @@ namespace {
 
 void prefaultAsync(void* begin, size_t bytes) { Prefaulter::instance().request(begin, bytes); }
 
-WarmPages::WarmPages(size_t bytes)
+WarmPages::WarmPages(size_t bytes, double pause)
+    : m_pause(pause)
 {
     if (bytes == 0)
         return;
@@ -129,19 +130,26 @@ void WarmPages::run()
     setpriority(PRIO_PROCESS, 0, 19); // this thread only (Linux: a thread id's nice value, setpriority(2) NOTES)
     constexpr size_t Piece = size_t(2) << 20;
     auto* const base = static_cast<char*>(m_data);
-    for (size_t at = 0; at < m_bytes && !m_stop.load(std::memory_order_relaxed); at += Piece) {
+    for (size_t at = 0; at < m_bytes; at += Piece) {
         const size_t length = std::min(Piece, m_bytes - at);
         const auto start = std::chrono::steady_clock::now();
         if (madvise(base + at, length, MADV_POPULATE_WRITE) != 0)
             return; // an older kernel (EINVAL) or no memory to spare: the work faults its pages in itself
         m_present.store(at + length, std::memory_order_relaxed);
-        std::this_thread::sleep_for(std::chrono::steady_clock::now() - start);
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+        std::unique_lock lock(m_mutex);
+        if (m_wake.wait_for(lock, took * m_pause, [this] { return m_stop; }))
+            return;
     }
 }
 
 void WarmPages::release()
 {
-    m_stop.store(true, std::memory_order_relaxed);
+    {
+        const std::lock_guard lock(m_mutex);
+        m_stop = true;
+    }
+    m_wake.notify_all();
     if (m_thread.joinable())
         m_thread.join();
     if (m_data)

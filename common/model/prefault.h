@@ -12,8 +12,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -46,13 +48,14 @@ public:
     // Maps `bytes` of anonymous memory (in huge pages where the kernel gives them) and starts making them present on
     // a thread of its own, at the lowest priority, a 2 MiB page at a time with a pause as long as the page took: half
     // a core at most, so that the memory bus and the address space's lock stay free enough for the work going on.
-    // Nothing at all for 0 bytes or where the mapping fails.
-    explicit WarmPages(size_t bytes);
+    // Nothing at all for 0 bytes or where the mapping fails. `pause`: the pause after a page, as a multiple of the
+    // time the page took (tests make it long, to see that release() does not wait for it).
+    explicit WarmPages(size_t bytes, double pause = 1.0);
     ~WarmPages() { release(); }
     WarmPages(const WarmPages&) = delete;
     WarmPages& operator=(const WarmPages&) = delete;
 
-    // Stops the thread (within a page) and unmaps the memory: its present pages go back to the kernel's free lists,
+    // Stops the thread (within the page it is making present, never waiting out a pause) and unmaps the memory: its present pages go back to the kernel's free lists,
     // where this process's next faults find them. Idempotent.
     void release();
     // The bytes made present so far (and still held).
@@ -74,8 +77,14 @@ private:
 
     void* m_data = nullptr;
     size_t m_bytes = 0;
+    double m_pause = 1.0;
     std::atomic<size_t> m_present { 0 };
-    std::atomic<bool> m_stop { false };
+    // Set once by release(), under the mutex, so that the thread's pause ends at once (a page made present behind a
+    // large munmap took 0.5-1 s, and then the pause as long: a Cancel in the middle of a 1 GB open waited 0.86 s for
+    // it, and so could the replays).
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    bool m_stop = false;
     std::thread m_thread;
 };
 

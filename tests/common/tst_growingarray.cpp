@@ -98,6 +98,9 @@ private Q_SLOTS:
     void warmPagesBecomePresentThenGoBack();
     // Released at once, a large warming stops within a page and gives back what it had; 0 bytes map nothing.
     void warmPagesReleasedEarlyOrEmpty();
+    // release() ends the thread's pause after a page at once: with a pause a billion times as long as the page took
+    // (days), it returns, the pages unmapped (waiting the pause out, the test would not end).
+    void warmPagesReleaseEndsAPause();
     // How much a file's open warms: two thirds of the file, nothing below 64 MiB, at most a quarter of what the
     // machine has free.
     void warmSizeForAFile_data();
@@ -330,6 +333,24 @@ void TestGrowingArray::warmPagesBecomePresentThenGoBack()
     QCOMPARE(warm.present(), size_t(0));
     warm.release(); // again: nothing
     QCOMPARE(warm.data(), nullptr);
+}
+
+void TestGrowingArray::warmPagesReleaseEndsAPause()
+{
+    if (!canPopulate())
+        QSKIP("this kernel has no MADV_POPULATE_WRITE");
+    const size_t bytes = size_t(64) << 20;
+    WarmPages warm(bytes, 1e9);
+    const void* const data = warm.data();
+    QVERIFY(data != nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(warm.present() > 0, 30000); // a page done: the thread is in its pause
+    QVERIFY(warm.present() < bytes); // and stays there
+    warm.release();
+    QCOMPARE(warm.data(), nullptr);
+    QCOMPARE(warm.present(), size_t(0));
+    std::vector<unsigned char> in(1);
+    QCOMPARE(mincore(const_cast<void*>(data), size_t(sysconf(_SC_PAGESIZE)), in.data()), -1); // unmapped
+    QCOMPARE(errno, ENOMEM);
 }
 
 void TestGrowingArray::warmPagesReleasedEarlyOrEmpty()

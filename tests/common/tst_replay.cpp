@@ -1604,12 +1604,20 @@ void TestReplay::arraysFilledAtOnceAskForHugePages()
     QVERIFY(test::advisedHugePages(once.begin.data()) && test::advisedHugePages(once.byEnd.data()));
     QVERIFY(!test::advisedHugePages(growing.begin.data()) && !test::advisedHugePages(growing.byEnd.data()));
     QCOMPARE(once, growing);
-    // The timeline's per-item scratch of a sampling (filled at once, on the GUI thread) too.
+    // The timeline's per-item scratch of a sampling where a filter hides items (filled at once, on the GUI thread)
+    // too; without a filter the sampling has none (it reads the items' sizes).
     const std::vector<int64_t> lo { 0, built.entryCount() / 2 }, hi { built.entryCount() / 2, built.entryCount() + 1 };
     model::TimelineColumns columns;
     model::sampleColumns(once, {}, lo, hi, columns);
-    QVERIFY(columns.scratch.isMapped() && test::advisedHugePages(columns.scratch.data()));
+    QCOMPARE(columns.scratch.size(), size_t(0));
     QCOMPARE(columns.maxTotal, std::max(built.peakActive().bytes, built.series().active[0]));
+    const std::vector<uint8_t> allButTheFirst = [&] {
+        std::vector<uint8_t> v(once.count(), 1);
+        v[0] = 0;
+        return v;
+    }();
+    model::sampleColumns(once, allButTheFirst, lo, hi, columns);
+    QVERIFY(columns.scratch.isMapped() && test::advisedHugePages(columns.scratch.data()));
 
     model::Snapshot empty;
     model::Replay grown;
