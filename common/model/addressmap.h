@@ -5,7 +5,6 @@
 
 #include "model/snapshot.h"
 
-#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -90,13 +89,6 @@ public:
         }
         m_keys[i] = Empty;
         --m_size;
-    }
-
-    // Empties the map, keeping its room.
-    void clear()
-    {
-        std::fill(m_keys.begin(), m_keys.end(), Empty);
-        m_size = 0;
     }
 
     template <typename F> void forEach(F&& f) const

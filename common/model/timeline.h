@@ -10,7 +10,6 @@
 // the functions that write into caller-owned buffers are used by one thread at a time.
 #pragma once
 
-#include "model/addressmap.h"
 #include "model/replay.h"
 
 #include <atomic>
@@ -184,10 +183,9 @@ private:
     std::vector<uint32_t> m_slotIndex; // per slot id: the slot's index now (valid for ids of live slots)
     // Per slot id: the id of the run it was merged into, or itself (a union-find forest, path-compressed on lookup).
     mutable std::vector<uint32_t> m_slotParent;
-    // Per stacked item: the id of its slot. A map of the live ones (a few thousand at most in real traces), not an
-    // array of one per item: each rendering thread, and the views' own stacks, had 18 MB of it for a 1 GB
-    // snapshot's 4.5 M items, written before the first picture.
-    AddressMap m_itemSlot { 1024 };
+    // Per item: the id of its slot, valid while it is stacked. Never cleared (only stacked items' are read), so that
+    // binding the stack to a live timeline's grown items costs only the new ones.
+    GrowingArray<uint32_t> m_itemSlot;
     std::vector<TimelineItem> m_scratch;
     size_t m_dead = 0; // slots of size 0
     ByteCount m_tall = 0;
