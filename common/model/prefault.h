@@ -55,8 +55,8 @@ public:
     WarmPages(const WarmPages&) = delete;
     WarmPages& operator=(const WarmPages&) = delete;
 
-    // Stops the thread (within the page it is making present, never waiting out a pause) and unmaps the memory: its present pages go back to the kernel's free lists,
-    // where this process's next faults find them. Idempotent.
+    // Stops the thread (within the page it is making present, never waiting out a pause) and unmaps the memory: its
+    // present pages go back to the kernel's free lists, where this process's next faults find them. Idempotent.
     void release();
     // The bytes made present so far (and still held).
     size_t present() const { return m_present.load(std::memory_order_relaxed); }
