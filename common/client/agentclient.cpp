@@ -277,7 +277,13 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
                                     { s.monitor.handle(), 0, ZMQ_POLLIN, 0 } };
         const Clock::time_point before = Clock::now();
         zmq::poll(items, s.monitor ? 3 : 2, timeout);
-        notListened(before, Clock::now(), timeout);
+        const Clock::time_point after = Clock::now();
+        notListened(before, after, timeout);
+        // Silence is judged only from a poll that found nothing queued on the SUB, as of the moment it returned:
+        // once messages are being handled, the process may be stopped in the middle of one (SIGSTOP, a debugger,
+        // a starved machine) and resumed seconds later with a backlog waiting, which is no silence.
+        if (!(items[0].revents & ZMQ_POLLIN))
+            m_quietAt = after;
 
         if (items[2].revents & ZMQ_POLLIN)
             readMonitor();
@@ -317,6 +323,7 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
     }
     if (!m_failed)
         timers(Clock::now());
+    m_quietAt = {};
 }
 
 void AgentClient::notListened(Clock::time_point before, Clock::time_point after, std::chrono::milliseconds timeout)
@@ -800,13 +807,16 @@ void AgentClient::timers(Clock::time_point now)
     // message, however long the backlog took.)
     // Only on ipc: there a closed connection is the job's own doing; on tcp it may be the network, which ZeroMQ
     // reconnects by itself, and the silence limit decides.
+    if (m_quietAt == Clock::time_point {} || m_quietAt < m_lastHeard)
+        return; // the SUB had messages at the last poll (see poll())
+    const Clock::duration quiet = m_quietAt - m_lastHeard;
     const bool closed = m_closedWithoutGoodbye && !m_sockets->up && m_options.endpoint.rfind("ipc://", 0) == 0
-        && now - m_lastHeard >= DisconnectGrace;
-    if (m_hasState && !m_goodbye && !m_silenceReported && (closed || now - m_lastHeard >= m_options.silenceLimit)) {
+        && quiet >= DisconnectGrace;
+    if (m_hasState && !m_goodbye && !m_silenceReported && (closed || quiet >= m_options.silenceLimit)) {
         m_silenceReported = true;
         m_silenceClosed = closed;
         setLink(Link::Silent);
-        m_listener.onSilence(std::chrono::duration_cast<std::chrono::milliseconds>(now - m_lastHeard));
+        m_listener.onSilence(std::chrono::duration_cast<std::chrono::milliseconds>(quiet));
     }
 }
 

@@ -241,6 +241,8 @@ private:
     bool m_silenceClosed = false;
     bool m_closedWithoutGoodbye = false; // the SUB's connection went down with no goodbye heard (until it is up again)
     std::chrono::steady_clock::time_point m_lastPollEnd {};
+    // When this poll found the SUB empty (its return), else zero: silence is measured up to it (timers()).
+    std::chrono::steady_clock::time_point m_quietAt {};
     static constexpr std::chrono::milliseconds DisconnectGrace { 200 };
     bool m_heardSub = false; // anything on the SUB socket since start()
     // A message arrived on the SUB socket since its connection (re)opened: its one subscription is in effect.

@@ -23,6 +23,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <thread>
 
 #include <sys/stat.h>
 
@@ -264,6 +265,12 @@ public:
         client::RecordingListener::onState(state, change);
         kinds.push_back(change.kind);
     }
+    void onEvents(std::span<const EventRecord> events) override
+    {
+        client::RecordingListener::onEvents(events);
+        if (whileHandling)
+            whileHandling(events);
+    }
     void onSilence(std::chrono::milliseconds) override { ++silences; }
     void onLink(client::Link link) override { links.push_back(link); }
     void onError(const client::ClientError& e) override { errors.push_back(e); }
@@ -272,6 +279,7 @@ public:
     std::vector<client::Link> links;
     std::vector<client::ClientError> errors;
     int silences = 0;
+    std::function<void(std::span<const EventRecord>)> whileHandling; // called after each onEvents
 };
 
 // Polls the client and pumps the agents until `done` or `timeout`.
@@ -743,6 +751,45 @@ private Q_SLOTS:
         }));
         QCOMPARE(c.stats().resyncs, 0ULL);
         QCOMPARE(probe.recorder().stats().resyncs, 0ULL);
+        QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
+    }
+
+    // The viewer itself stops in the middle of handling a message (SIGSTOP, a debugger, a starved machine) for
+    // longer than silenceLimit: once it runs again, that time is not the agent's silence. (It used to be judged
+    // right after the message, before the next poll could see that the viewer had been away, so a recording of a
+    // flood stopped as "the agent went silent" when the viewer was stopped while busy.)
+    void stoppedWhileHandlingIsNoSilence()
+    {
+        QTemporaryDir dir;
+        FakeAgent agent(ipcEndpoint(dir, "busy"), 100);
+        setUp(agent);
+        Probe probe;
+        const client::ClientOptions options = fastOptions(agent.endpoint());
+        client::AgentClient c(options, probe);
+        QVERIFY(join(c, probe, agent));
+        int stops = 0;
+        probe.whileHandling = [&](std::span<const EventRecord> events) {
+            for (const EventRecord& e : events)
+                if (e.type == uint8_t(EventType::Alloc) && e.address == C) {
+                    ++stops;
+                    std::this_thread::sleep_for(options.silenceLimit + 300ms);
+                }
+        };
+        agent.alloc(C, 512, 512);
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return stops == 1; }));
+        QCOMPARE(probe.silences, 0);
+        QCOMPARE(c.link(), client::Link::Live);
+        // The agent goes on as usual (a heartbeat within its interval of the viewer running again).
+        QTest::qWait(100);
+        agent.heartbeat();
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.recorder().lastSequence() == agent.sequence(); }));
+        QCOMPARE(probe.silences, 0);
+        QCOMPARE(c.link(), client::Link::Live);
+        // Real silence is still silence, measured from the last message.
+        const auto quietFrom = std::chrono::steady_clock::now();
+        QVERIFY(pumpUntil(c, { &agent }, [&] { return probe.silences == 1; }));
+        QVERIFY(std::chrono::steady_clock::now() - quietFrom >= options.silenceLimit - 50ms);
+        QCOMPARE(c.link(), client::Link::Silent);
         QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
     }
 
