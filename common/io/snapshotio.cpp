@@ -1,6 +1,7 @@
 // File-level loading: read (or decompress) the bytes, detect the format, parse, build, check. See snapshotio.h.
 #include "io/snapshotio.h"
 
+#include "io/filebytes.h"
 #include "io/jsonreader.h"
 #include "io/picklereader.h"
 #include "io/snapshotbuilder.h"
@@ -17,10 +18,6 @@
 #include <new>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace memscope::io {
 
@@ -68,96 +65,6 @@ Error makeError(ErrorCode code, std::string message, const std::string& path)
     return e;
 }
 
-// A read-only view of a whole file: mapped when possible, so a 1 GB snapshot is not copied.
-class FileBytes {
-public:
-    ~FileBytes()
-    {
-        if (m_map)
-            munmap(m_map, m_size);
-    }
-    Error open(const std::string& path)
-    {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return makeError(ErrorCode::Io, std::string("cannot open: ") + std::strerror(errno), path);
-        struct stat st {};
-        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            ::close(fd);
-            return makeError(ErrorCode::Io, "not a regular file", path);
-        }
-        m_size = static_cast<size_t>(st.st_size);
-        if (m_size > 0) {
-            // Mapped a window ahead of the parse at a time (populateAhead), not whole at once (MAP_POPULATE): of a
-            // file not in the page cache, that read all of it before the parse began, without a progress report
-            // or a look at Cancel (5 s for 1 GB at 200 MB/s; minutes for a large file on a slow disk).
-            void* p = mmap(nullptr, m_size, PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p == MAP_FAILED) {
-                // Fall back to reading (some file systems cannot map).
-                m_copy.resize(m_size);
-                size_t done = 0;
-                while (done < m_size) {
-                    const ssize_t n = ::read(fd, m_copy.data() + done, m_size - done);
-                    if (n <= 0) {
-                        ::close(fd);
-                        return makeError(ErrorCode::Io, std::string("cannot read: ") + std::strerror(errno), path);
-                    }
-                    done += static_cast<size_t>(n);
-                }
-            } else {
-                m_map = p;
-                madvise(m_map, m_size, MADV_SEQUENTIAL);
-                populateAhead(0);
-            }
-        }
-        ::close(fd);
-        return {};
-    }
-    // Maps the pages of the window past `offset` that are not yet (MADV_POPULATE_READ, Linux 5.14: one call
-    // instead of a fault per 4 KiB page, which costs a virtual machine ~10 us; reading them from disk first where
-    // the page cache lacks them). Without that call the pages fault in as read.
-    void populateAhead(uint64_t offset)
-    {
-        constexpr uint64_t Window = uint64_t(64) << 20;
-        constexpr int PopulateRead = 22; // MADV_POPULATE_READ (include/uapi/asm-generic/mman-common.h)
-        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-        // On page boundaries: madvise(2) refuses an unaligned start with EINVAL, which reads as an older kernel.
-        const uint64_t end = std::min<uint64_t>(m_size, (offset + Window + page - 1) / page * page);
-        const uint64_t from = std::max(m_populated, offset / page * page);
-        if (!m_map || !m_canPopulate || end <= from)
-            return;
-        if (madvise(static_cast<uint8_t*>(m_map) + from, end - from, PopulateRead) != 0 && errno == EINVAL)
-            m_canPopulate = false; // an older kernel
-        m_populated = end;
-    }
-    // Drops the mapped pages wholly below `offset` of `data` (when `data` is this mapping) from memory, and maps
-    // the window ahead of it.
-    void release(std::span<const uint8_t> data, uint64_t offset)
-    {
-        if (!m_map || data.data() != static_cast<const uint8_t*>(m_map) || offset <= m_released)
-            return;
-        populateAhead(offset);
-        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-        const uint64_t end = std::min<uint64_t>(offset, m_size) / page * page;
-        if (end > m_released
-            && madvise(static_cast<uint8_t*>(m_map) + m_released, end - m_released, MADV_DONTNEED) == 0)
-            m_released = end;
-    }
-    std::span<const uint8_t> bytes() const
-    {
-        if (m_map)
-            return { static_cast<const uint8_t*>(m_map), m_size };
-        return { m_copy.data(), m_copy.size() };
-    }
-
-private:
-    void* m_map = nullptr;
-    size_t m_size = 0;
-    uint64_t m_released = 0;
-    uint64_t m_populated = 0; // populateAhead() mapped the pages below this
-    bool m_canPopulate = true;
-    std::vector<uint8_t> m_copy;
-};
 
 bool isXz(std::span<const uint8_t> data)
 {
@@ -348,11 +255,12 @@ LoadResult loadSnapshot(const std::string& path, const LoadOptions& options)
         r.error = std::move(e);
         return r;
     }
-    // A mapped file's pages that the parse has left behind are dropped as it goes (MADV_DONTNEED on a private,
-    // read-only file mapping: a page touched again is read back from the file, madvise(2)), so that a 1 GB file and
-    // the model built from it are not both in memory.
+    if (options.readAhead && !isXz(file.bytes()))
+        file.readAhead();
+    // A mapped file's pages that the parse has left behind are dropped as it goes (io/filebytes.h), so that a 1 GB
+    // file and the model built from it are not both in memory.
     return loadBytes(file.bytes(), path, options, [&](std::span<const uint8_t> data, uint64_t offset) {
-        file.release(data, offset);
+        file.consume(data, offset);
     });
 }
 

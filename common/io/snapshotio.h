@@ -26,6 +26,9 @@ struct LoadOptions {
     // Build a pickle's trace entries straight from the pickle machine (io/snapshotbuilder.h). Off: through the
     // value tree, the reference the tests compare the direct path with. The same snapshot either way.
     bool directTraces = true;
+    // A large file is read ahead of the parse into huge pages by a thread of its own (io/filebytes.h). Off: the
+    // parse reads the file's mapping only.
+    bool readAhead = true;
 };
 
 struct LoadResult {
