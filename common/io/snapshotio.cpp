@@ -18,7 +18,6 @@
 #include <new>
 #include <vector>
 
-
 namespace memscope::io {
 
 std::string_view errorCodeName(ErrorCode code)
