@@ -45,6 +45,8 @@ FileBytes::~FileBytes()
     stopReader();
     for (const Ready& r : m_readyWindows)
         munmap(r.memory, roundUp(r.length, pageSize()));
+    for (void* spare : m_spare)
+        munmap(spare, Window);
     if (m_reservation)
         munmap(m_reservation, m_reserved); // the file's mapping and the windows moved into it lie inside
     if (m_fd >= 0)
@@ -185,11 +187,41 @@ void FileBytes::consume(std::span<const uint8_t> data, uint64_t offset)
             m_moved.pop_front();
             // (Since Linux 6.12 a MAP_FIXED mmap that fails leaves the mapping it was to replace in place; then
             // the window's memory stays until the file is closed.)
-            (void)mmap(at, length, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, off_t(m_released));
+            if (length < Window || !takeBack(m_released))
+                (void)mmap(at, length, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, off_t(m_released));
         } else {
             madvise(at, length, MADV_DONTNEED);
         }
     }
+}
+
+bool FileBytes::takeBack(uint64_t at)
+{
+    constexpr size_t MaxSpare = 2;
+    {
+        const std::lock_guard lock(m_mutex);
+        if (m_stop || m_readerDone || m_spare.size() >= MaxSpare)
+            return false;
+    }
+    void* spare = mapAligned(Window); // an address for the pages (nothing of it is made present)
+    if (!spare)
+        return false;
+    void* window = static_cast<uint8_t*>(m_map) + at;
+    if (mremap(window, Window, Window, MREMAP_MAYMOVE | MREMAP_FIXED, spare) == MAP_FAILED) {
+        munmap(spare, Window);
+        return false;
+    }
+    if (mmap(window, Window, PROT_READ, MAP_PRIVATE | MAP_FIXED, m_fd, off_t(at)) == MAP_FAILED) {
+        // The pages go back where they were (the same bytes as the file's). Were that to fail too, the window would
+        // be a hole: only when the kernel cannot make a mapping at all.
+        (void)mremap(spare, Window, Window, MREMAP_MAYMOVE | MREMAP_FIXED, window);
+        return false;
+    }
+    {
+        const std::lock_guard lock(m_mutex);
+        m_spare.push_back(spare);
+    }
+    return true;
 }
 
 void FileBytes::startReader()
@@ -252,10 +284,24 @@ void FileBytes::readWindows()
             return;
         const size_t length = std::min<uint64_t>(Window, m_size - next);
         const size_t bytes = roundUp(length, pageSize());
-        void* memory = mapAligned(bytes);
-        if (!memory)
-            return; // the parse maps the rest from the file
-        madvise(memory, bytes, MADV_HUGEPAGE);
+        void* memory = nullptr;
+        if (length == Window) {
+            const std::lock_guard lock(m_mutex);
+            if (!m_spare.empty()) {
+                memory = m_spare.back();
+                m_spare.pop_back();
+            }
+        }
+        if (memory && mprotect(memory, bytes, PROT_READ | PROT_WRITE) != 0) {
+            munmap(memory, bytes);
+            memory = nullptr;
+        }
+        if (!memory) {
+            memory = mapAligned(bytes);
+            if (!memory)
+                return; // the parse maps the rest from the file
+            madvise(memory, bytes, MADV_HUGEPAGE);
+        }
         size_t done = 0;
         while (done < length) {
             const ssize_t n = pread(m_fd, static_cast<uint8_t*>(memory) + done, length - done, off_t(next + done));

@@ -69,6 +69,9 @@ private:
     // Makes the windows up to `end` ready: moved from the reader, else mapped in from the file.
     void windowsUpTo(uint64_t end);
     void populate(uint64_t from, uint64_t to);
+    // A window read ahead, now behind the parse: its pages move out to spare memory and the file is mapped where
+    // they were. False when either step fails (then the window is as it was).
+    bool takeBack(uint64_t at);
 
     int m_fd = -1;
     void* m_map = nullptr; // 2 MiB aligned
@@ -87,6 +90,9 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_wake;
     std::deque<Ready> m_readyWindows;
+    // Whole windows' memory taken back from behind the parse, its pages still present, for the reader to fill again:
+    // a fresh page costs this VM more to make present than the copy into it (model/prefault.h).
+    std::vector<void*> m_spare;
     uint64_t m_wanted = 0; // the parse's next window: the reader skips those below it
     bool m_stop = false;
     bool m_readerDone = false; // the reader returned (the file's end, a failure, or m_stop)
