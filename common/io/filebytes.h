@@ -6,7 +6,8 @@
 // paid it as stalls on each entry's first bytes (a third of its decoding). A second thread now reads each window
 // with pread(2) into 2 MiB pages and the parse's thread moves them over the window's file mapping with mremap(2)
 // (page tables moved, no copy) when it reaches that window, so that thread reads anonymous memory. Behind the parse
-// the window is mapped from the file again, which frees the pages for the next window.
+// the window's pages move out again, to be filled with a later window (a page made present afresh costs this VM
+// more than the copy into it), and the file is mapped where they were.
 //
 // Only the parse's thread changes what is mapped where, between its reads (consume()); a window the reader has not
 // finished is left mapped from the file, so the parse never waits and reads the same bytes either way.
