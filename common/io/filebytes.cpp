@@ -175,9 +175,10 @@ void FileBytes::consume(std::span<const uint8_t> data, uint64_t offset)
     // Ready two windows ahead: the parse calls every few MB (io/picklereader.cpp, ConsumedStep).
     windowsUpTo(offset + 2 * Window);
     // Behind the parse, whole windows go: a window read ahead gives its pages back to the reader (takeBack; at most
-    // two spare, else they are freed) and is mapped from the file again, one mapped from the file drops its pages (MADV_DONTNEED on a private, read-only file mapping: a
-    // page touched again is read back from the file, madvise(2)). So a 1 GB file and the model built from it are
-    // not both in memory, and what the builder reads later (the tree's strings) is still the file's.
+    // two spare, else they are freed) and is mapped from the file again; one mapped from the file drops its pages
+    // (MADV_DONTNEED on a private, read-only file mapping: a page touched again is read back from the file,
+    // madvise(2)). So a 1 GB file and the model built from it are not both in memory, and what the builder reads
+    // later (the tree's strings) is still the file's.
     const uint64_t end = std::min<uint64_t>(offset, m_size) / Window * Window;
     for (; m_released < end; m_released += Window) {
         uint8_t* at = static_cast<uint8_t*>(m_map) + m_released;
