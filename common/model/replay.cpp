@@ -320,14 +320,6 @@ namespace {
         }
     }
 
-    // A single-producer, single-consumer pipe of values in chunks, drained by a thread of its own. The producer (the
-    // thread that made the pipe; push, finish and the destructor are its) fills a chunk in place and hands it over
-    // whole, so the two threads meet once per ChunkSize values, under one mutex; at most Chunks chunks are in the
-    // pipe, and the producer waits when the consumer is that far behind (the pipe's memory is fixed: 4 chunks).
-    // The consumer thread calls `consume` on each chunk in order and touches nothing else of the pipe's. finish()
-    // hands over the last chunk and waits until all are consumed; the destructor cuts the pipe short, waiting only
-    // for the chunk being consumed (a build that was stopped). An exception the consumer throws is rethrown to the
-    // producer at its next hand-over or at finish().
     // f(0, half) here and f(half, n) on a thread of its own, at once; small ranges all here. Rethrows what either
     // threw. For loops over independent elements between the passes, when the second core has nothing else to do.
     template <typename F> void inTwoHalves(size_t n, size_t half, F&& f)
@@ -356,6 +348,14 @@ namespace {
             std::rethrow_exception(error);
     }
 
+    // A single-producer, single-consumer pipe of values in chunks, drained by a thread of its own. The producer (the
+    // thread that made the pipe; push, finish and the destructor are its) fills a chunk in place and hands it over
+    // whole, so the two threads meet once per ChunkSize values, under one mutex; at most Chunks chunks are in the
+    // pipe, and the producer waits when the consumer is that far behind (the pipe's memory is fixed: 4 chunks).
+    // The consumer thread calls `consume` on each chunk in order and touches nothing else of the pipe's. finish()
+    // hands over the last chunk and waits until all are consumed; the destructor cuts the pipe short, waiting only
+    // for the chunk being consumed (a build that was stopped). An exception the consumer throws is rethrown to the
+    // producer at its next hand-over or at finish().
     template <typename T> class ChunkPipe {
     public:
         // 16384 values a chunk (640 KiB of a replay's series values): each hand-over may wake the consumer, which
