@@ -1,6 +1,8 @@
 // See filebytes.h.
 #include "io/filebytes.h"
 
+#include "model/processmemory.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -301,7 +303,8 @@ void FileBytes::readWindows()
             memory = mapAligned(bytes);
             if (!memory)
                 return; // the parse maps the rest from the file
-            madvise(memory, bytes, MADV_HUGEPAGE);
+            if (model::hugePagesPay())
+                madvise(memory, bytes, MADV_HUGEPAGE);
         }
         size_t done = 0;
         while (done < length) {

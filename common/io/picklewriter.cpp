@@ -13,6 +13,7 @@
 #include "io/keyplan.h"
 #include "io/schema.h"
 #include "io/snapshotio.h"
+#include "model/processmemory.h"
 
 #include <algorithm>
 #include <array>
@@ -181,7 +182,7 @@ private:
     {
 #ifdef MADV_HUGEPAGE
         constexpr uintptr_t HugePage = uintptr_t(2) << 20;
-        if (size < 2 * HugePage)
+        if (size < 2 * HugePage || !model::hugePagesPay())
             return;
         const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + HugePage - 1) & ~(HugePage - 1);
         const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(HugePage - 1);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "model/prefault.h"
+#include "model/processmemory.h"
 
 #include <algorithm>
 #include <cassert>
@@ -117,8 +118,10 @@ public:
     // ones), but each fault then clears 2 MiB at once, which stalls an array that grows while someone waits: off by
     // default (a live document's arrays: bench_live's longest GUI stall went from 0.3-0.7 s to under 0.1 s). Applies
     // to the mapping there is (pages already present stay as they are) and to every later one.
+    // Nothing where they do not pay (model/processmemory.h, hugePagesPay()).
     void setHugePages(bool on)
     {
+        on = on && hugePagesPay();
         if (on == m_hugePages)
             return;
         m_hugePages = on;

@@ -118,7 +118,8 @@ WarmPages::WarmPages(size_t bytes, double pause)
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return;
-    madvise(p, bytes, MADV_HUGEPAGE); // where transparent huge pages are given on request (processmemory.h)
+    if (hugePagesPay()) // (model/processmemory.h)
+        madvise(p, bytes, MADV_HUGEPAGE);
     m_data = p;
     m_bytes = bytes;
     m_thread = std::thread([this] { run(); });

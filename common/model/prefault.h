@@ -45,11 +45,11 @@ template <class Vector> void prefaultSpare(Vector& v)
 // core that had nothing to do, and the pages are as warm either way.
 class WarmPages {
 public:
-    // Maps `bytes` of anonymous memory (in huge pages where the kernel gives them) and starts making them present on
-    // a thread of its own, at the lowest priority, a 2 MiB page at a time with a pause as long as the page took: half
-    // a core at most, so that the memory bus and the address space's lock stay free enough for the work going on.
-    // Nothing at all for 0 bytes or where the mapping fails. `pause`: the pause after a page, as a multiple of the
-    // time the page took (tests make it long, to see that release() does not wait for it).
+    // Maps `bytes` of anonymous memory (in huge pages where they pay: processmemory.h) and starts making them present
+    // on a thread of its own, at the lowest priority, 2 MiB at a time with a pause as long as those took: half a core
+    // at most, so that the memory bus and the address space's lock stay free enough for the work going on. Nothing at
+    // all for 0 bytes or where the mapping fails. `pause`: the pause after each 2 MiB, as a multiple of the time they
+    // took (tests make it long, to see that release() does not wait for it).
     explicit WarmPages(size_t bytes, double pause = 1.0);
     ~WarmPages() { release(); }
     WarmPages(const WarmPages&) = delete;

@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string_view>
+#include <system_error>
 
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -24,7 +26,44 @@ namespace {
     constexpr const char* CopyMarker = "MEMSCOPE_TUNED_COPY";
     constexpr const char* UserTunables = "MEMSCOPE_USER_GLIBC_TUNABLES";
 
+    std::string fileText(const std::string& path)
+    {
+        std::ifstream file(path);
+        return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    }
+
 } // namespace
+
+bool balloonReportsFreePages(const std::string& features)
+{
+    constexpr size_t ReportingBit = 5; // VIRTIO_BALLOON_F_REPORTING
+    return features.size() > ReportingBit && features[ReportingBit] == '1';
+}
+
+bool freePagesReportedToHost()
+{
+    std::error_code error;
+    for (const auto& device :
+         std::filesystem::directory_iterator("/sys/bus/virtio/drivers/virtio_balloon", error)) {
+        if (device.path().filename().string().rfind("virtio", 0) == 0
+            && balloonReportsFreePages(fileText((device.path() / "features").string())))
+            return true;
+    }
+    return false;
+}
+
+bool hugePagesPay()
+{
+    static const bool pay = [] {
+        if (!hugePagesOnRequest(fileText("/sys/kernel/mm/transparent_hugepage/enabled")))
+            return false;
+        const char* forced = std::getenv("MEMSCOPE_HUGE_PAGES");
+        if (forced && *forced)
+            return std::strcmp(forced, "0") != 0;
+        return !freePagesReportedToHost();
+    }();
+    return pay;
+}
 
 uint64_t availableMemory()
 {
@@ -110,11 +149,9 @@ void tuneProcessMemory(char** argv)
             prctl(PR_SET_NAME, slash ? slash + 1 : argv[0]);
         }
     } else if (!sanitizerAllocator() && argv && argv[0]) {
-        std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
-        const std::string enabled((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
         const char* current = std::getenv(TunablesVariable);
         const std::optional<std::string> tunables = tunablesWithHugePages(current);
-        if (tunables && hugePagesOnRequest(enabled)) {
+        if (tunables && hugePagesPay()) {
             if (current)
                 setenv(UserTunables, current, 1);
             setenv(CopyMarker, current ? "1" : "0", 1);

@@ -82,6 +82,9 @@ template <typename T> bool same(const GrowingArray<T>& g, const std::vector<T>& 
 class TestGrowingArray : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    // The huge-page advice is tested as on a machine where it pays (model/processmemory.h: hugePagesPay() decides
+    // once, on its first call).
+    void initTestCase() { setenv("MEMSCOPE_HUGE_PAGES", "1", 1); }
     // Random appends, inserts, erases and resizes agree with std::vector at every step, from empty to well past
     // the size where the array moves into a mapping.
     void randomOperationsMatchVector_data();

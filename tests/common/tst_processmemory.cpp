@@ -1,7 +1,8 @@
 // model/processmemory: the GLIBC_TUNABLES value the programs start their copy with (the user's tunables kept, a
 // user's own glibc.malloc.hugetlb respected), the kernel's huge-page mode read from its file, the user's environment
-// put back in the copy, and memscope-cli really running as that copy (its environment read from /proc while it
-// waits on a FIFO), or not where the user turned it off.
+// put back in the copy, a virtio balloon's free page reporting read from its features, and memscope-cli really
+// running as that copy (its environment read from /proc while it waits on a FIFO), or not where the user turned it
+// off or huge pages do not pay.
 #include "model/processmemory.h"
 #include "runprogram.h"
 
@@ -46,6 +47,8 @@ private Q_SLOTS:
     void tunables();
     void hugePageMode_data();
     void hugePageMode();
+    void balloonReporting_data();
+    void balloonReporting();
     void restoresTheUserEnvironment_data();
     void restoresTheUserEnvironment();
     void programRunsAsItsTunedCopy_data();
@@ -103,6 +106,24 @@ void TestProcessMemory::hugePageMode()
     QCOMPARE(model::hugePagesOnRequest(file.toStdString()), onRequest);
 }
 
+void TestProcessMemory::balloonReporting_data()
+{
+    QTest::addColumn<QString>("features"); // as sysfs shows a virtio device's: bit 0 first
+    QTest::addColumn<bool>("reports");
+    QTest::newRow("stats, deflate on OOM, reporting") << "0110010100000000000000000000000010000000" << true;
+    QTest::newRow("reporting alone") << "000001" << true;
+    QTest::newRow("free page hints, not reporting") << "0111100100000000" << false;
+    QTest::newRow("cut short before bit 5") << "01111" << false;
+    QTest::newRow("no file") << "" << false;
+}
+
+void TestProcessMemory::balloonReporting()
+{
+    QFETCH(QString, features);
+    QFETCH(bool, reports);
+    QCOMPARE(model::balloonReportsFreePages(features.toStdString()), reports);
+}
+
 void TestProcessMemory::restoresTheUserEnvironment_data()
 {
     QTest::addColumn<QString>("marker"); // MEMSCOPE_TUNED_COPY; empty: not a copy
@@ -144,19 +165,32 @@ void TestProcessMemory::restoresTheUserEnvironment()
 void TestProcessMemory::programRunsAsItsTunedCopy_data()
 {
     QTest::addColumn<QString>("userTunables"); // empty: unset
-    QTest::addColumn<bool>("copied");
+    QTest::addColumn<QString>("hugePages"); // MEMSCOPE_HUGE_PAGES; empty: unset (the machine decides)
+    QTest::addColumn<bool>("copied"); // where huge pages pay
     QTest::addColumn<QString>("copyTunables");
-    QTest::newRow("no tunables") << "" << true << "glibc.malloc.hugetlb=1";
-    QTest::newRow("the user's kept") << "glibc.malloc.arena_max=4" << true
-                                     << "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1";
-    QTest::newRow("turned off by the user") << "glibc.malloc.hugetlb=0" << false << "glibc.malloc.hugetlb=0";
+    QTest::newRow("no tunables") << ""
+                                 << "1" << true << "glibc.malloc.hugetlb=1";
+    QTest::newRow("the user's kept") << "glibc.malloc.arena_max=4"
+                                     << "1" << true << "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1";
+    QTest::newRow("turned off by the user") << "glibc.malloc.hugetlb=0"
+                                            << "1" << false << "glibc.malloc.hugetlb=0";
+    QTest::newRow("huge pages turned off") << "glibc.malloc.arena_max=4"
+                                           << "0" << false << "glibc.malloc.arena_max=4";
+    // Where this machine's balloon hands free memory back to its host, huge pages do not pay: no copy.
+    QTest::newRow("the machine decides") << "glibc.malloc.arena_max=4"
+                                         << "" << true << "glibc.malloc.arena_max=4:glibc.malloc.hugetlb=1";
 }
 
 void TestProcessMemory::programRunsAsItsTunedCopy()
 {
     QFETCH(QString, userTunables);
+    QFETCH(QString, hugePages);
     QFETCH(bool, copied);
     QFETCH(QString, copyTunables);
+    if (hugePages.isEmpty() && model::freePagesReportedToHost()) {
+        copied = false;
+        copyTunables = userTunables;
+    }
     std::ifstream modeFile("/sys/kernel/mm/transparent_hugepage/enabled");
     const std::string mode((std::istreambuf_iterator<char>(modeFile)), std::istreambuf_iterator<char>());
     if (copied && (!model::hugePagesOnRequest(mode) || model::sanitizerAllocator()))
@@ -171,6 +205,9 @@ void TestProcessMemory::programRunsAsItsTunedCopy()
     env.remove(QStringLiteral("GLIBC_TUNABLES"));
     if (!userTunables.isEmpty())
         env.insert(QStringLiteral("GLIBC_TUNABLES"), userTunables);
+    env.remove(QStringLiteral("MEMSCOPE_HUGE_PAGES"));
+    if (!hugePages.isEmpty())
+        env.insert(QStringLiteral("MEMSCOPE_HUGE_PAGES"), hugePages);
     QProcess cli;
     cli.setProcessEnvironment(env);
     cli.start(test::programPath(QStringLiteral("memscope-cli")), { QStringLiteral("stats"), fifo });

@@ -717,6 +717,9 @@ class TestReplay : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
+    // Which arrays ask for huge pages is tested as on a machine where they pay (model/processmemory.h: hugePagesPay()
+    // decides once, on its first call).
+    void initTestCase() { setenv("MEMSCOPE_HUGE_PAGES", "1", 1); }
     // Every snapshot of ../shared, and the long real trace whose ring wrapped (tests/data/long).
     void finalStateMatchesSnapshot_data() { snapshotFiles_data(true); }
     void finalStateMatchesSnapshot();
