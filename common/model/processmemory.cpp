@@ -43,8 +43,7 @@ bool balloonReportsFreePages(const std::string& features)
 bool freePagesReportedToHost()
 {
     std::error_code error;
-    for (const auto& device :
-         std::filesystem::directory_iterator("/sys/bus/virtio/drivers/virtio_balloon", error)) {
+    for (const auto& device : std::filesystem::directory_iterator("/sys/bus/virtio/drivers/virtio_balloon", error)) {
         if (device.path().filename().string().rfind("virtio", 0) == 0
             && balloonReportsFreePages(fileText((device.path() / "features").string())))
             return true;
