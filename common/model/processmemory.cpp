@@ -42,10 +42,13 @@ bool balloonReportsFreePages(const std::string& features)
 
 bool freePagesReportedToHost()
 {
+    // Without exceptions: a directory that cannot be read counts as no balloon.
     std::error_code error;
-    for (const auto& device : std::filesystem::directory_iterator("/sys/bus/virtio/drivers/virtio_balloon", error)) {
-        if (device.path().filename().string().rfind("virtio", 0) == 0
-            && balloonReportsFreePages(fileText((device.path() / "features").string())))
+    std::filesystem::directory_iterator it("/sys/bus/virtio/drivers/virtio_balloon", error);
+    for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+        const std::filesystem::path& device = it->path();
+        if (device.filename().string().rfind("virtio", 0) == 0
+            && balloonReportsFreePages(fileText((device / "features").string())))
             return true;
     }
     return false;
