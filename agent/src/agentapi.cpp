@@ -69,11 +69,18 @@ namespace {
             p->disableAfterFork();
     }
 
+    // A dump's blocks carry the stacks the publisher gave their allocations (dump.h, StackNamer).
+    std::vector<SymbolFrame> publishedStack(uint32_t stackId)
+    {
+        Publisher* p = agent().publisher.load(std::memory_order_acquire);
+        return p ? p->stackFrames(stackId) : std::vector<SymbolFrame> {};
+    }
+
     void dumpAtExit()
     {
         Agent& a = agent();
         std::string written, why;
-        if (a.allocator && !dumpSnapshot(*a.allocator, a.dump.path, &written, &why))
+        if (a.allocator && !dumpSnapshot(*a.allocator, a.dump.path, &written, &why, publishedStack))
             std::fprintf(stderr, "memscope: snapshot dump at exit failed: %s\n", why.c_str());
     }
 
@@ -144,7 +151,7 @@ namespace {
         agent->dump = dumpSettingsFromEnvironment();
         const char* dumpOn = std::getenv("MEMSCOPE_DUMP_ON");
         if (byDefault || (dumpOn && std::strstr(dumpOn, "signal")))
-            installDumpSignal(*agent->allocator, agent->dump.path); // SIGUSR2, unless the host handles it
+            installDumpSignal(*agent->allocator, agent->dump.path, publishedStack); // SIGUSR2, unless the host has it
         if (agent->dump.onExit)
             std::atexit(dumpAtExit);
         if (byDefault && !(publish && std::strcmp(publish, "0") == 0)) {
@@ -229,7 +236,7 @@ namespace {
         const DumpSettings& dump = agent().dump;
         std::string written, why, dumped;
         if (dump.onOom) {
-            if (dumpSnapshot(*a, dump.path, &written, &why))
+            if (dumpSnapshot(*a, dump.path, &written, &why, publishedStack))
                 dumped = "; snapshot written to " + written;
             else
                 dumped = "; the snapshot dump failed: " + why;
@@ -509,7 +516,7 @@ int memscope_dump_snapshot(const char* path) noexcept
         if (!a)
             return -1;
         std::string written, why;
-        if (dumpSnapshot(*a, path && *path ? std::string(path) : agent().dump.path, &written, &why))
+        if (dumpSnapshot(*a, path && *path ? std::string(path) : agent().dump.path, &written, &why, publishedStack))
             return 0;
         setError("memscope_dump_snapshot: " + why);
     } catch (const std::exception& e) {

@@ -108,6 +108,7 @@ namespace {
     sem_t g_signalSem;
     const CachingAllocator* g_signalAllocator = nullptr;
     std::string* g_signalPath = nullptr;
+    StackNamer* g_signalNamer = nullptr;
 
     void onSigusr2(int)
     {
@@ -126,7 +127,7 @@ namespace {
             if (sem_wait(&g_signalSem) != 0)
                 continue; // EINTR
             std::string written, error;
-            if (dumpSnapshot(*g_signalAllocator, *g_signalPath, &written, &error))
+            if (dumpSnapshot(*g_signalAllocator, *g_signalPath, &written, &error, *g_signalNamer))
                 std::fprintf(stderr, "memscope: snapshot written to %s\n", written.c_str());
             else
                 std::fprintf(stderr, "memscope: snapshot dump failed: %s\n", error.c_str());
@@ -148,7 +149,7 @@ DumpSettings dumpSettingsFromEnvironment()
 }
 
 std::string encodeSnapshotPickle(const std::vector<SegmentInfo>& segments, int deviceCount,
-                                 const AllocatorConfig& config)
+                                 const AllocatorConfig& config, const StackNamer& namer)
 {
     PickleWriter w;
     w.emptyDict();
@@ -200,6 +201,25 @@ std::string encodeSnapshotPickle(const std::vector<SegmentInfo>& segments, int d
                     w.string(blockState(b));
                     w.string("frames");
                     w.emptyList();
+                    if (b.active && b.stackId != 0 && namer) {
+                        // As torch.cuda.memory._snapshot() writes a frame: {"filename", "line", "name"}.
+                        const std::vector<SymbolFrame> frames = namer(b.stackId);
+                        if (!frames.empty()) {
+                            w.mark();
+                            for (const SymbolFrame& f : frames) {
+                                w.emptyDict();
+                                w.mark();
+                                w.string("filename");
+                                w.string(f.filename);
+                                w.string("line");
+                                w.integer(f.line);
+                                w.string("name");
+                                w.string(f.name);
+                                w.setItems();
+                            }
+                            w.appends();
+                        }
+                    }
                     w.setItems();
                 }
                 w.appends();
@@ -265,11 +285,11 @@ std::string dumpTarget(const std::string& path)
 }
 
 bool dumpSnapshot(const CachingAllocator& allocator, const std::string& path, std::string* written,
-                  std::string* error)
+                  std::string* error, const StackNamer& namer)
 {
     const std::string target = dumpTarget(path);
     const std::string bytes
-        = encodeSnapshotPickle(allocator.snapshotAll([] {}), allocator.deviceCount(), allocator.config());
+        = encodeSnapshotPickle(allocator.snapshotAll([] {}), allocator.deviceCount(), allocator.config(), namer);
     const std::string temp = target + ".tmp-" + std::to_string(::getpid());
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -299,7 +319,7 @@ bool dumpSnapshot(const CachingAllocator& allocator, const std::string& path, st
     return true;
 }
 
-void installDumpSignal(const CachingAllocator& allocator, const std::string& path)
+void installDumpSignal(const CachingAllocator& allocator, const std::string& path, StackNamer namer)
 {
     static std::atomic<bool> installed { false };
     if (installed.exchange(true))
@@ -311,6 +331,7 @@ void installDumpSignal(const CachingAllocator& allocator, const std::string& pat
         return;
     g_signalAllocator = &allocator;
     g_signalPath = new std::string(path); // leaked on purpose, like the agent
+    g_signalNamer = new StackNamer(std::move(namer));
     std::thread(dumpThread).detach();
     struct sigaction sa {};
     sa.sa_handler = onSigusr2;

@@ -9,7 +9,9 @@
 #pragma once
 
 #include "allocator.h"
+#include "eventsource.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,15 +24,20 @@ struct DumpSettings {
 };
 DumpSettings dumpSettingsFromEnvironment();
 
-// The pickle bytes of a snapshot of `segments` (device_traces empty per device, allocator_settings from config).
+// Names a block's stack (BlockInfo::stackId, the id the publisher gave its allocation) for a dump: its frames,
+// innermost first; empty when unknown. Any thread.
+using StackNamer = std::function<std::vector<SymbolFrame>(uint32_t stackId)>;
+
+// The pickle bytes of a snapshot of `segments` (device_traces empty per device, allocator_settings from config);
+// each active block's "frames" are what `namer` (when given) says of its stack, as the published events have it.
 std::string encodeSnapshotPickle(const std::vector<SegmentInfo>& segments, int deviceCount,
-                                 const AllocatorConfig& config);
+                                 const AllocatorConfig& config, const StackNamer& namer = {});
 // Where a dump goes: `path` itself when it names a file, else <path>/memscope-<pid>-<n>.pickle.
 std::string dumpTarget(const std::string& path);
 // Snapshots `allocator` and writes it atomically to dumpTarget(path); *written = the file. False + *error on failure.
 bool dumpSnapshot(const CachingAllocator& allocator, const std::string& path, std::string* written,
-                  std::string* error);
+                  std::string* error, const StackNamer& namer = {});
 // Installs a SIGUSR2 handler (unless the host has one) and the thread that writes a dump to `path` each time.
-void installDumpSignal(const CachingAllocator& allocator, const std::string& path);
+void installDumpSignal(const CachingAllocator& allocator, const std::string& path, StackNamer namer = {});
 
 } // namespace memscope::agent

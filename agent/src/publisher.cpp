@@ -130,6 +130,22 @@ Publisher::Publisher(EventSource& source, PublisherOptions options)
     }
 }
 
+std::vector<SymbolFrame> Publisher::stackFrames(uint32_t stackId) const
+{
+    std::vector<SymbolFrame> frames;
+    const size_t device = stackId >> 26;
+    const uint32_t index = stackId & ((uint32_t(1) << 26) - 1);
+    if (stackId == 0 || device >= m_channels.size() || !m_channels[device]->stacks || index == 0)
+        return frames;
+    const StackTable& table = *m_channels[device]->stacks;
+    if (index > table.size())
+        return frames;
+    const StackTable::Stack stack = table.at(index - 1);
+    for (unsigned i = 0; i < stack.count; ++i)
+        frames.push_back(m_symbolizer.name(stack.frames[i]));
+    return frames;
+}
+
 uint64_t Publisher::stacksDropped() const
 {
     uint64_t n = 0;
@@ -673,13 +689,13 @@ void Publisher::takeBaseline()
     m_source.stateSent(state);
 }
 
-void Publisher::stop(unsigned maxWaitMs)
+bool Publisher::stop(unsigned maxWaitMs)
 {
     if (m_forked.load())
-        return;
+        return true;
     m_enabled.store(false, std::memory_order_relaxed); // nothing more goes into the ring
     if (!m_running.exchange(false))
-        return;
+        return true;
     m_stopDeadlineNs.store(steadyNs() + int64_t(maxWaitMs) * 1000000);
     m_stopRequested.store(true, std::memory_order_release);
     std::unique_lock lock(m_doneMutex);
@@ -687,6 +703,7 @@ void Publisher::stop(unsigned maxWaitMs)
     lock.unlock();
     if (done && m_thread.joinable())
         m_thread.join();
+    return done;
 }
 
 void Publisher::removeOwnSockets()

@@ -102,8 +102,9 @@ public:
     // allocator keeps working either way. Register it with allocator.setTraceObserver() yourself.
     bool start(std::string* error = nullptr);
     // Publishes what the ring holds and a Goodbye, then ends the thread; waits at most `maxWaitMs` for that, after
-    // which the thread is left to finish (detached) and the caller goes on. Idempotent.
-    void stop(unsigned maxWaitMs = 200);
+    // which the thread is left to finish (detached) and the caller goes on. Idempotent. True when the thread has
+    // finished (or never ran), false when it was left to finish.
+    bool stop(unsigned maxWaitMs = 200);
     bool running() const { return m_running.load(std::memory_order_acquire); }
 
     // TraceObserver: under the device lock. One record into the ring (and, with stacks on, one stack captured
@@ -123,6 +124,9 @@ public:
             r.timeNs = now;
         });
     }
+    // The frames of a stack id this publisher handed out (a block's BlockInfo::stackId), named as its "S" definition
+    // names them (but for the object files' own symbol tables); empty when unknown. Any thread.
+    std::vector<SymbolFrame> stackFrames(uint32_t stackId) const;
     // StackSender: a stack symbolised elsewhere, on topic "S". Publisher thread only.
     void sendSymbolizedStack(uint32_t stackId, const std::vector<SymbolFrame>& frames) override;
     // Whether the calling thread is the publisher's (an observer stamps the states it takes there).
@@ -138,6 +142,7 @@ public:
     // States taken for viewers so far (one serves every viewer waiting then), and requests turned away because
     // too many peers were waiting. Any thread.
     uint64_t statesTaken() const { return m_stateServer.statesTaken(); }
+    uint64_t statesReplied() const { return m_stateServer.statesReplied(); }
     uint64_t stateRequestsDropped() const { return m_stateServer.requestsDropped(); }
     unsigned stackDepth() const { return m_stackDepth; }
     bool pythonStacks() const { return m_pythonStacks; }

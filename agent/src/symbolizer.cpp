@@ -27,6 +27,27 @@ void StackSymbolizer::defineFrame(uintptr_t address, std::string name, std::stri
     m_definedFrames[address] = DefinedFrame { std::move(name), std::move(file), line };
 }
 
+SymbolFrame StackSymbolizer::name(uintptr_t address) const
+{
+    if (python::Frame f; python::symbolise(address, f))
+        return { f.name, f.file, f.line };
+    if (auto defined = m_definedFrames.find(address); defined != m_definedFrames.end())
+        return { defined->second.name, defined->second.file, defined->second.line };
+    SymbolFrame frame { "??", "??", 0 };
+    Dl_info info {};
+    if (dladdr(reinterpret_cast<void*>(address - 1), &info) != 0) {
+        if (info.dli_fname && *info.dli_fname)
+            frame.filename = info.dli_fname;
+        if (info.dli_sname && *info.dli_sname) {
+            int status = 0;
+            char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+            frame.name = status == 0 && demangled ? std::string(demangled) : std::string(info.dli_sname);
+            std::free(demangled);
+        }
+    }
+    return frame;
+}
+
 void StackSymbolizer::encode(const StackTable::Stack& stack, std::vector<char>& out)
 {
     std::vector<wire::FrameRecord> frames(stack.count);

@@ -21,6 +21,9 @@ class StackSymbolizer {
 public:
     // `address` (any value no code lives at) names this frame instead of what dladdr would say.
     void defineFrame(uintptr_t address, std::string name, std::string file, int line);
+    // A frame defineFrame named, or any address named as the "S" definitions name it but for the symbol-table
+    // fallback: any thread once the publisher thread runs (the defined frames are fixed by then).
+    SymbolFrame name(uintptr_t address) const;
 
     // The "S" frame's bytes for a captured stack, into `out` (cleared first).
     void encode(const StackTable::Stack& stack, std::vector<char>& out);

@@ -15,6 +15,8 @@
 #include <QTest>
 
 #include <cstdio>
+#include <set>
+#include <string>
 #include <new>
 #include <stdexcept>
 
@@ -31,6 +33,7 @@ private Q_SLOTS:
     void initTestCase();
     void pickleMatchesAllocatorState();
     void cliReadsTheDump();
+    void demoExitDumpCarriesStacks();
     void cApiDumpsIntoFolder();
     void dumpOnOom();
     void outOfMemoryPolicy();
@@ -119,6 +122,43 @@ void TestDump::cliReadsTheDump()
     const QByteArray out = p.readAllStandardOutput();
     QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
     QVERIFY(!out.isEmpty());
+}
+
+void TestDump::demoExitDumpCarriesStacks()
+{
+    // The demo's exit dump (MEMSCOPE_DUMP_ON=exit) names each live block's stack as its events did: the demo's
+    // train.py / model.py frames, none empty.
+    const QString cli = QCoreApplication::applicationDirPath() + QStringLiteral("/memscope-cli");
+    if (!QFile::exists(cli))
+        QSKIP("memscope-cli is not built beside the test");
+    const QString dump = m_dir.path() + QStringLiteral("/demo-exit.pickle");
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("MEMSCOPE_DUMP_ON"), QStringLiteral("exit"));
+    env.insert(QStringLiteral("MEMSCOPE_DUMP_PATH"), dump);
+    p.setProcessEnvironment(env);
+    p.start(cli, { QStringLiteral("demo"), QStringLiteral("--events"), QStringLiteral("20000"), QStringLiteral("--leak"),
+                   QStringLiteral("--endpoint"), QStringLiteral("ipc://") + m_dir.path() + QStringLiteral("/demo") });
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    const io::LoadResult loaded = io::loadSnapshot(dump.toStdString());
+    QVERIFY2(loaded.ok(), loaded.error.message.c_str());
+    const model::Snapshot& s = *loaded.snapshot;
+    size_t active = 0, named = 0;
+    std::set<std::string> files;
+    for (const model::Block& b : s.blocks) {
+        if (b.state != model::BlockState::ActiveAllocated)
+            continue;
+        ++active;
+        if (s.stackSize(b.stack) == 0)
+            continue;
+        ++named;
+        for (const model::FrameId* f = s.stackBegin(b.stack); f != s.stackEnd(b.stack); ++f)
+            files.insert(std::string(s.str(s.frame(*f).filename)));
+    }
+    QVERIFY(active > 0);
+    QCOMPARE(named, active);
+    QVERIFY(files.count("/workspace/gpt/train.py"));
 }
 
 void TestDump::cApiDumpsIntoFolder()

@@ -238,7 +238,8 @@ int runDemo(const std::vector<std::string>& args)
     const DumpSettings dump = dumpSettingsFromEnvironment();
     if (dump.onExit) {
         std::string written, why;
-        if (!dumpSnapshot(allocator, dump.path, &written, &why))
+        if (!dumpSnapshot(allocator, dump.path, &written, &why,
+                          [&publisher](uint32_t stackId) { return publisher.stackFrames(stackId); }))
             std::fprintf(stderr, "memscope-cli demo: %s\n", why.c_str());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(lingerMs));
