@@ -7,8 +7,9 @@
 // Threads: track() runs on whichever thread holds the device's allocator lock (PyTorch calls trackers there); it
 // must not allocate, take the GIL or any other lock: it copies the event's context (a shared_ptr: one atomic
 // increment) into a slot of a per-device ring of slots and writes one record. state(), symbolize() and release()
-// run on memscope's publisher thread: they take PyTorch's allocator locks (snapshot()) without the GIL, and the GIL
-// only afterwards, to symbolise Python frames and drop contexts (a context's last reference frees Python frames).
+// run on memscope's publisher thread and never take the GIL: they hand memscope the contexts' frames unnamed
+// (code object, instruction) and hold each context until memscope releases it; memscope names the frames on a
+// thread of its own (pythonExtra runs there, with the GIL).
 // Built by torch.utils.cpp_extension when observe() first runs (memscope_torch.py).
 #include <torch/extension.h>
 
@@ -16,13 +17,17 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/profiler/combined_traceback.h>
+#include <torch/csrc/profiler/unwind/unwind.h>
+#include <torch/csrc/utils/cpp_stacktraces.h>
 
 #include "memscope/observe.h"
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -119,51 +124,107 @@ void track(const TraceEntry& te)
     }
 }
 
-// Symbolises `contexts` with the GIL held; frames[i] for each (empty where a context has no traceback).
-std::vector<std::vector<torch::unwind::Frame>> symbolise(const std::vector<c10::GatheredContext*>& contexts)
+// PyTorch names a context's frames only through torch::symbolize(), which needs the interpreter lock and, for the
+// Python frames, looks up torch._inductor on every call (torch/csrc/profiler/python/combined_traceback.cpp,
+// PythonTraceback::appendSymbolized): on a job that has not imported it, that lookup imports it
+// (torch/__init__.py's module __getattr__ loads its lazy submodules), which took the publisher thread for the
+// whole life of a short job. memscope reads the frames itself and names each distinct Python frame once, on a
+// thread of its own (memscope/observe.h, memscope_observer_context_python). The frames are private members of
+// CapturedTraceback; an explicit instantiation may name a private member (C++20 [temp.spec.general]/6: the usual
+// access checking rules do not apply to names in an explicit instantiation), which hands out a pointer to it.
+template <typename Tag, typename Tag::type Member> struct MemberOf {
+    friend typename Tag::type member(Tag) { return Member; }
+};
+struct PythonFramesTag {
+    using type = std::vector<torch::CapturedTraceback::PyFrame> torch::CapturedTraceback::*;
+    friend type member(PythonFramesTag);
+};
+struct NativeFramesTag {
+    using type = std::vector<void*> torch::CapturedTraceback::*;
+    friend type member(NativeFramesTag);
+};
+template struct MemberOf<PythonFramesTag, &torch::CapturedTraceback::frames_>;
+template struct MemberOf<NativeFramesTag, &torch::CapturedTraceback::cpp_frames_>;
+
+const std::vector<torch::CapturedTraceback::PyFrame>& pythonFrames(const torch::CapturedTraceback& tb)
 {
-    std::vector<std::vector<torch::unwind::Frame>> out(contexts.size());
-    std::vector<torch::CapturedTraceback*> tracebacks;
-    std::vector<size_t> where;
-    for (size_t i = 0; i < contexts.size(); ++i) {
-        if (auto* tb = dynamic_cast<torch::CapturedTraceback*>(contexts[i])) {
-            tracebacks.push_back(tb);
-            where.push_back(i);
+    return const_cast<torch::CapturedTraceback&>(tb).*member(PythonFramesTag {});
+}
+const std::vector<void*>& nativeFrames(const torch::CapturedTraceback& tb)
+{
+    return const_cast<torch::CapturedTraceback&>(tb).*member(NativeFramesTag {});
+}
+
+// Native frames (stacks="all"), named by torch's unwinder once per address (publisher thread only). A frame of
+// the interpreter's evaluation loop is preceded by a marker: the Python frame it ran goes there, as PyTorch's
+// symbolize() places it (combined_traceback.cpp: before each C++ frame whose name holds "PyEval_EvalFrame").
+struct NamedNative {
+    std::string name, file;
+    int64_t line = 0;
+    bool evalFrame = false;
+};
+std::unordered_map<void*, NamedNative> g_nativeNames;
+
+void appendNative(const std::vector<void*>& addresses, std::vector<memscope_frame>& out)
+{
+    std::vector<void*> unknown;
+    for (void* a : addresses) {
+        if (!g_nativeNames.count(a))
+            unknown.push_back(a);
+    }
+    if (!unknown.empty()) {
+        std::sort(unknown.begin(), unknown.end());
+        unknown.erase(std::unique(unknown.begin(), unknown.end()), unknown.end());
+        const std::vector<torch::unwind::Frame> named = torch::unwind::symbolize(unknown, torch::get_symbolize_mode());
+        for (size_t i = 0; i < unknown.size(); ++i) {
+            NamedNative n;
+            if (i < named.size()) {
+                n.name = named[i].funcname;
+                n.file = named[i].filename;
+                n.line = int64_t(named[i].lineno);
+                n.evalFrame = n.name.find("PyEval_EvalFrame") != std::string::npos;
+            }
+            g_nativeNames.emplace(unknown[i], std::move(n));
         }
     }
-    if (tracebacks.empty())
-        return out;
-    const torch::SymbolizedTracebacks st = torch::symbolize(tracebacks);
-    for (size_t k = 0; k < where.size() && k < st.tracebacks.size(); ++k)
-        for (uint64_t index : st.tracebacks[k])
-            out[where[k]].push_back(st.all_frames[index]);
-    return out;
-}
-
-// memscope's frames as the sink takes them; memscope_torch.py's own (the backward() wrapper) are left out.
-std::vector<memscope_frame> framesFor(const std::vector<torch::unwind::Frame>& frames)
-{
-    std::vector<memscope_frame> out;
-    out.reserve(frames.size() + 1);
-    for (const torch::unwind::Frame& f : frames) {
-        if (f.filename.size() >= 17 && f.filename.compare(f.filename.size() - 17, 17, "memscope_torch.py") == 0)
-            continue;
-        out.push_back({ f.funcname.c_str(), f.filename.c_str(), int64_t(f.lineno) });
+    for (void* a : addresses) {
+        const NamedNative& n = g_nativeNames.at(a);
+        if (n.evalFrame)
+            out.push_back({ nullptr, nullptr, 0 }); // the next Python frame goes here
+        out.push_back({ n.name.c_str(), n.file.c_str(), n.line });
     }
-    return out;
 }
 
-// The frame put above a backward() call's stack on allocations of the autograd engine.
-const torch::unwind::Frame& backwardFrame()
+// A context's frames as memscope_observer_context_python takes them; false when it has none.
+bool rawFrames(const c10::GatheredContext* context, std::vector<memscope_frame>& native,
+               std::vector<memscope_python_frame>& python)
 {
-    static const torch::unwind::Frame frame = [] {
-        torch::unwind::Frame f;
-        f.filename = "<autograd engine>";
-        f.funcname = "backward";
-        f.lineno = 0;
-        return f;
-    }();
-    return frame;
+    native.clear();
+    python.clear();
+    const auto* tb = dynamic_cast<const torch::CapturedTraceback*>(context);
+    if (!tb)
+        return false;
+    for (const auto& f : pythonFrames(*tb))
+        python.push_back({ f.code, int32_t(f.lasti), 0 });
+    if (!nativeFrames(*tb).empty())
+        appendNative(nativeFrames(*tb), native);
+    return !python.empty() || !native.empty();
+}
+
+// Contexts of the states' blocks, held until memscope releases them (publisher thread only): ids in the range of a
+// device number no allocator has (StateDevice).
+constexpr uint32_t StateDevice = 0xFF;
+std::unordered_map<uint32_t, std::shared_ptr<c10::GatheredContext>> g_stateContexts;
+uint32_t g_nextStateContext = 0;
+
+uint32_t holdStateContext(std::shared_ptr<c10::GatheredContext> context)
+{
+    for (;;) {
+        g_nextStateContext = (g_nextStateContext + 1) & 0xFFFFFFu;
+        const uint32_t id = (StateDevice << 24) | (g_nextStateContext + 1);
+        if (g_stateContexts.emplace(id, context).second)
+            return id;
+    }
 }
 
 int stateHook(void*, memscope_observer_sink* sink)
@@ -171,38 +232,39 @@ int stateHook(void*, memscope_observer_sink* sink)
     if (g_stopping.load())
         return -1;
     // snapshot() takes every device's allocator lock in turn and, under each, reports a SNAPSHOT trace event: the
-    // tracker passes it on, which stamps this state. No GIL here: a thread holding the GIL may wait for those locks.
+    // tracker passes it on, which stamps this state. No interpreter lock is taken here.
     const cca::SnapshotInfo snapshot = cca::snapshot({ 0, 0 }, /*include_traces=*/false);
-    std::vector<c10::GatheredContext*> contexts;
-    for (const auto& segment : snapshot.segments)
-        for (const auto& block : segment.blocks)
-            contexts.push_back(block.active ? block.context_when_allocated.get() : nullptr);
-    std::vector<std::vector<torch::unwind::Frame>> frames;
-    {
-        pybind11::gil_scoped_acquire gil;
-        if (g_stopping.load())
-            return -1;
-        frames = symbolise(contexts);
-    }
-    size_t k = 0;
+    std::vector<memscope_frame> native;
+    std::vector<memscope_python_frame> python;
     for (const auto& segment : snapshot.segments) {
         memscope_observer_segment(sink, segment.device, segment.address, reinterpret_cast<uintptr_t>(segment.stream),
                                   int64_t(segment.owner_private_pool_id.first),
                                   int64_t(segment.owner_private_pool_id.second), segment.is_large,
                                   segment.is_expandable);
         for (const auto& block : segment.blocks) {
-            const std::vector<memscope_frame> f = framesFor(frames[k++]);
-            memscope_observer_block(sink, block.size, block.requested_size, block.allocated, block.active, f.data(),
-                                    f.size());
+            const auto& context = block.context_when_allocated;
+            if (block.active && context && rawFrames(context.get(), native, python)) {
+                memscope_observer_block_python(sink, block.size, block.requested_size, block.allocated, block.active,
+                                               holdStateContext(context), native.data(), native.size(),
+                                               python.data(), python.size());
+            } else {
+                memscope_observer_block(sink, block.size, block.requested_size, block.allocated, block.active,
+                                        nullptr, 0);
+            }
         }
     }
     return 0;
 }
 
-// Drops the contexts' references; the caller holds the GIL (a last reference frees Python frames).
+// Drops the contexts' references. No interpreter lock is needed: a CapturedTraceback's last reference hands its
+// code objects to PyTorch's own list, freed at the next capture (combined_traceback.cpp, to_free_frames).
 void releaseSlots(const uint32_t* contexts, size_t count)
 {
     for (size_t i = 0; i < count; ++i) {
+        if ((contexts[i] >> 24) == StateDevice) {
+            g_stateContexts.erase(contexts[i]);
+            continue;
+        }
         if (Slot* s = slotOf(contexts[i]); s && s->busy.load(std::memory_order_acquire)) {
             s->context.reset();
             s->backward.reset();
@@ -213,42 +275,60 @@ void releaseSlots(const uint32_t* contexts, size_t count)
 
 void symbolizeHook(void*, const uint32_t* contexts, size_t count, memscope_observer_sink* sink)
 {
-    if (g_stopping.load())
-        return; // the interpreter may be finalising: leave the contexts be
-    pybind11::gil_scoped_acquire gil;
-    std::vector<c10::GatheredContext*> gathered(count), backward(count);
+    std::vector<memscope_frame> native;
+    std::vector<memscope_python_frame> python;
+    std::vector<uint32_t> none; // contexts without frames: the host's to release now
     for (size_t i = 0; i < count; ++i) {
         Slot* s = slotOf(contexts[i]);
-        const bool busy = s && s->busy.load(std::memory_order_acquire);
-        gathered[i] = busy ? s->context.get() : nullptr;
-        backward[i] = busy ? s->backward.get() : nullptr;
-    }
-    auto frames = symbolise(gathered);
-    // Events without Python frames that came during a backward() call: the frames of that call.
-    for (size_t i = 0; i < count; ++i) {
-        if (!frames[i].empty())
-            backward[i] = nullptr;
-    }
-    const auto backwardFrames = symbolise(backward);
-    for (size_t i = 0; i < count; ++i) {
-        if (frames[i].empty() && !backwardFrames[i].empty()) {
-            frames[i].push_back(backwardFrame());
-            frames[i].insert(frames[i].end(), backwardFrames[i].begin(), backwardFrames[i].end());
-        }
-        if (frames[i].empty())
+        if (!s || !s->busy.load(std::memory_order_acquire))
             continue;
-        const std::vector<memscope_frame> f = framesFor(frames[i]);
-        memscope_observer_context_frames(sink, contexts[i], f.data(), f.size());
+        bool engine = false;
+        bool some = rawFrames(s->context.get(), native, python);
+        // An event without Python frames that came during a backward() call: the frames of that call.
+        if (python.empty() && s->backward) {
+            std::vector<memscope_frame> ignored;
+            if (rawFrames(s->backward.get(), ignored, python) && !python.empty()) {
+                engine = true;
+                some = true;
+            }
+        }
+        if (!some) {
+            none.push_back(contexts[i]);
+            continue;
+        }
+        // The context stays held (its slot busy) until memscope releases it: its frames are named after this.
+        memscope_observer_context_python(sink, contexts[i], native.data(), native.size(), python.data(),
+                                         python.size(), engine ? 1 : 0);
     }
-    releaseSlots(contexts, count);
+    releaseSlots(none.data(), none.size());
 }
 
-void releaseHook(void*, const uint32_t* contexts, size_t count)
+void releaseHook(void*, const uint32_t* contexts, size_t count) { releaseSlots(contexts, count); }
+
+// The source lines that a line of torch.compile's generated code stands for, as PyTorch's own symbolize() adds
+// them (combined_traceback.cpp: PyCodeCache.stack_frames_for_code), asked only where torch._inductor.codecache is
+// imported already (asking must not import it). On memscope's symboliser thread, with the interpreter lock.
+void pythonExtra(void*, const char* filename, int64_t line, memscope_observer_extras* out)
 {
-    if (g_stopping.load())
-        return;
-    pybind11::gil_scoped_acquire gil;
-    releaseSlots(contexts, count);
+    try {
+        PyObject* codecache = PyImport_GetModule(pybind11::str("torch._inductor.codecache").ptr());
+        if (!codecache) {
+            PyErr_Clear();
+            return;
+        }
+        pybind11::object module = pybind11::reinterpret_steal<pybind11::object>(codecache);
+        pybind11::object frames = module.attr("PyCodeCache").attr("stack_frames_for_code")(filename, line);
+        if (frames.is_none())
+            return;
+        for (pybind11::handle f : frames) {
+            const std::string name = pybind11::cast<std::string>(f["name"]);
+            const std::string file = pybind11::cast<std::string>(f["filename"]);
+            memscope_observer_extra_frame(out, name.c_str(), file.c_str(), pybind11::cast<int64_t>(f["line"]));
+        }
+    } catch (const pybind11::error_already_set&) {
+        PyErr_Clear();
+    } catch (...) {
+    }
 }
 
 // record_function scopes, as PyTorch's own memory history records them (a RecordFunction callback on USER_SCOPE:
@@ -277,7 +357,7 @@ std::string start(const std::string& endpoint)
         g_trackerAttached = true;
     }
     g_stopping.store(false);
-    const memscope_observer_hooks hooks { nullptr, &stateHook, &symbolizeHook, &releaseHook };
+    const memscope_observer_hooks hooks { nullptr, &stateHook, &symbolizeHook, &releaseHook, &pythonExtra };
     int rc = 0;
     {
         pybind11::gil_scoped_release nogil; // the publisher thread's first state takes the GIL
@@ -310,6 +390,28 @@ void stop()
 
 uint64_t lost() { return memscope_observe_lost(); }
 
+// What observing has cost so far (memscope_observe_statistics), for the job to print or a proof to record.
+pybind11::dict stats()
+{
+    memscope_observe_statistics s {};
+    pybind11::dict d;
+    if (memscope_observe_stats(&s) != 0)
+        return d;
+    d["recorded"] = s.recorded;
+    d["lost"] = s.lost;
+    d["contexts"] = s.contexts;
+    d["stacks"] = s.stacks;
+    d["python_frames"] = s.python_frames;
+    d["lock_takes"] = s.lock_takes;
+    d["lock_wait_ms"] = double(s.lock_wait_ns) / 1e6;
+    d["lock_wait_max_ms"] = double(s.lock_wait_max_ns) / 1e6;
+    d["lock_held_ms"] = double(s.lock_held_ns) / 1e6;
+    d["frames_late"] = s.frames_late;
+    d["without_stack"] = s.without_stack;
+    d["symbolize_ms"] = double(s.symbolize_ns) / 1e6;
+    return d;
+}
+
 // Python, with the GIL, around torch.autograd.backward (memscope_torch.py): the caller's Python stack becomes the
 // stack of the autograd engine's allocations until backwardEnd(token).
 int backwardBegin()
@@ -334,6 +436,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
     m.def("start", &start, "observe PyTorch's CUDA caching allocator; returns the endpoint");
     m.def("stop", &stop, "publish what is queued and a goodbye, then stop");
     m.def("lost", &lost, "events dropped because the ring was full");
+    m.def("stats", &stats, "what observing has cost so far: symbolisation, the interpreter lock, stacks");
     m.def("backward_begin", &backwardBegin, "the calling Python stack is the autograd engine's until backward_end");
     m.def("backward_end", &backwardEnd, "ends what backward_begin(token) began");
 }

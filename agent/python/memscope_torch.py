@@ -8,7 +8,10 @@ Two ways, both publishing to every memscope viewer (``memscope --attach``, ``mem
     it needs a C++ compiler and the CUDA toolkit) and publishes every event with the user's Python call stacks
     (``stacks="python"``, PyTorch's own memory history with ``max_entries=1``). CUDA graphs, private pools,
     expandable segments and every allocator setting behave exactly as without memscope. Choose it for any PyTorch
-    job.
+    job. The job's threads do no more than PyTorch's own history makes them do (capture each allocation's
+    context); memscope names the frames on threads of its own, each distinct line once, and takes the interpreter
+    lock only for lines it has not seen. Should a thread of the job keep that lock for long, events go out
+    without their stacks meanwhile and one line on stderr says so; ``observer_stats()`` tells what observing cost.
 ``use()`` (or ``python -m memscope_torch --use train.py ARGS``)
     memscope's own allocator (the same decisions as PyTorch's) replaces PyTorch's through
     ``CUDAPluggableAllocator``; the agent reads the Python frames of each allocation and free itself
@@ -77,7 +80,7 @@ import ctypes
 import os
 import sys
 
-__all__ = ["find_library", "use", "observe", "stop_observing", "dump_snapshot"]
+__all__ = ["find_library", "use", "observe", "observer_stats", "stop_observing", "dump_snapshot"]
 
 _LIBRARY_NAME = "libmemscope-agent.so"
 _allocator = None
@@ -260,6 +263,13 @@ def _attribute_backward(torch, begin, end):
     backward._memscope = True
     backward.__wrapped__ = real
     torch.autograd.backward = backward
+
+
+def observer_stats():
+    """What observe() has cost so far, as a dict: records and drops, contexts, distinct stacks and Python frames,
+    the symboliser's interpreter-lock takes, waits and hold times (ms), frames named late, records sent without
+    their stack, and the publisher thread's time naming stacks. Empty before observe()."""
+    return dict(_observer.stats()) if _observer is not None else {}
 
 
 def stop_observing():

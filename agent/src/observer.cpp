@@ -4,7 +4,9 @@
 #include "config.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -31,7 +33,29 @@ namespace {
     static_assert(MEMSCOPE_OBSERVED_SEGMENT_UNMAP == int(wire::EventType::SegmentUnmap));
     static_assert(MEMSCOPE_OBSERVED_OOM == int(wire::EventType::Oom));
 
+    int64_t steadyNow()
+    {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    }
+
+    // memscope_torch.py's own frames (its backward() wrapper) are none of the user's.
+    bool isOwnFrame(std::string_view file) { return file.ends_with("memscope_torch.py"); }
+
 } // namespace
+
+// The publisher thread inside a host hook (the watchdog reports one that does not return).
+struct Observer::HookScope {
+    Observer& o;
+    HookScope(Observer& observer, const char* name)
+        : o(observer)
+    {
+        o.m_hookName.store(name);
+        o.m_hookSinceNs.store(steadyNow());
+    }
+    ~HookScope() { o.m_hookSinceNs.store(0); }
+};
 
 Observer::Observer(const memscope_observer_hooks& hooks, const AllocatorConfig& config, int deviceCount,
                    PublisherOptions options)
@@ -49,18 +73,67 @@ Observer::Observer(const memscope_observer_hooks& hooks, const AllocatorConfig& 
     m_publisher = std::make_unique<Publisher>(*this, std::move(options));
     for (int d = 0; d < m_deviceCount; ++d)
         m_stamps[size_t(d)].store(NoStamp);
+    m_symboliser = std::make_unique<PythonSymboliser>(&Observer::extraFrames, this);
 }
 
-Observer::~Observer() { stop(); }
+Observer::~Observer()
+{
+    stop();
+    {
+        std::lock_guard lock(m_watchMutex);
+        m_watchStop = true;
+    }
+    m_watchWake.notify_all();
+    if (m_watchdog.joinable())
+        m_watchdog.join();
+}
 
-bool Observer::start(std::string* error) { return m_publisher->start(error); }
+bool Observer::start(std::string* error)
+{
+    if (!m_publisher->start(error))
+        return false;
+    if (!m_watchdog.joinable())
+        m_watchdog = std::thread([this] { watch(); });
+    return true;
+}
 
 void Observer::stop(unsigned maxWaitMs)
 {
-    m_publisher->stop(maxWaitMs);
+    const bool finished = m_publisher->stop(maxWaitMs);
     // A publisher thread that outlived the wait may still be inside a hook: wait for it to leave, and let none in.
+    if (!finished && m_hookSinceNs.load() != 0)
+        std::fprintf(stderr,
+                     "memscope: the publisher thread is still inside the host's %s hook at stop; the viewers may "
+                     "miss the last events and the goodbye\n",
+                     m_hookName.load());
     std::lock_guard lock(m_hookMutex);
     m_stopped = true;
+}
+
+void Observer::watch()
+{
+    int64_t reported = 0; // the hook entry already reported
+    std::unique_lock lock(m_watchMutex);
+    while (!m_watchWake.wait_for(lock, std::chrono::milliseconds(500), [this] { return m_watchStop; })) {
+        const int64_t since = m_hookSinceNs.load();
+        if (since == 0 || since == reported)
+            continue;
+        const int64_t ns = steadyNow() - since;
+        if (ns < int64_t(WatchdogSeconds) * 1000000000)
+            continue;
+        reported = since;
+        std::fprintf(stderr,
+                     "memscope: the publisher thread has been inside the host's %s hook for %.1f s: nothing is "
+                     "published meanwhile (events wait in the ring, dropped once it is full)\n",
+                     m_hookName.load(), double(ns) / 1e9);
+    }
+}
+
+void Observer::extraFrames(void* user, const char* file, int line, std::vector<python::ExtraFrame>& out)
+{
+    auto* o = static_cast<Observer*>(user);
+    if (o->m_hooks.python_extra)
+        o->m_hooks.python_extra(o->m_hooks.user, file, line, reinterpret_cast<memscope_observer_extras*>(&out));
 }
 
 int Observer::event(const memscope_observed_event& e) noexcept
@@ -106,11 +179,28 @@ bool Observer::takeState(const std::vector<EventRing*>& rings, std::vector<Segme
     memscope_observer_sink sink;
     sink.observer = this;
     sink.state = &state;
+    m_raw.clear();
+    m_rawNative.clear();
+    m_rawPython.clear();
     m_stamping.store(true, std::memory_order_release);
-    const int rc = m_hooks.state(m_hooks.user, &sink);
+    int rc = 0;
+    {
+        HookScope scope(*this, "state");
+        rc = m_hooks.state(m_hooks.user, &sink);
+    }
     m_stamping.store(false, std::memory_order_release);
     if (rc != 0)
         return false;
+    if (!m_raw.empty()) {
+        std::vector<uint32_t> ids;
+        resolveRaw(StateWaitMs, ids);
+        for (size_t i = 0; i < m_raw.size(); ++i) {
+            const RawStack& r = m_raw[i];
+            if (r.segment < state.size() && r.block < state[r.segment].blocks.size())
+                state[r.segment].blocks[r.block].stackId = ids[i];
+        }
+    }
+    releaseRaw();
     for (size_t d = 0; d < rings.size(); ++d) {
         const uint64_t stamp = d < size_t(m_deviceCount) ? m_stamps[d].load(std::memory_order_acquire) : NoStamp;
         // A device whose allocator reported no snapshot event (none in use yet): nothing of it can be in flight.
@@ -132,12 +222,32 @@ void Observer::complete(wire::EventRecord* records, size_t count, StackSender& s
     }
     m_contextStacks.clear();
     if (!m_contexts.empty()) {
-        std::lock_guard lock(m_hookMutex);
-        if (!m_stopped) {
-            memscope_observer_sink sink;
-            sink.observer = this;
-            m_hooks.symbolize(m_hooks.user, m_contexts.data(), m_contexts.size(), &sink);
+        const int64_t t0 = steadyNow();
+        m_contextCount.fetch_add(m_contexts.size(), std::memory_order_relaxed);
+        m_raw.clear();
+        m_rawNative.clear();
+        m_rawPython.clear();
+        {
+            std::lock_guard lock(m_hookMutex);
+            if (!m_stopped) {
+                memscope_observer_sink sink;
+                sink.observer = this;
+                HookScope scope(*this, "symbolize");
+                m_hooks.symbolize(m_hooks.user, m_contexts.data(), m_contexts.size(), &sink);
+            }
         }
+        if (!m_raw.empty()) {
+            std::vector<uint32_t> ids;
+            resolveRaw(BatchWaitMs, ids);
+            for (size_t i = 0; i < m_raw.size(); ++i)
+                m_contextStacks[m_raw[i].context] = ids[i];
+        }
+        {
+            std::lock_guard lock(m_hookMutex);
+            if (!m_stopped)
+                releaseRaw();
+        }
+        m_symbolizeNs.fetch_add(uint64_t(steadyNow() - t0), std::memory_order_relaxed);
     }
     for (size_t i = 0; i < count; ++i) {
         if (records[i].stackId == 0)
@@ -146,6 +256,154 @@ void Observer::complete(wire::EventRecord* records, size_t count, StackSender& s
         records[i].stackId = it == m_contextStacks.end() ? 0 : it->second;
     }
     sendNewStacks(sender);
+}
+
+void Observer::addRaw(RawStack raw, const memscope_frame* native, size_t nativeCount,
+                      const memscope_python_frame* python, size_t pythonCount)
+{
+    nativeCount = native ? std::min(nativeCount, size_t(wire::MaxStackFrames)) : 0;
+    pythonCount = python ? std::min(pythonCount, size_t(wire::MaxStackFrames)) : 0;
+    raw.nativeFirst = uint32_t(m_rawNative.size());
+    raw.nativeCount = uint32_t(nativeCount);
+    for (size_t i = 0; i < nativeCount; ++i) {
+        if (!native[i].name && !native[i].filename)
+            m_rawNative.push_back({ "", "", -1 }); // where the next Python frame goes
+        else
+            m_rawNative.push_back({ native[i].name ? native[i].name : "", native[i].filename ? native[i].filename : "",
+                                    native[i].line });
+    }
+    raw.pythonFirst = uint32_t(m_rawPython.size());
+    raw.pythonCount = uint32_t(pythonCount);
+    for (size_t i = 0; i < pythonCount; ++i)
+        m_rawPython.push_back({ reinterpret_cast<uintptr_t>(python[i].code), python[i].instruction });
+    m_raw.push_back(raw);
+}
+
+void Observer::resolveRaw(unsigned waitMs, std::vector<uint32_t>& ids)
+{
+    ids.assign(m_raw.size(), 0);
+    m_rawKeys.assign(m_rawPython.size(), 0);
+    // Stacks of Python frames alone seen before: one hash of their pairs each, no naming.
+    std::vector<bool> done(m_raw.size(), false);
+    std::vector<python::RawFrame> unknown;
+    for (size_t i = 0; i < m_raw.size(); ++i) {
+        const RawStack& r = m_raw[i];
+        if (r.nativeCount == 0) {
+            m_rawKey.assign(reinterpret_cast<const char*>(m_rawPython.data() + r.pythonFirst),
+                            r.pythonCount * sizeof(python::RawFrame));
+            m_rawKey += r.engine ? 'E' : 'P';
+            if (auto it = m_rawStackIds.find(std::string_view(m_rawKey)); it != m_rawStackIds.end()) {
+                ids[i] = it->second;
+                done[i] = true;
+                m_releaseNow.push_back(r.context);
+                continue;
+            }
+        }
+        unknown.insert(unknown.end(), m_rawPython.begin() + r.pythonFirst,
+                       m_rawPython.begin() + r.pythonFirst + r.pythonCount);
+    }
+    if (unknown.empty() && std::find(done.begin(), done.end(), false) == done.end())
+        return;
+    // Name them: the table's frames at once, the others on the symboliser's thread (a bounded wait).
+    std::vector<uintptr_t> unknownKeys(unknown.size());
+    uint64_t pass = 0;
+    const bool named = m_symboliser->resolve(unknown.data(), unknown.size(), unknownKeys.data(), waitMs, &pass);
+    if (!named) {
+        size_t late = 0;
+        for (uintptr_t k : unknownKeys)
+            late += k == 0;
+        m_framesLate.fetch_add(late, std::memory_order_relaxed);
+        if (!m_lateReported) {
+            m_lateReported = true;
+            const uint64_t waiting = m_symboliser->lockWaitingNs();
+            if (waiting > 0)
+                std::fprintf(stderr,
+                             "memscope: Python stacks are late: the symboliser has waited %.1f s for the interpreter "
+                             "lock (GIL), which a thread of the job holds; events are published without their "
+                             "stacks until it gets it\n",
+                             double(waiting) / 1e9);
+            else
+                std::fprintf(stderr,
+                             "memscope: Python stacks are late: %zu frames were not named within %u ms; events are "
+                             "published without their stacks until they are\n",
+                             late, waitMs);
+        }
+    } else if (m_lateReported) {
+        m_lateReported = false;
+        std::fprintf(stderr, "memscope: Python stacks are named again (%llu events went out without theirs)\n",
+                     static_cast<unsigned long long>(m_withoutStack.load()));
+    }
+    const uintptr_t engine = python::engineKey();
+    size_t at = 0;
+    std::vector<uintptr_t> extras(wire::MaxStackFrames);
+    for (size_t i = 0; i < m_raw.size(); ++i) {
+        if (done[i])
+            continue;
+        const RawStack& r = m_raw[i];
+        const uintptr_t* keys = unknownKeys.data() + at;
+        at += r.pythonCount;
+        if (std::find(keys, keys + r.pythonCount, uintptr_t(0)) != keys + r.pythonCount) {
+            m_withoutStack.fetch_add(1, std::memory_order_relaxed);
+            // Not named in time: no stack (a later event of the same place will have it). The symboliser's thread
+            // may still read these code objects: the context stays the host's until that pass is over.
+            m_releaseAfter.emplace_back(pass, r.context);
+            continue;
+        }
+        m_releaseNow.push_back(r.context);
+        std::vector<SymbolFrame> stack;
+        stack.reserve(r.nativeCount + r.pythonCount + 1);
+        python::Frame f {};
+        uint32_t next = 0; // the next Python frame
+        auto appendPython = [&](uint32_t k) {
+            if (!python::symbolise(keys[k], f) || isOwnFrame(f.file))
+                return;
+            stack.push_back({ f.name, f.file, f.line });
+            const unsigned n = python::extras(keys[k], extras.data(), unsigned(extras.size()));
+            for (unsigned e = 0; e < n; ++e) {
+                if (python::symbolise(extras[e], f))
+                    stack.push_back({ f.name, f.file, f.line });
+            }
+        };
+        for (uint32_t n = 0; n < r.nativeCount; ++n) {
+            const SymbolFrame& native = m_rawNative[r.nativeFirst + n];
+            if (native.name.empty() && native.filename.empty() && native.line == -1) {
+                if (next < r.pythonCount)
+                    appendPython(next++);
+            } else {
+                stack.push_back(native);
+            }
+        }
+        if (r.engine && engine != 0 && python::symbolise(engine, f))
+            stack.push_back({ f.name, f.file, f.line });
+        while (next < r.pythonCount)
+            appendPython(next++);
+        ids[i] = intern(std::move(stack));
+        if (r.nativeCount == 0) {
+            // Every code object named here is held by the table: these bytes keep naming the same frames.
+            m_rawKey.assign(reinterpret_cast<const char*>(m_rawPython.data() + r.pythonFirst),
+                            r.pythonCount * sizeof(python::RawFrame));
+            m_rawKey += r.engine ? 'E' : 'P';
+            if (m_rawStackIds.size() < MaxStacks)
+                m_rawStackIds.emplace(m_rawKey, ids[i]);
+        }
+    }
+}
+
+void Observer::releaseRaw()
+{
+    if (!m_releaseAfter.empty()) {
+        const uint64_t done = m_symboliser->passesDone();
+        auto kept = std::remove_if(m_releaseAfter.begin(), m_releaseAfter.end(), [&](const auto& late) {
+            if (late.first > done)
+                return false;
+            m_releaseNow.push_back(late.second);
+            return true;
+        });
+        m_releaseAfter.erase(kept, m_releaseAfter.end());
+    }
+    if (!m_releaseNow.empty() && m_hooks.release)
+        m_hooks.release(m_hooks.user, m_releaseNow.data(), m_releaseNow.size());
+    m_releaseNow.clear();
 }
 
 void Observer::discard(const wire::EventRecord* records, size_t count)
@@ -175,6 +433,7 @@ void Observer::sendNewStacks(StackSender& sender)
 {
     for (; m_stacksSent < m_stacks.size(); ++m_stacksSent)
         sender.sendSymbolizedStack(uint32_t(m_stacksSent + 1), m_stacks[m_stacksSent]);
+    m_stacksSentCount.store(m_stacksSent, std::memory_order_relaxed);
 }
 
 uint32_t Observer::intern(const memscope_frame* frames, size_t count)
@@ -182,13 +441,28 @@ uint32_t Observer::intern(const memscope_frame* frames, size_t count)
     if (!frames || count == 0)
         return 0;
     count = std::min(count, size_t(wire::MaxStackFrames));
-    std::string key;
+    std::vector<SymbolFrame> stack(count);
     for (size_t i = 0; i < count; ++i) {
-        key += frames[i].name ? frames[i].name : "";
+        stack[i].name = frames[i].name ? frames[i].name : "";
+        stack[i].filename = frames[i].filename ? frames[i].filename : "";
+        stack[i].line = frames[i].line;
+    }
+    return intern(std::move(stack));
+}
+
+uint32_t Observer::intern(std::vector<SymbolFrame> stack)
+{
+    if (stack.empty())
+        return 0;
+    if (stack.size() > wire::MaxStackFrames)
+        stack.resize(wire::MaxStackFrames);
+    std::string key;
+    for (const SymbolFrame& f : stack) {
+        key += f.name;
         key += '\0';
-        key += frames[i].filename ? frames[i].filename : "";
+        key += f.filename;
         key += '\0';
-        key += std::to_string(frames[i].line);
+        key += std::to_string(f.line);
         key += '\0';
     }
     auto it = m_stackIds.find(key);
@@ -196,12 +470,6 @@ uint32_t Observer::intern(const memscope_frame* frames, size_t count)
         return it->second;
     if (m_stacks.size() >= MaxStacks)
         return 0;
-    std::vector<SymbolFrame> stack(count);
-    for (size_t i = 0; i < count; ++i) {
-        stack[i].name = frames[i].name ? frames[i].name : "";
-        stack[i].filename = frames[i].filename ? frames[i].filename : "";
-        stack[i].line = frames[i].line;
-    }
     m_stacks.push_back(std::move(stack));
     const uint32_t id = uint32_t(m_stacks.size());
     m_stackIds.emplace(std::move(key), id);
@@ -256,6 +524,54 @@ void Observer::sinkContextFrames(memscope_observer_sink& sink, uint32_t context,
         m_contextStacks[context] = intern(frames, count);
 }
 
+void Observer::sinkContextPython(memscope_observer_sink& sink, uint32_t context, const memscope_frame* native,
+                                 size_t nativeCount, const memscope_python_frame* python, size_t pythonCount,
+                                 bool engine)
+{
+    if (context == 0 || sink.state)
+        return;
+    RawStack raw;
+    raw.context = context;
+    raw.engine = engine;
+    addRaw(raw, native, nativeCount, python, pythonCount);
+}
+
+void Observer::sinkBlockPython(memscope_observer_sink& sink, uint64_t size, uint64_t requested, bool allocated,
+                               bool active, uint32_t context, const memscope_frame* native, size_t nativeCount,
+                               const memscope_python_frame* python, size_t pythonCount)
+{
+    if (!sink.state || sink.state->empty())
+        return;
+    sinkBlock(sink, size, requested, allocated, active, nullptr, 0);
+    if (context == 0)
+        return;
+    RawStack raw;
+    raw.context = context;
+    raw.isBlock = true;
+    raw.segment = sink.state->size() - 1;
+    raw.block = sink.state->back().blocks.size() - 1;
+    addRaw(raw, native, nativeCount, python, pythonCount);
+}
+
+memscope_observe_statistics Observer::statistics() const
+{
+    memscope_observe_statistics s {};
+    s.recorded = m_publisher->recorded();
+    s.lost = m_publisher->lost();
+    s.contexts = m_contextCount.load();
+    s.stacks = m_stacksSentCount.load();
+    s.python_frames = python::framesKnown();
+    const PythonSymboliser::Stats p = m_symboliser->stats();
+    s.lock_takes = p.lockTakes;
+    s.lock_wait_ns = p.lockWaitNs;
+    s.lock_wait_max_ns = p.lockWaitMaxNs;
+    s.lock_held_ns = p.lockHeldNs;
+    s.frames_late = m_framesLate.load();
+    s.without_stack = m_withoutStack.load();
+    s.symbolize_ns = m_symbolizeNs.load();
+    return s;
+}
+
 } // namespace memscope::agent
 
 // --- the C API ---------------------------------------------------------------------------------------------------
@@ -266,6 +582,7 @@ namespace {
 
 std::mutex g_observeMutex; // start/stop only; never taken by memscope_observe_event
 std::atomic<Observer*> g_observer { nullptr }; // old observers are leaked: a tracker may still be inside event()
+std::atomic<Observer*> g_lastObserver { nullptr }; // the running one, or the last that ran (its statistics)
 std::string g_endpoint;
 
 } // namespace
@@ -316,6 +633,18 @@ int memscope_observe_start(const char* endpoint, int device_count, const char* a
         }
         g_endpoint = observer->publisher().endpoint();
         g_observer.store(observer, std::memory_order_release);
+        g_lastObserver.store(observer, std::memory_order_release);
+        // MEMSCOPE_WAIT_FOR_VIEWER=S: a job whose first allocation comes right after this (a short script) waits
+        // up to S seconds for a viewer started before it to take its state, so that the recording has it all.
+        if (const char* wait = std::getenv("MEMSCOPE_WAIT_FOR_VIEWER"); wait && *wait) {
+            const double seconds = std::strtod(wait, nullptr);
+            const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+            while (observer->publisher().statesReplied() == 0 && std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            if (observer->publisher().statesReplied() == 0)
+                std::fprintf(stderr, "memscope: no viewer took the state within %s s (MEMSCOPE_WAIT_FOR_VIEWER); the "
+                                     "job goes on\n", wait);
+        }
         return 0;
     } catch (const std::exception& e) {
         setLastApiError(std::string("memscope_observe_start: ") + e.what());
@@ -364,6 +693,51 @@ void memscope_observer_block(memscope_observer_sink* sink, uint64_t size, uint64
     try {
         if (sink && sink->observer)
             sink->observer->sinkBlock(*sink, size, requested_size, allocated != 0, active != 0, frames, frame_count);
+    } catch (...) {
+    }
+}
+
+int memscope_observe_stats(memscope_observe_statistics* out) noexcept
+{
+    Observer* o = g_lastObserver.load(std::memory_order_acquire);
+    if (!o || !out)
+        return -1;
+    *out = o->statistics();
+    return 0;
+}
+
+void memscope_observer_context_python(memscope_observer_sink* sink, uint32_t context, const memscope_frame* native,
+                                      size_t native_count, const memscope_python_frame* python, size_t python_count,
+                                      int engine) noexcept
+{
+    try {
+        if (sink && sink->observer)
+            sink->observer->sinkContextPython(*sink, context, native, native_count, python, python_count,
+                                              engine != 0);
+    } catch (...) {
+    }
+}
+
+void memscope_observer_block_python(memscope_observer_sink* sink, uint64_t size, uint64_t requested_size,
+                                    int allocated, int active, uint32_t context, const memscope_frame* native,
+                                    size_t native_count, const memscope_python_frame* python,
+                                    size_t python_count) noexcept
+{
+    try {
+        if (sink && sink->observer)
+            sink->observer->sinkBlockPython(*sink, size, requested_size, allocated != 0, active != 0, context,
+                                            native, native_count, python, python_count);
+    } catch (...) {
+    }
+}
+
+void memscope_observer_extra_frame(memscope_observer_extras* out, const char* name, const char* filename,
+                                   int64_t line) noexcept
+{
+    try {
+        if (out)
+            reinterpret_cast<std::vector<memscope::agent::python::ExtraFrame>*>(out)->push_back(
+                { name ? name : "", filename ? filename : "", int(line) });
     } catch (...) {
     }
 }

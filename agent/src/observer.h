@@ -2,23 +2,31 @@
 // allocator, whose trace tracker (a torch extension) hands every event to event(). Records go through the same
 // ring, publisher thread and wire protocol as memscope's allocator's; on the publisher thread the observer completes
 // them before they are sent: the block sizes PyTorch's events do not carry (BlockLayout, rebased on every state),
-// and the stacks of their contexts (the host symbolises them in batches; equal frame lists share one stack id).
+// and the stacks of their contexts (equal frame lists share one stack id). The host hands a context's frames over
+// named, or its Python frames unnamed (code object, instruction): those are named by a PythonSymboliser, once per
+// distinct frame, and a stack of unnamed frames seen before costs one hash of its pairs.
 //
 // Threads: event() runs on whichever thread holds the observed allocator's device lock and only writes a record
 // into the publisher's ring (or a stamp); everything else runs on the publisher thread, except start() and stop()
 // (any thread, not concurrently with each other). The host's hooks are called on the publisher thread only, one at
-// a time, never after stop() returned.
+// a time, never after stop() returned, but for python_extra (the symboliser's thread, with the interpreter lock).
+// A watchdog thread reports on stderr a hook that has not returned for WatchdogSeconds: while it runs nothing is
+// published.
 #pragma once
 
 #include "blocklayout.h"
 #include "eventsource.h"
 #include "memscope/observe.h"
 #include "publisher.h"
+#include "pythonsymboliser.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -57,14 +65,47 @@ public:
     void sinkBlock(memscope_observer_sink& sink, uint64_t size, uint64_t requested, bool allocated, bool active,
                    const memscope_frame* frames, size_t count);
     void sinkContextFrames(memscope_observer_sink& sink, uint32_t context, const memscope_frame* frames, size_t count);
+    void sinkContextPython(memscope_observer_sink& sink, uint32_t context, const memscope_frame* native,
+                           size_t nativeCount, const memscope_python_frame* python, size_t pythonCount, bool engine);
+    void sinkBlockPython(memscope_observer_sink& sink, uint64_t size, uint64_t requested, bool allocated, bool active,
+                         uint32_t context, const memscope_frame* native, size_t nativeCount,
+                         const memscope_python_frame* python, size_t pythonCount);
+
+    memscope_observe_statistics statistics() const;
+
+    // How long the publisher thread may wait for Python frames to be named: a batch, a state.
+    static constexpr unsigned BatchWaitMs = 200;
+    static constexpr unsigned StateWaitMs = 1000;
+    static constexpr unsigned WatchdogSeconds = 3;
 
     // Block records that did not fit the layout since the last state (publisher thread).
     uint64_t layoutMisses() const { return m_layout.misses(); }
     size_t stackCount() const { return m_stacks.size(); }
 
 private:
+    // A context's (or a state block's) frames as the host gave them, until they are named (publisher thread).
+    struct RawStack {
+        uint32_t context = 0; // the host's, to release once named
+        bool isBlock = false;
+        size_t segment = 0, block = 0; // a state block's place in the state
+        uint32_t nativeFirst = 0, nativeCount = 0; // in m_rawNative
+        uint32_t pythonFirst = 0, pythonCount = 0; // in m_rawPython
+        bool engine = false;
+    };
     uint32_t intern(const memscope_frame* frames, size_t count);
+    uint32_t intern(std::vector<SymbolFrame> stack);
+    // Names every raw stack collected since the last call (waiting at most `waitMs`) and interns it: the stack id
+    // of m_raw[i] in ids[i], 0 where some frame was not named in time.
+    void resolveRaw(unsigned waitMs, std::vector<uint32_t>& ids);
+    void addRaw(RawStack raw, const memscope_frame* native, size_t nativeCount, const memscope_python_frame* python,
+                size_t pythonCount);
+    // Hands the host back the raw stacks' contexts whose frames are named (or will never be); m_hookMutex held.
+    void releaseRaw();
     void sendNewStacks(StackSender& sender);
+    void watch();
+    static void extraFrames(void* user, const char* file, int line, std::vector<python::ExtraFrame>& out);
+
+    struct HookScope; // marks the publisher thread as inside a hook, for the watchdog
 
     const memscope_observer_hooks m_hooks;
     const int m_deviceCount;
@@ -79,8 +120,35 @@ private:
     std::unordered_map<std::string, uint32_t> m_stackIds;
     std::vector<std::vector<SymbolFrame>> m_stacks;
     size_t m_stacksSent = 0;
+    std::atomic<size_t> m_stacksSentCount { 0 };
     std::vector<uint32_t> m_contexts; // publisher thread: a batch's contexts
     std::unordered_map<uint32_t, uint32_t> m_contextStacks; // publisher thread: context -> stack id, one batch
+    // Unnamed frames (publisher thread): a batch's or a state's raw stacks, and stacks of Python frames alone by
+    // their (code, instruction) bytes. A key stays valid: the symboliser's table holds every code object it named.
+    std::vector<RawStack> m_raw;
+    std::vector<SymbolFrame> m_rawNative;
+    std::vector<python::RawFrame> m_rawPython;
+    std::vector<uintptr_t> m_rawKeys;
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+    };
+    std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> m_rawStackIds;
+    std::string m_rawKey;
+    std::vector<uint32_t> m_releaseNow; // contexts named: to release
+    std::vector<std::pair<uint64_t, uint32_t>> m_releaseAfter; // (symboliser pass, context): frames named late
+    std::unique_ptr<PythonSymboliser> m_symboliser;
+    bool m_lateReported = false; // publisher thread: a "stacks are late" line was printed for the current stretch
+    // Statistics (publisher thread writes, any thread reads).
+    std::atomic<uint64_t> m_contextCount { 0 }, m_withoutStack { 0 }, m_symbolizeNs { 0 };
+    std::atomic<uint64_t> m_framesLate { 0 };
+    // The watchdog.
+    std::atomic<int64_t> m_hookSinceNs { 0 }; // steady ns the publisher thread entered a hook; 0: not in one
+    std::atomic<const char*> m_hookName { "" };
+    std::mutex m_watchMutex;
+    std::condition_variable m_watchWake;
+    bool m_watchStop = false; // under m_watchMutex
+    std::thread m_watchdog;
     std::mutex m_hookMutex; // held around every hook call; stop() takes it to know none runs
     bool m_stopped = false; // under m_hookMutex
 };

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 #include <dlfcn.h>
 
@@ -76,6 +77,8 @@ namespace {
     struct FrameEntry {
         uint32_t code; // index into codes
         int32_t line;
+        uint32_t extraFirst; // the frames an ExtraFrames gave for it: entries extraFirst .. extraFirst+extraCount-1
+        uint32_t extraCount;
     };
     struct CodeEntry {
         uint32_t name, file; // offsets into the arena
@@ -102,6 +105,7 @@ namespace {
         std::atomic_flag lock = ATOMIC_FLAG_INIT;
         std::atomic<uint64_t> dropped { 0 };
         uintptr_t engineKey = 0, fullKey = 0;
+        std::unordered_map<std::string, uint32_t> syntheticCodes; // "name\0file" of extra frames -> code index
 
         void acquire() noexcept
         {
@@ -164,14 +168,15 @@ namespace {
             }
         }
         // Under the lock: appends a frame (slot-less when code is 0: the synthetic frames). Its key, or fullKey.
-        uintptr_t addFrame(uintptr_t code, int32_t instruction, uint32_t codeIndex, int line) noexcept
+        uintptr_t addFrame(uintptr_t code, int32_t instruction, uint32_t codeIndex, int line, uint32_t extraFirst = 0,
+                           uint32_t extraCount = 0) noexcept
         {
             const uint32_t index = frameCount.load(std::memory_order_relaxed);
             if (index >= MaxFrames) {
                 dropped.fetch_add(1, std::memory_order_relaxed);
                 return fullKey;
             }
-            frames[index] = FrameEntry { codeIndex, line };
+            frames[index] = FrameEntry { codeIndex, line, extraFirst, extraCount };
             frameCount.store(index + 1, std::memory_order_release);
             if (code != 0) {
                 for (size_t i = frameHash(code, instruction);; ++i) {
@@ -239,9 +244,31 @@ namespace {
         g_api.decRef(value);
     }
 
+    // Under the lock: the code entry of a synthetic frame named (name, file), added if new; false when full.
+    bool syntheticCode(Table& t, const std::string& name, const std::string& file, uint32_t& index) noexcept
+    {
+        try {
+            std::string key = name;
+            key += '\0';
+            key += file;
+            if (auto it = t.syntheticCodes.find(key); it != t.syntheticCodes.end()) {
+                index = it->second;
+                return true;
+            }
+            if (!t.addCode(0, name.c_str(), file.c_str(), index))
+                return false;
+            t.syntheticCodes.emplace(std::move(key), index);
+            return true;
+        } catch (...) {
+            return false;
+        }
+    }
+
     // With the GIL: the key of a frame executing `instruction` of `code` (an instruction offset, or a line when the
-    // interpreter has no PyFrame_GetLasti), adding it to the table the first time.
-    uintptr_t keyOf(PyObject* code, int32_t instruction, bool isLine) noexcept
+    // interpreter has no PyFrame_GetLasti), adding it to the table the first time, with the frames `extra` gives
+    // for it.
+    uintptr_t keyOf(PyObject* code, int32_t instruction, bool isLine, ExtraFrames extra = nullptr,
+                    void* user = nullptr) noexcept
     {
         Table& t = *g_table;
         const auto codeKey = reinterpret_cast<uintptr_t>(code);
@@ -273,10 +300,31 @@ namespace {
             t.release();
         }
         const int line = isLine ? instruction : std::max(g_api.addrToLine(code, instruction), 0);
+        std::vector<ExtraFrame> more;
+        if (extra) {
+            try {
+                extra(user, t.arena.get() + t.codes[codeIndex].file, line, more);
+            } catch (...) {
+                more.clear();
+            }
+        }
         t.acquire();
         uintptr_t key = t.findFrame(codeKey, instruction);
-        if (!key)
-            key = t.addFrame(codeKey, instruction, codeIndex, line);
+        if (!key) {
+            // The extra frames go in first, so that a reader who finds this frame finds them too.
+            uint32_t first = 0, count = 0;
+            for (const ExtraFrame& e : more) {
+                uint32_t extraCode = 0;
+                if (!syntheticCode(t, e.name, e.file, extraCode))
+                    break;
+                const uintptr_t extraKey = t.addFrame(0, 0, extraCode, e.line);
+                if (extraKey == t.fullKey)
+                    break;
+                if (count++ == 0)
+                    first = uint32_t(extraKey & ~FrameKeyBit);
+            }
+            key = t.addFrame(codeKey, instruction, codeIndex, line, first, count);
+        }
         t.release();
         return key;
     }
@@ -379,6 +427,59 @@ bool symbolise(uintptr_t key, Frame& out) noexcept
     out = Frame { t.arena.get() + c.name, t.arena.get() + c.file, f.line };
     return true;
 }
+
+unsigned lookup(const RawFrame* frames, unsigned count, uintptr_t* keys) noexcept
+{
+    if (!ready()) {
+        std::fill(keys, keys + count, uintptr_t(0));
+        return 0;
+    }
+    Table& t = *g_table;
+    unsigned known = 0;
+    t.acquire();
+    for (unsigned i = 0; i < count; ++i) {
+        keys[i] = t.findFrame(frames[i].code, frames[i].instruction);
+        known += keys[i] != 0;
+    }
+    t.release();
+    return known;
+}
+
+uintptr_t add(const RawFrame& frame, ExtraFrames extra, void* user) noexcept
+{
+    if (!ready() || frame.code == 0)
+        return 0;
+    const uintptr_t key = keyOf(reinterpret_cast<PyObject*>(frame.code), frame.instruction,
+                                /*isLine=*/false, extra, user);
+    return key == g_table->fullKey ? 0 : key;
+}
+
+unsigned extras(uintptr_t key, uintptr_t* out, unsigned max) noexcept
+{
+    if (!isFrameKey(key) || !g_table)
+        return 0;
+    const Table& t = *g_table;
+    const uintptr_t index = key & ~FrameKeyBit;
+    if (index >= t.frameCount.load(std::memory_order_acquire))
+        return 0;
+    const FrameEntry& f = t.frames[index];
+    const unsigned n = std::min<unsigned>(f.extraCount, max);
+    for (unsigned i = 0; i < n; ++i)
+        out[i] = FrameKeyBit | (f.extraFirst + i);
+    return n;
+}
+
+uintptr_t engineKey() noexcept { return ready() ? g_table->engineKey : 0; }
+
+bool acquireLock(int& state) noexcept
+{
+    if (!ready() || !running())
+        return false;
+    state = g_api.gilEnsure();
+    return true;
+}
+
+void releaseLock(int state) noexcept { g_api.gilRelease(state); }
 
 uint64_t framesKnown() noexcept { return g_table ? g_table->frameCount.load(std::memory_order_relaxed) : 0; }
 uint64_t framesDropped() noexcept { return g_table ? g_table->dropped.load(std::memory_order_relaxed) : 0; }

@@ -17,6 +17,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 namespace memscope::agent::python {
 
@@ -49,6 +51,44 @@ struct Frame {
 // What a key names (any thread; the strings stay valid for the process's life); false for a key capture() did not
 // hand out.
 bool symbolise(uintptr_t key, Frame& out) noexcept;
+
+// --- Frames another capture holds (an observed allocator's contexts: PyTorch's CapturedTraceback) ---------------
+//
+// The holder keeps each code object alive while it holds the frame; the table keeps its own reference from the
+// moment it adds one, so a code address in the table always names the same function.
+struct RawFrame {
+    uintptr_t code; // a PyCodeObject*
+    int32_t instruction; // its instruction offset in bytes, as PyFrame_GetLasti gives it
+};
+
+// The keys of `frames` the table knows, without the interpreter lock (any thread): keys[i] = 0 where it does not.
+// Returns how many it knows.
+unsigned lookup(const RawFrame* frames, unsigned count, uintptr_t* keys) noexcept;
+
+// Frames that stand for generated code's lines: the source lines it came from (torch.compile's code cache knows
+// them). Called with the interpreter lock held, once per frame added; appends to `out`, innermost first.
+struct ExtraFrame {
+    std::string name, file;
+    int line = 0;
+};
+using ExtraFrames = void (*)(void* user, const char* file, int line, std::vector<ExtraFrame>& out);
+
+// With the interpreter lock held (the calling thread must hold it): the key of `frame`, added to the table if new,
+// with the frames `extra` gives for it (may be null). Returns 0 when the table is full.
+uintptr_t add(const RawFrame& frame, ExtraFrames extra, void* user) noexcept;
+
+// The frames added after the frame of `key` by an ExtraFrames (their keys, innermost first; at most `max`).
+unsigned extras(uintptr_t key, uintptr_t* out, unsigned max) noexcept;
+
+// The synthetic frame put above a backward() caller's stack ("backward" in "<autograd engine>"); 0 without an
+// interpreter.
+uintptr_t engineKey() noexcept;
+
+// The interpreter lock for a thread Python does not know (a symboliser's): takes it, making the thread state on
+// first use, unless the interpreter is gone or finalising. Returns false then (and nothing is held). May block
+// as long as another thread holds the lock.
+bool acquireLock(int& state) noexcept;
+void releaseLock(int state) noexcept;
 
 // Frames in the table and the frames that did not fit (their key names "<memscope: Python frame table full>").
 uint64_t framesKnown() noexcept;

@@ -142,6 +142,7 @@ void StateServer::reply(void* router, uint16_t deviceCount, uint64_t clockBaseNs
     }
     zmq_msg_close(&reply);
     m_requesters.clear();
+    m_statesReplied.fetch_add(1, std::memory_order_release);
 }
 
 } // namespace memscope::agent

@@ -42,6 +42,8 @@ public:
     void forget() { m_requesters.clear(); }
 
     uint64_t statesTaken() const { return m_statesTaken.load(std::memory_order_relaxed); }
+    // State replies sent so far (any thread).
+    uint64_t statesReplied() const { return m_statesReplied.load(std::memory_order_acquire); }
     uint64_t requestsDropped() const { return m_requestsDropped.load(std::memory_order_relaxed); }
 
 private:
@@ -50,6 +52,7 @@ private:
     int64_t m_lastRefillNs = 0; // steady clock, the last time the bucket was filled
     double m_tokens = StateBurst; // states that may be taken now
     std::atomic<uint64_t> m_statesTaken { 0 };
+    std::atomic<uint64_t> m_statesReplied { 0 };
     std::atomic<uint64_t> m_requestsDropped { 0 };
 };
 

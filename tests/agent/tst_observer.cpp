@@ -124,7 +124,7 @@ struct ObservedJob final : TraceObserver {
 
     memscope_observer_hooks hooks()
     {
-        return { this, &ObservedJob::state, &ObservedJob::symbolize, &ObservedJob::release };
+        return { this, &ObservedJob::state, &ObservedJob::symbolize, &ObservedJob::release, nullptr };
     }
 
     // A training-like stretch: `ops` random allocations and frees of awkward sizes on two streams.

@@ -364,7 +364,8 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     else if (silent)
         std::fprintf(err,
                      "memscope-cli: warning: %s: the agent went silent (no goodbye, nothing for %lld s, the "
-                     "connection still open: a hung or stopped job); keeping what was received\n",
+                     "connection still open: a hung or stopped job, or a publisher thread held up inside the job, "
+                     "which the job's stderr names); keeping what was received\n",
                      o.endpoint.c_str(), static_cast<long long>(options.silenceLimit.count() / 1000));
     const viewer::RecorderStats& st = recorder.stats();
     if (st.resyncs > st.restarts)

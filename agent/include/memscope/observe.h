@@ -14,7 +14,10 @@
  *   - the frames of the contexts its events name (hooks.symbolize, on the publisher thread, batched): a context is
  *     an opaque non-zero number the host chose; memscope asks for each context of a record it sends, once, and
  *     tells the host (hooks.release) about contexts of records it never sends. Equal frame lists share one stack
- *     id, sent once (topic "S").
+ *     id, sent once (topic "S"). Python frames may be handed over unnamed (memscope_observer_context_python):
+ *     memscope names each distinct (code object, instruction) once, on a thread of its own that takes the
+ *     interpreter lock only for frames it has not seen, so that no hook needs that lock and the publisher thread
+ *     never waits for it for long: what is not named within a bounded wait goes out without a stack.
  *
  * Every function may be called from any thread, never throws, and reports failure through its return value
  * (memscope_last_error() then says why). Nothing here touches memscope's own allocator. */
@@ -60,7 +63,16 @@ typedef struct memscope_frame {
     int64_t line;
 } memscope_frame;
 
+/* A Python frame as a capture holds it (PyTorch's CapturedTraceback::PyFrame): the host keeps `code` alive until it
+ * releases the context (hooks.symbolize returning, or hooks.release). */
+typedef struct memscope_python_frame {
+    const void* code; /* a PyCodeObject* */
+    int32_t instruction; /* the instruction's offset in bytes (PyFrame_GetLasti) */
+    int32_t reserved;
+} memscope_python_frame;
+
 typedef struct memscope_observer_sink memscope_observer_sink; /* opaque; valid during the hook call only */
+typedef struct memscope_observer_extras memscope_observer_extras; /* opaque; valid during python_extra only */
 
 typedef struct memscope_observer_hooks {
     void* user;
@@ -71,6 +83,10 @@ typedef struct memscope_observer_hooks {
     void (*symbolize)(void* user, const uint32_t* contexts, size_t count, memscope_observer_sink* sink);
     /* Publisher thread: contexts memscope will not ask about (their records were never sent). May be NULL. */
     void (*release)(void* user, const uint32_t* contexts, size_t count);
+    /* memscope's symboliser thread, with the interpreter lock held, once per distinct Python frame it names: the
+     * frames that line of `filename` stands for (generated code's source lines), through
+     * memscope_observer_extra_frame. May be NULL. */
+    void (*python_extra)(void* user, const char* filename, int64_t line, memscope_observer_extras* out);
 } memscope_observer_hooks;
 
 /* Starts publishing at `endpoint` (NULL or "": the agent's default, see memscope_publish_start) for an allocator
@@ -107,6 +123,50 @@ MEMSCOPE_AGENT_API void memscope_observer_block(memscope_observer_sink* sink, ui
 MEMSCOPE_AGENT_API void memscope_observer_context_frames(memscope_observer_sink* sink, uint32_t context,
                                                          const memscope_frame* frames,
                                                          size_t frame_count) MEMSCOPE_NOEXCEPT;
+
+/* Inside hooks.symbolize, instead of memscope_observer_context_frames: a context's native frames, named
+ * (innermost first), and its Python frames unnamed (innermost first); memscope names those. A native frame whose
+ * name and filename are both NULL marks where the next Python frame goes (PyTorch puts each Python frame before
+ * the interpreter's C frame that ran it); Python frames left over follow the native ones. `engine` != 0: the
+ * Python frames are those of the backward() call under way, put under an "<autograd engine>" frame.
+ * The host keeps such a context (its code objects) alive after the hook returns: memscope hands it back through
+ * hooks.release once its frames are named, which may be a later call (hooks.release is then required). */
+MEMSCOPE_AGENT_API void memscope_observer_context_python(memscope_observer_sink* sink, uint32_t context,
+                                                         const memscope_frame* native, size_t native_count,
+                                                         const memscope_python_frame* python, size_t python_count,
+                                                         int engine) MEMSCOPE_NOEXCEPT;
+
+/* Inside hooks.state, instead of memscope_observer_block: a block whose stack is given as in
+ * memscope_observer_context_python, held by the host as `context` (non-zero, distinct from every context not yet
+ * released) until memscope releases it (hooks.release). */
+MEMSCOPE_AGENT_API void memscope_observer_block_python(memscope_observer_sink* sink, uint64_t size,
+                                                       uint64_t requested_size, int allocated, int active,
+                                                       uint32_t context, const memscope_frame* native,
+                                                       size_t native_count, const memscope_python_frame* python,
+                                                       size_t python_count) MEMSCOPE_NOEXCEPT;
+
+/* Inside hooks.python_extra: one frame that line stands for, innermost first. */
+MEMSCOPE_AGENT_API void memscope_observer_extra_frame(memscope_observer_extras* out, const char* name,
+                                                      const char* filename, int64_t line) MEMSCOPE_NOEXCEPT;
+
+/* What observing has cost so far, for the host to report (all counts since memscope_observe_start). */
+typedef struct memscope_observe_statistics {
+    uint64_t recorded; /* records written into the rings */
+    uint64_t lost; /* records dropped: a ring was full */
+    uint64_t contexts; /* contexts handed to the symbolize step */
+    uint64_t stacks; /* distinct stacks sent */
+    uint64_t python_frames; /* distinct Python frames named */
+    uint64_t lock_takes; /* times the symboliser took the interpreter lock */
+    uint64_t lock_wait_ns; /* time it waited for the lock, in all */
+    uint64_t lock_wait_max_ns; /* the longest single wait */
+    uint64_t lock_held_ns; /* time it held the lock, in all */
+    uint64_t frames_late; /* Python frames not named within the publisher's wait */
+    uint64_t without_stack; /* records sent without their stack (frames named too late) */
+    uint64_t symbolize_ns; /* publisher thread time in the symbolize step (hooks and naming) */
+} memscope_observe_statistics;
+
+/* The statistics of the observer running now (or of the last one); 0, or -1 when none ever ran. */
+MEMSCOPE_AGENT_API int memscope_observe_stats(memscope_observe_statistics* out) MEMSCOPE_NOEXCEPT;
 
 #ifdef __cplusplus
 }
