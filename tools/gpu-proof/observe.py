@@ -1,16 +1,18 @@
-"""The observer proof on a GPU machine: memscope_torch.observe() on a GPT-2 training job, recorded live.
+"""The observer proof on a GPU machine: memscope_torch.observe() on varied jobs, recorded live.
 
-Usage (from the repository root): python3 tools/gpu-proof/observe.py OUTDIR
+Usage (from the repository root): python3 tools/gpu-proof/observe.py OUTDIR [correct] [timing]
 Environment: MEMSCOPE_CLI (memscope-cli), MEMSCOPE_AGENT_LIB (libmemscope-agent.so), PYTHONPATH with agent/python.
 
-Runs observe_job.py in fresh processes: native, observed without stacks and with Python stacks (each with
-`memscope-cli record` attached from the start; the one with stacks also with a second recorder that joins while
-the job holds still at step 15), a torch.compile(mode="reduce-overhead") job (CUDA graphs, private pools), and the job under use() (memscope's
-allocator) with and without the agent's own Python stacks.
-Checks, as data: each recording's final state against torch.cuda.memory._snapshot() at the end (every segment and
-block: address, size, state; requested size of active blocks; inactive blocks' requested sizes counted apart),
-the late joiner's against the snapshot taken when it joined, the share of live bytes at the peak whose stack holds
-a frame of the job's own code, and the step times. Prints a summary and writes OUTDIR/observe-results.json.
+correct: each workload of observe_workloads.py in a fresh process under observe() (Python stacks) with
+`memscope-cli record` attached from the start (llama also with a second recorder joining while the job holds still
+at step 12); each recording's final state is compared with torch.cuda.memory._snapshot() at the end (every
+segment and block: address, size, state; requested size of active blocks), the late joiner's with the snapshot
+taken when it joined, and the share of live bytes at the peak whose stack holds a frame of the job's own code or
+its model library is computed.
+timing: llama, vit and the 1 MiB alloc/free loop, each mode in a fresh process, modes alternating, two rounds:
+native, native_hist (PyTorch's own history with Python stacks), observe_none, observe_python; the median step
+time of steps 10 and later.
+Prints a summary and writes OUTDIR/observe-results.json.
 """
 import json
 import os
@@ -21,6 +23,7 @@ import sys
 import time
 
 OUT = sys.argv[1]
+PHASES = sys.argv[2:] or ["correct", "timing"]
 os.makedirs(OUT, exist_ok=True)
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLI = os.environ.get("MEMSCOPE_CLI", "build/bin/memscope-cli")
@@ -47,6 +50,10 @@ def inactive_requested(snapshot):
 
 
 def compare(name, recorded_path, expected_path):
+    if not (os.path.exists(recorded_path) and os.path.exists(expected_path)):
+        results[name] = {"missing": [os.path.exists(recorded_path), os.path.exists(expected_path)]}
+        print(name, results[name], flush=True)
+        return None
     rec = pickle.load(open(recorded_path, "rb"))
     exp = pickle.load(open(expected_path, "rb"))
     a, b = state_of(rec), state_of(exp)
@@ -98,86 +105,104 @@ def user_share_at_peak(rec, markers):
             "entries": len(trace)}
 
 
-ONLY = os.environ.get("OBSERVE_ONLY", "").split(",") if os.environ.get("OBSERVE_ONLY") else None
+MARKERS = {"llama": ["transformers/"], "lora": ["transformers/", "peft/"], "vit": ["timm/"],
+           "compile_ro": ["transformers/"]}
+ENV = {"vit": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
 
 
-def run_job(mode, record=True, late=False, steps=40):
-    if ONLY and mode not in ONLY:
-        return
-    env = dict(os.environ)
-    endpoint = "ipc:///tmp/ms-%s" % mode
+def run_job(workload, mode, steps, record=False, late_at=-1, tag=None):
+    tag = tag or "%s.%s" % (workload, mode)
+    env = dict(os.environ, **ENV.get(workload, {}))
+    endpoint = "ipc:///tmp/ms-%s" % tag
     env["MEMSCOPE_ENDPOINT"] = endpoint
-    if mode.startswith("use"):
-        env["MEMSCOPE_DUMP_ON"] = "exit"
-        env["MEMSCOPE_DUMP_PATH"] = "%s/%s.final.pickle" % (OUT, mode)
     recorders = []
     if record:
-        recorders.append(subprocess.Popen([CLI, "record", endpoint, "-o", "%s/%s.rec.pickle" % (OUT, mode),
+        recorders.append(subprocess.Popen([CLI, "record", endpoint, "-o", "%s/%s.rec.pickle" % (OUT, tag),
                                            "--timeout", "240"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
-    args = [sys.executable, os.path.join(HERE, "observe_job.py"), mode, OUT, "--steps", str(steps)]
-    if late:
-        args += ["--pause-at", "15"]
+        time.sleep(0.3)
+    args = [sys.executable, os.path.join(HERE, "observe_workloads.py"), workload, mode, OUT, "--steps", str(steps)]
+    if late_at >= 0:
+        args += ["--pause-at", str(late_at)]
     t0 = time.time()
     job = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    late_rec = None
-    if late:
-        flag = "%s/%s.paused" % (OUT, mode)
+    late = None
+    if late_at >= 0:
+        flag = "%s/%s.%s.paused" % (OUT, workload, mode)
         while not os.path.exists(flag) and job.poll() is None:
             time.sleep(0.05)
-        late_rec = subprocess.Popen([CLI, "record", endpoint, "-o", "%s/%s.late.pickle" % (OUT, mode),
-                                     "--duration", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        late = subprocess.Popen([CLI, "record", endpoint, "-o", "%s/%s.late.pickle" % (OUT, tag), "--duration", "2"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     job_out = job.communicate(timeout=500)[0]
-    results[mode + ".job"] = {"rc": job.returncode, "secs": round(time.time() - t0, 1), "tail": job_out[-1500:]}
-    print(mode, "job rc", job.returncode, round(time.time() - t0, 1), "s", flush=True)
+    r = {"rc": job.returncode, "secs": round(time.time() - t0, 1),
+         "memscope_lines": [l for l in job_out.splitlines() if l.startswith("memscope:")][:8]}
     if job.returncode:
+        r["tail"] = job_out[-2500:]
         print(job_out[-3000:], flush=True)
-    for r in recorders + ([late_rec] if late_rec else []):
-        out = r.communicate(timeout=60)[0]
-        print("  record:", out.strip()[-600:], flush=True)
-    steps_ms = json.load(open("%s/%s.steps.json" % (OUT, mode))) if job.returncode == 0 else []
-    results[mode + ".step_ms_median_10+"] = statistics.median(steps_ms[10:]) if len(steps_ms) > 10 else None
+    for k, rec in enumerate(recorders + ([late] if late else [])):
+        r["record%d" % k] = rec.communicate(timeout=120)[0].strip()[-700:]
+    steps_path = "%s/%s.%s.steps.json" % (OUT, workload, mode)
+    if job.returncode == 0 and os.path.exists(steps_path):
+        steps_ms = json.load(open(steps_path))
+        r["step_ms_median_10+"] = round(statistics.median(steps_ms[10:]), 3) if len(steps_ms) > 10 else None
+    stats_path = "%s/%s.%s.stats.json" % (OUT, workload, mode)
+    if os.path.exists(stats_path):
+        r["observer_stats"] = json.load(open(stats_path))
+    results[tag + ".job"] = r
+    print(tag, json.dumps(r)[:1500], flush=True)
+    return r
 
 
-# The extension is built once (cached for the jobs).
 t0 = time.time()
 import memscope_torch  # noqa: E402
 
 try:
-    if not ONLY or any(m.startswith("observe") or m == "compile_ro" for m in ONLY):
-        memscope_torch._build_observer(memscope_torch.find_library(), verbose=False)
+    memscope_torch._build_observer(memscope_torch.find_library(), verbose=False)
     results["extension_build_secs"] = round(time.time() - t0, 1)
 except Exception as e:
-    results["extension_build_error"] = str(e)[-3000:]
-    print("extension build failed:", str(e)[-3000:], flush=True)
+    results["extension_build_error"] = str(e)[-4000:]
+    print("extension build failed:", str(e)[-4000:], flush=True)
+    json.dump(results, open("%s/observe-results.json" % OUT, "w"), indent=1)
+    sys.exit(1)
 print("extension built in", round(time.time() - t0, 1), "s", flush=True)
 
-run_job("native", record=False)
-run_job("observe_none")
-run_job("observe_python", late=True)
-run_job("native_hist", record=False)
-run_job("native2", record=False)
-run_job("compile_ro", steps=12)
-run_job("use")
-run_job("use_none")
+if "correct" in PHASES:
+    plan = [("torch_only", 20), ("mempool", 20), ("oom_retry", 12), ("llama", 24), ("vit", 20), ("lora", 20),
+            ("compile_ro", 12)]
+    for workload, steps in plan:
+        tag = "%s.observe_python" % workload
+        run_job(workload, "observe_python", steps, record=True, late_at=12 if workload == "llama" else -1)
+        rec = compare(tag + ".final", "%s/%s.rec.pickle" % (OUT, tag), "%s/%s.final.pickle" % (OUT, tag))
+        if rec is not None:
+            results[tag + ".user_share_at_peak"] = user_share_at_peak(
+                rec, ["observe_workloads.py"] + MARKERS.get(workload, []))
+            print(tag, "user share", results[tag + ".user_share_at_peak"], flush=True)
+            if workload == "compile_ro":
+                results["compile_ro.pools"] = sorted({str(tuple(s.get("segment_pool_id", (0, 0))))
+                                                      for s in rec["segments"]})
+        if workload == "llama":
+            compare(tag + ".late_at_step_12", "%s/%s.late.pickle" % (OUT, tag), "%s/%s.pause.pickle" % (OUT, tag))
 
-for mode in ("observe_none", "observe_python", "compile_ro", "use", "use_none"):
-    rec_path = "%s/%s.rec.pickle" % (OUT, mode)
-    if os.path.exists(rec_path) and os.path.exists("%s/%s.final.pickle" % (OUT, mode)):
-        rec = compare(mode + ".final", rec_path, "%s/%s.final.pickle" % (OUT, mode))
-        if mode not in ("observe_none", "use_none"):
-            results[mode + ".user_share_at_peak"] = user_share_at_peak(rec, ["observe_job.py", "transformers/"])
-            print(mode, "user share", results[mode + ".user_share_at_peak"], flush=True)
-        if mode == "compile_ro":
-            pools = sorted({tuple(s.get("segment_pool_id", (0, 0))) for s in rec["segments"]})
-            results["compile_ro.pools"] = [list(p) for p in pools]
-if os.path.exists("%s/observe_python.late.pickle" % OUT):
-    compare("observe_python.late_at_step_15", "%s/observe_python.late.pickle" % OUT,
-            "%s/observe_python.pause.pickle" % OUT)
-native = results.get("native.step_ms_median_10+")
-for mode in ("observe_none", "observe_python", "native_hist", "native2", "use", "use_none"):
-    m = results.get(mode + ".step_ms_median_10+")
-    if native and m:
-        results[mode + ".step_ratio"] = round(m / native, 4)
+if "timing" in PHASES:
+    modes = ["native", "native_hist", "observe_none", "observe_python"]
+    for workload, steps in (("llama", 30), ("vit", 30), ("loop", 14)):
+        for rnd in range(2):
+            order = modes if rnd == 0 else list(reversed(modes))
+            for mode in order:
+                run_job(workload, mode, steps, tag="%s.%s.r%d" % (workload, mode, rnd))
+        for mode in modes:
+            ms = [results.get("%s.%s.r%d.job" % (workload, mode, r), {}).get("step_ms_median_10+") for r in (0, 1)]
+            ms = [m for m in ms if m]
+            if ms:
+                results["%s.%s.step_ms" % (workload, mode)] = ms
+        base = {m: statistics.median(results.get("%s.%s.step_ms" % (workload, m), [0]) or [0]) for m in modes}
+        if base["native"] and base["native_hist"]:
+            results["%s.ratios" % workload] = {
+                "observe_none/native": round(base["observe_none"] / base["native"], 4),
+                "observe_python/native_hist": round(base["observe_python"] / base["native_hist"], 4),
+                "native_hist/native": round(base["native_hist"] / base["native"], 4)}
+            if workload == "loop":  # 20,000 alloc/free pairs a step, 3 trace events each
+                results["loop.ns_per_pair"] = {m: round(base[m] * 1e6 / 20000, 1) for m in modes}
+
 json.dump(results, open("%s/observe-results.json" % OUT, "w"), indent=1)
-print(json.dumps({k: v for k, v in results.items() if not k.endswith(".job")}, indent=1)[:6000])
+print(json.dumps({k: v for k, v in results.items() if not k.endswith(".job")}, indent=1)[:8000])
