@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -35,9 +36,11 @@ namespace {
 namespace cca = c10::cuda::CUDACachingAllocator;
 using c10::CachingDeviceAllocator::TraceEntry;
 
-// Contexts in flight per device (between the tracker and the publisher thread): as many as the agent's ring holds
-// records by default (agent/src/publisher.h, DefaultRingRecords). A context is (device << 24) | (slot + 1).
-constexpr uint32_t SlotCount = 1u << 17;
+// Contexts in flight per device (between the tracker and the publisher thread), a quarter of the records the agent's
+// ring holds by default (agent/src/publisher.h, DefaultRingRecords): only allocations carry one, and the publisher
+// frees a batch's slots every 25 ms (1.3 M allocations a second before one goes without its stack). A context is
+// (device << 24) | (slot + 1).
+constexpr uint32_t SlotCount = 1u << 15;
 
 struct Slot {
     std::shared_ptr<c10::GatheredContext> context;
@@ -107,10 +110,13 @@ void track(const TraceEntry& te)
         const uint32_t index = uint32_t(d.next % SlotCount);
         Slot& s = d.slots[index];
         if (!s.busy.load(std::memory_order_acquire)) { // else the publisher is that far behind: no stack
+            // Assigning drops what the slot held before on this thread (lazy release, below).
             s.context = te.context_;
             const int backward = g_backwardCurrent.load(std::memory_order_acquire);
             if (backward >= 0 && e.action == MEMSCOPE_OBSERVED_ALLOC)
                 s.backward = g_backwardStacks[backward];
+            else if (s.backward)
+                s.backward.reset();
             s.busy.store(true, std::memory_order_release);
             slot = &s;
             e.context = (uint32_t(e.device) << 24) | (index + 1);
@@ -256,6 +262,16 @@ int stateHook(void*, memscope_observer_sink* sink)
     return 0;
 }
 
+// Lazy release: the publisher thread only marks a slot free, and the tracker drops the context the slot held when it
+// reuses the slot, on the allocating thread that made it (as without memscope), instead of the publisher thread
+// freeing memory the job's thread allocated, which slows that thread where events come fast (README, "On a GPU").
+// The slots keep the last SlotCount contexts alive, about 600 bytes each with 30 Python frames.
+// MEMSCOPE_OBSERVER_RELEASE=publisher releases on the publisher thread instead.
+const bool g_lazyRelease = [] {
+    const char* v = std::getenv("MEMSCOPE_OBSERVER_RELEASE");
+    return !(v && std::string(v) == "publisher");
+}();
+
 // Drops the contexts' references. No interpreter lock is needed: a CapturedTraceback's last reference hands its
 // code objects to PyTorch's own list, freed at the next capture (combined_traceback.cpp, to_free_frames).
 void releaseSlots(const uint32_t* contexts, size_t count)
@@ -266,8 +282,10 @@ void releaseSlots(const uint32_t* contexts, size_t count)
             continue;
         }
         if (Slot* s = slotOf(contexts[i]); s && s->busy.load(std::memory_order_acquire)) {
-            s->context.reset();
-            s->backward.reset();
+            if (!g_lazyRelease) {
+                s->context.reset();
+                s->backward.reset();
+            }
             s->busy.store(false, std::memory_order_release);
         }
     }

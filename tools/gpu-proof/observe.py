@@ -11,8 +11,10 @@ taken when it joined, and the share of live bytes at the peak whose stack holds 
 its model library is computed.
 timing: llama, vit and the 1 MiB alloc/free loop, each mode in a fresh process, modes alternating, two rounds:
 native, native_hist (PyTorch's own history with Python stacks), observe_none, observe_python; the median step
-time of steps 10 and later.
-Prints a summary and writes OUTDIR/observe-results.json.
+time of steps 10 and later. OBSERVE_TIMED=w:steps,... picks the workloads, OBSERVE_ROUNDS the rounds (2),
+OBSERVE_EAGER=1 adds observe() with contexts released on the publisher thread.
+OBSERVE_ONLY=w1,w2 limits the correct phase to those workloads. Prints a summary and writes
+OUTDIR/observe-results.json.
 """
 import json
 import os
@@ -113,10 +115,14 @@ ENV = {"vit": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
 def run_job(workload, mode, steps, record=False, late_at=-1, tag=None):
     tag = tag or "%s.%s" % (workload, mode)
     env = dict(os.environ, **ENV.get(workload, {}))
+    if mode.endswith("_eager"):  # contexts released on the publisher thread (memscope_observer.cpp)
+        env["MEMSCOPE_OBSERVER_RELEASE"] = "publisher"
+        mode = mode[:-len("_eager")]
     endpoint = "ipc:///tmp/ms-%s" % tag
     env["MEMSCOPE_ENDPOINT"] = endpoint
     recorders = []
     if record:
+        env["MEMSCOPE_WAIT_FOR_VIEWER"] = "20"  # the job's first events come before a recorder could join
         recorders.append(subprocess.Popen([CLI, "record", endpoint, "-o", "%s/%s.rec.pickle" % (OUT, tag),
                                            "--timeout", "240"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
@@ -169,7 +175,10 @@ print("extension built in", round(time.time() - t0, 1), "s", flush=True)
 if "correct" in PHASES:
     plan = [("torch_only", 20), ("mempool", 20), ("oom_retry", 12), ("llama", 24), ("vit", 20), ("lora", 20),
             ("compile_ro", 12)]
+    only = os.environ.get("OBSERVE_ONLY", "").split(",") if os.environ.get("OBSERVE_ONLY") else None
     for workload, steps in plan:
+        if only and workload not in only:
+            continue
         tag = "%s.observe_python" % workload
         run_job(workload, "observe_python", steps, record=True, late_at=12 if workload == "llama" else -1)
         rec = compare(tag + ".final", "%s/%s.rec.pickle" % (OUT, tag), "%s/%s.final.pickle" % (OUT, tag))
@@ -185,13 +194,19 @@ if "correct" in PHASES:
 
 if "timing" in PHASES:
     modes = ["native", "native_hist", "observe_none", "observe_python"]
-    for workload, steps in (("llama", 30), ("vit", 30), ("loop", 14)):
-        for rnd in range(2):
+    if os.environ.get("OBSERVE_EAGER"):
+        modes.append("observe_python_eager")
+    rounds = int(os.environ.get("OBSERVE_ROUNDS", "2"))
+    workloads = [(w, int(n)) for w, n in (x.split(":") for x in os.environ.get(
+        "OBSERVE_TIMED", "llama:30,vit:30,loop:14").split(","))]
+    for workload, steps in workloads:
+        for rnd in range(rounds):
             order = modes if rnd == 0 else list(reversed(modes))
             for mode in order:
                 run_job(workload, mode, steps, tag="%s.%s.r%d" % (workload, mode, rnd))
         for mode in modes:
-            ms = [results.get("%s.%s.r%d.job" % (workload, mode, r), {}).get("step_ms_median_10+") for r in (0, 1)]
+            ms = [results.get("%s.%s.r%d.job" % (workload, mode, r), {}).get("step_ms_median_10+")
+                  for r in range(rounds)]
             ms = [m for m in ms if m]
             if ms:
                 results["%s.%s.step_ms" % (workload, mode)] = ms
@@ -201,6 +216,9 @@ if "timing" in PHASES:
                 "observe_none/native": round(base["observe_none"] / base["native"], 4),
                 "observe_python/native_hist": round(base["observe_python"] / base["native_hist"], 4),
                 "native_hist/native": round(base["native_hist"] / base["native"], 4)}
+            if base.get("observe_python_eager"):
+                results["%s.ratios" % workload]["observe_python_eager/native_hist"] = round(
+                    base["observe_python_eager"] / base["native_hist"], 4)
             if workload == "loop":  # 20,000 alloc/free pairs a step, 3 trace events each
                 results["loop.ns_per_pair"] = {m: round(base[m] * 1e6 / 20000, 1) for m in modes}
 
