@@ -380,10 +380,23 @@ QString Session::stackText(StackId stack, bool shortPaths) const
 {
     const Snapshot& s = snapshot();
     QString out;
+    // With the frame filter on: the site first (model/framefilter.h), then the frames of the user's code and model
+    // libraries; the internal ones (native, the interpreter's, PyTorch's own Python) are counted, not listed.
+    const int site = m_frameFilter ? model::siteIndex(s, stack) : -1;
+    size_t hidden = 0;
+    if (site >= 0) {
+        std::string line = report::displayFrame(s, s.frame(s.stackBegin(stack)[site]));
+        if (const int what = model::whatIndex(s, stack, site); what >= 0)
+            line += " via " + report::displayFrame(s, s.frame(s.stackBegin(stack)[what]));
+        out += tr("at ") + displayText(line) + QLatin1Char('\n');
+    }
     for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
         const Frame& fr = s.frame(*f);
-        if (m_frameFilter && !model::keepFrame(s.str(fr.name), s.str(fr.filename)))
+        if (m_frameFilter && (!model::keepFrame(s.str(fr.name), s.str(fr.filename))
+                              || model::isInternalFrame(s.str(fr.name), s.str(fr.filename)))) {
+            ++hidden;
             continue;
+        }
         std::string line = report::formatFrame(s, fr, true);
         if (shortPaths) {
             for (std::string_view marker : { "site-packages/", "dist-packages/" }) {
@@ -397,6 +410,8 @@ QString Session::stackText(StackId stack, bool shortPaths) const
         }
         out += displayText(line) + QLatin1Char('\n');
     }
+    if (hidden > 0 && !out.isEmpty())
+        out += tr("(%n internal frame(s) hidden)\n", nullptr, int(hidden));
     if (out.isEmpty())
         out = s.stackSize(stack) == 0 ? tr("(no stack recorded)\n") : tr("(every frame hidden by the frame filter)\n");
     return out;

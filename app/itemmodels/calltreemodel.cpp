@@ -58,7 +58,7 @@ QString frameLabel(const model::Snapshot& snapshot, FrameId frame)
 {
     if (model::isPseudoFrame(frame))
         return pseudoLabel(frame);
-    return fromStd(report::formatFrame(snapshot, snapshot.frame(frame)));
+    return fromStd(report::displayFrame(snapshot, snapshot.frame(frame)));
 }
 
 QString frameFullText(const model::Snapshot& snapshot, FrameId frame)

@@ -387,19 +387,11 @@ QString EventListModel::topFrame(StackId stack) const
 {
     const Snapshot& s = *m_document->snapshot;
     int32_t& cached = m_topFrame[raw(stack)];
-    if (cached == -2) {
-        cached = -1;
-        for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
-            const Frame& fr = s.frame(*f);
-            if (!m_frameFilter || model::keepFrame(s.str(fr.name), s.str(fr.filename))) {
-                cached = int32_t(f - s.stackBegin(stack));
-                break;
-            }
-        }
-    }
+    if (cached == -2) // with the filter on, the stack's site (model/framefilter.h); off, its innermost frame
+        cached = s.stackSize(stack) == 0 ? -1 : m_frameFilter ? model::siteIndex(s, stack) : 0;
     if (cached < 0)
         return {};
-    return fromUtf8(report::formatFrame(s, s.frame(s.stackBegin(stack)[cached]), false));
+    return fromUtf8(report::displayFrame(s, s.frame(s.stackBegin(stack)[cached])));
 }
 
 QString EventListModel::addressName(int64_t entry) const

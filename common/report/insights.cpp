@@ -79,14 +79,52 @@ namespace {
         return out;
     }
 
+    // The site of a stack (model/framefilter.h) and what allocated there: the innermost Python frame below it
+    // (torch.nn.functional's dropout, a library's forward) when the site is not that frame itself. (-1, -1) for an
+    // empty stack.
+    std::pair<int, int> siteAndWhat(const Snapshot& s, StackId stack)
+    {
+        const int site = siteIndex(s, stack);
+        return { site, site < 0 ? -1 : whatIndex(s, stack, site) };
+    }
+
     std::string stackText(const Snapshot& s, StackId stack, const InsightOptions& options)
     {
+        if (options.frameFilter && s.stackSize(stack) > 0) {
+            // The site first, then the frames of the user's code and model libraries, outermost last; the
+            // internal frames (native, the interpreter's, PyTorch's own Python) are counted, not listed.
+            const auto [site, what] = siteAndWhat(s, stack);
+            const FrameId* frames = s.stackBegin(stack);
+            std::string out = "  at " + displayFrame(s, s.frame(frames[site]));
+            if (what >= 0)
+                out += " via " + displayFrame(s, s.frame(frames[what]));
+            out += "\n";
+            size_t shown = 0, more = 0, hidden = 0;
+            for (uint32_t i = 0; i < s.stackSize(stack); ++i) {
+                const Frame& f = s.frame(frames[i]);
+                if (int(i) == site || isInternalFrame(s.str(f.name), s.str(f.filename))) {
+                    hidden += int(i) != site;
+                    continue;
+                }
+                if (shown < options.maxFrames) {
+                    out += "  " + displayFrame(s, f) + "\n";
+                    ++shown;
+                } else {
+                    ++more;
+                }
+            }
+            if (more > 0)
+                out += "  ... " + std::to_string(more) + " more frames\n";
+            if (hidden > 0)
+                out += "  (" + std::to_string(hidden) + " internal frames hidden)\n";
+            return out;
+        }
         const std::vector<FrameId> frames = shownFrames(s, stack, options.frameFilter);
         if (frames.empty())
             return s.stackSize(stack) == 0 ? "  (no stack recorded)\n" : "  (every frame hidden by the frame filter)\n";
         std::string out;
         for (size_t i = 0; i < frames.size() && i < options.maxFrames; ++i)
-            out += "  " + formatFrame(s, s.frame(frames[i])) + "\n";
+            out += "  " + displayFrame(s, s.frame(frames[i])) + "\n";
         if (frames.size() > options.maxFrames)
             out += "  ... " + std::to_string(frames.size() - options.maxFrames) + " more frames\n";
         return out;
@@ -106,8 +144,18 @@ namespace {
         {
             uint32_t& g = m_group[raw(stack)];
             if (g == UINT32_MAX) {
-                auto [it, added]
-                    = m_index.emplace(shownFrames(m_snapshot, stack, m_filter), uint32_t(m_representative.size()));
+                // With the filter on, stacks group by what their label says (their site and what allocated there):
+                // two rows never read the same.
+                std::vector<FrameId> key;
+                if (m_filter && m_snapshot.stackSize(stack) > 0) {
+                    const auto [site, what] = siteAndWhat(m_snapshot, stack);
+                    key.push_back(m_snapshot.stackBegin(stack)[site]);
+                    if (what >= 0)
+                        key.push_back(m_snapshot.stackBegin(stack)[what]);
+                } else {
+                    key = shownFrames(m_snapshot, stack, m_filter);
+                }
+                auto [it, added] = m_index.emplace(std::move(key), uint32_t(m_representative.size()));
                 if (added)
                     m_representative.push_back(stack);
                 g = it->second;
@@ -638,9 +686,17 @@ namespace {
 
 std::string stackLabel(const Snapshot& s, StackId stack, bool frameFilter)
 {
+    if (s.stackSize(stack) == 0)
+        return "<no stack recorded>";
+    if (frameFilter) {
+        // The site, then what allocated there: "train.py:44:step via functional.py:1443:dropout".
+        const auto [site, what] = siteAndWhat(s, stack);
+        std::string out = displayFrame(s, s.frame(s.stackBegin(stack)[site]));
+        if (what >= 0)
+            out += " via " + displayFrame(s, s.frame(s.stackBegin(stack)[what]));
+        return out;
+    }
     const std::vector<FrameId> frames = shownFrames(s, stack, frameFilter);
-    if (frames.empty())
-        return s.stackSize(stack) == 0 ? "<no stack recorded>" : "<every frame hidden>";
     // The two innermost frames say what allocated (nn.Module's call plumbing skipped), the innermost frame of the
     // user's own code says where in the program.
     auto plumbing = [&](FrameId f) {
@@ -655,17 +711,17 @@ std::string stackLabel(const Snapshot& s, StackId stack, bool frameFilter)
             break;
         if (plumbing(f))
             continue;
-        out += (taken ? " <- " : "") + formatFrame(s, s.frame(f));
+        out += (taken ? " <- " : "") + displayFrame(s, s.frame(f));
         userShown |= !isLibraryFrame(s.str(s.frame(f).filename));
         ++taken;
     }
     if (!userShown)
         for (FrameId f : frames)
             if (!isLibraryFrame(s.str(s.frame(f).filename))) {
-                out += (out.empty() ? "" : " ... ") + formatFrame(s, s.frame(f));
+                out += (out.empty() ? "" : " ... ") + displayFrame(s, s.frame(f));
                 break;
             }
-    return out.empty() ? formatFrame(s, s.frame(frames.front())) : out;
+    return out.empty() ? displayFrame(s, s.frame(frames.front())) : out;
 }
 
 Insights computeInsights(const Snapshot& snapshot, std::span<const Replay> replays, const InsightOptions& options)
@@ -816,7 +872,7 @@ std::string insightsJson(const Insights& insights, const Snapshot& frames, const
         for (size_t f = 0; f < shown.size(); ++f) {
             if (f)
                 out += ", ";
-            jsonString(out, formatFrame(frames, frames.frame(shown[f])));
+            jsonString(out, displayFrame(frames, frames.frame(shown[f])));
         }
         out += "]}";
     }

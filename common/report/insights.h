@@ -67,7 +67,7 @@ struct InsightOptions {
     size_t maxOoms = 5; // OOMs explained one by one; the others are summed up in one more item
     size_t maxStalls = 3;
     size_t maxFrames = 12; // frames of a stack shown in `detail`
-    bool frameFilter = true; // group and show stacks as PyTorch's viewers do (model/framefilter.h)
+    bool frameFilter = true; // group and show stacks by their site, internal frames hidden (model/framefilter.h)
 };
 
 // The insights of every device of `snapshot` that has a trace (or segments: then only the end state is known).
@@ -85,10 +85,11 @@ Insights computeDiffInsights(const model::DiffResult& result, const InsightOptio
 std::string insightsText(const Insights& insights);
 std::string insightsJson(const Insights& insights, const model::Snapshot& frames, const InsightOptions& options = {});
 
-// A stack in one line: its two innermost shown frames (nn.Module's _call_impl plumbing skipped), then, unless one of
-// them is, the innermost frame of the user's own code (not PyTorch, site-packages or the interpreter), each as
-// basename:line:name: "functional.py:1443:dropout <- dropout.py:73:forward ... train.py:44:step".
-// "<no stack recorded>" without frames.
+// A stack in one line. With the frame filter on: its site (model/framefilter.h: the innermost frame of the user's
+// code or a model library's, whether the stack holds C++ frames or not), then what allocated there, the innermost
+// Python frame below it: "train.py:44:step via functional.py:1443:dropout". Off: its two innermost frames, then the
+// innermost frame of the user's own code: "functional.py:1443:dropout <- dropout.py:73:forward ... train.py:44:step".
+// Frames as basename:line:name (Windows paths cut at '\' too). "<no stack recorded>" without frames.
 std::string stackLabel(const model::Snapshot& snapshot, model::StackId stack, bool frameFilter = true);
 
 } // namespace memscope::report

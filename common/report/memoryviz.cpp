@@ -264,6 +264,21 @@ std::string formatFrame(const Snapshot& s, const Frame& frame, bool fullFilename
     return out;
 }
 
+std::string displayFrame(const Snapshot& s, const Frame& frame)
+{
+    std::string_view file = s.str(frame.filename);
+    const size_t slash = file.find_last_of("/\\");
+    if (slash != std::string_view::npos)
+        file.remove_prefix(slash + 1);
+    std::string out(file);
+    out += ':';
+    char line[24];
+    out.append(line, frame.line.toChars(line, line + sizeof line));
+    out += ':';
+    out += s.str(frame.name);
+    return out;
+}
+
 std::string pythonRepr(std::string_view text)
 {
     // CPython unicode_repr: single quotes unless the text has ' and no ".
