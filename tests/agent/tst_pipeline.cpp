@@ -715,7 +715,9 @@ private Q_SLOTS:
                                                             "or was killed)");
         QTest::newRow("hung (SIGSTOP)") << int(SIGSTOP) << QStringLiteral("the agent went silent")
                                         << QStringLiteral("the agent went silent (no goodbye, nothing for 2 s, the "
-                                                          "connection still open: a hung or stopped job)");
+                                                          "connection still open: a hung or stopped job, or a "
+                                                          "publisher thread held up inside the job, which the job's "
+                                                          "stderr names)");
     }
     void agentGone()
     {
