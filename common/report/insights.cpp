@@ -82,6 +82,31 @@ namespace {
     // The site of a stack (model/framefilter.h) and what allocated there: the innermost Python frame below it
     // (torch.nn.functional's dropout, a library's forward) when the site is not that frame itself. (-1, -1) for an
     // empty stack.
+    // A site as a label: a frame of Python code as basename:line:name; a native one (a stack without Python
+    // frames: the autograd engine's) by its function alone, parameters and namespaces cut:
+    // "AddmmBackward0 (autograd engine)", "div_Scalar (operator)".
+    std::string siteText(const Snapshot& s, const Frame& f)
+    {
+        const std::string_view file = s.str(f.filename);
+        if (!isNativeFrame(file))
+            return displayFrame(s, f);
+        std::string_view name = s.str(f.name);
+        if (const size_t paren = name.find('('); paren != std::string_view::npos)
+            name = name.substr(0, paren);
+        const bool node = name.find("autograd::generated::") != std::string_view::npos;
+        const bool op = name.starts_with("at::_ops::");
+        for (std::string_view tail : { std::string_view("::apply"), std::string_view("::call") })
+            if ((node || op) && name.ends_with(tail))
+                name.remove_suffix(tail.size());
+        if (const size_t colons = name.rfind("::"); (node || op) && colons != std::string_view::npos)
+            name.remove_prefix(colons + 2);
+        if (node)
+            return std::string(name) + " (autograd engine)";
+        if (op)
+            return std::string(name) + " (operator)";
+        return displayFrame(s, f);
+    }
+
     std::pair<int, int> siteAndWhat(const Snapshot& s, StackId stack)
     {
         const int site = siteIndex(s, stack);
@@ -95,7 +120,7 @@ namespace {
             // internal frames (native, the interpreter's, PyTorch's own Python) are counted, not listed.
             const auto [site, what] = siteAndWhat(s, stack);
             const FrameId* frames = s.stackBegin(stack);
-            std::string out = "  at " + displayFrame(s, s.frame(frames[site]));
+            std::string out = "  at " + siteText(s, s.frame(frames[site]));
             if (what >= 0)
                 out += " via " + displayFrame(s, s.frame(frames[what]));
             out += "\n";
@@ -691,7 +716,7 @@ std::string stackLabel(const Snapshot& s, StackId stack, bool frameFilter)
     if (frameFilter) {
         // The site, then what allocated there: "train.py:44:step via functional.py:1443:dropout".
         const auto [site, what] = siteAndWhat(s, stack);
-        std::string out = displayFrame(s, s.frame(s.stackBegin(stack)[site]));
+        std::string out = siteText(s, s.frame(s.stackBegin(stack)[site]));
         if (what >= 0)
             out += " via " + displayFrame(s, s.frame(s.stackBegin(stack)[what]));
         return out;
