@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace memscope::io {
@@ -164,13 +165,19 @@ private:
         m_error = fail(ErrorCode::Cancelled, "the direct path declined", m_pos);
         return false;
     }
-    bool isTraceList(NodeId n) const
-    {
-        return std::find(m_traceLists.begin(), m_traceLists.end(), n) != m_traceLists.end();
-    }
+    // O(1) each (a flag per node, then a map only for the lists flagged), however many lists device_traces has: a
+    // search of m_traceLists here, on every append and memo reference, made the reader cubic in them (issue 34).
+    bool isTraceList(NodeId n) const { return flagged(n, TraceListFlag); }
+    // The index of trace list `n` in m_traceLists, or m_traceLists.size() when `n` is none.
     size_t traceListIndex(NodeId n) const
     {
-        return size_t(std::find(m_traceLists.begin(), m_traceLists.end(), n) - m_traceLists.begin());
+        if (!isTraceList(n))
+            return m_traceLists.size();
+        if (n != m_lastTraceList) {
+            m_lastTraceList = n;
+            m_lastTraceListIndex = m_traceListIndex.find(n)->second;
+        }
+        return m_lastTraceListIndex;
     }
     // Every append of the general path. With a sink, an entry the sink took is a placeholder on the stack, where
     // the tree path has its dict, so that whatever the opcodes do with it they do on both paths; it may only go into
@@ -209,9 +216,8 @@ private:
             const size_t l = traceListIndex(c);
             if (l < m_traceLists.size())
                 ++listRefs[l];
-            const size_t o = size_t(std::find(m_outerLists.begin(), m_outerLists.end(), c) - m_outerLists.begin());
-            if (o < m_outerLists.size())
-                ++outerRefs[o];
+            if (flagged(c, OuterListFlag))
+                ++outerRefs[m_outerListIndex.find(c)->second];
             rootRefs += c == root;
         });
         return rootRefs == 0 && std::all_of(listRefs.begin(), listRefs.end(), [](uint32_t n) { return n == 1; })
@@ -380,8 +386,15 @@ private:
     bool m_prefetchInput = false; // a mapped file's (shapedEntry() says why)
     std::vector<NodeId> m_traceLists; // the lists of device_traces, whose entries go to the sink
     std::vector<uint64_t> m_sunk, m_placed; // per trace list: entries the sink took, placeholders appended to it
+    // Per trace list: the stack slot it was pushed to, and the first slot of the run of trace lists it ended then
+    // (the outer list lies right below that run).
+    std::vector<size_t> m_pushedAt, m_runStart;
+    std::unordered_map<NodeId, uint32_t> m_traceListIndex; // a trace list's index in m_traceLists
+    mutable NodeId m_lastTraceList = NoNode; // traceListIndex()'s last answer: entries come list by list
+    mutable size_t m_lastTraceListIndex = 0;
     NodeId m_placeholder = NoNode; // an empty dict standing for an entry the sink took
     std::vector<NodeId> m_outerLists; // the lists that hold the trace lists (device_traces)
+    std::unordered_map<NodeId, uint32_t> m_outerListIndex; // an outer list's index in m_outerLists
     bool m_declined = false;
     std::vector<FastItem> m_items;
     // The keys of the entries shapedEntry() takes: each key's memo reference opcode (its bytes, little-endian, in
@@ -397,16 +410,20 @@ private:
     uint64_t m_shapeRewrites = 0; // m_memoRewrites when m_shape was learned
     std::vector<std::pair<uint64_t, uint32_t>> m_pendingSlots; // (memo slot, item) of the entry being decoded
     std::vector<NodeId> m_frameBuffer; // the frame dicts of the entry's new frames lists
-    // Containers the sink has read (frames lists, frame dicts): the tree path reads them after the whole parse, so
-    // one that gains children later declines (place()).
-    std::vector<uint8_t> m_frozen;
-    bool frozen(NodeId n) const { return n < m_frozen.size() && m_frozen[n]; }
-    void freeze(NodeId n)
+    // Flags per node, grown on demand: frozen, a container the sink has read (frames lists, frame dicts: the tree
+    // path reads them after the whole parse, so one that gains children later declines, place()); a trace list; an
+    // outer list. One byte for all three: frozen nodes reach past the trace lists, so the lists' flags cost nothing.
+    static constexpr uint8_t FrozenFlag = 1, TraceListFlag = 2, OuterListFlag = 4;
+    std::vector<uint8_t> m_flags;
+    bool flagged(NodeId n, uint8_t flag) const { return n < m_flags.size() && (m_flags[n] & flag); }
+    void flag(NodeId n, uint8_t flag)
     {
-        if (n >= m_frozen.size())
-            m_frozen.resize(std::max<size_t>(size_t(n) + 1, m_frozen.size() * 2));
-        m_frozen[n] = 1;
+        if (n >= m_flags.size())
+            m_flags.resize(std::max<size_t>(size_t(n) + 1, m_flags.size() * 2));
+        m_flags[n] |= flag;
     }
+    bool frozen(NodeId n) const { return flagged(n, FrozenFlag); }
+    void freeze(NodeId n) { flag(n, FrozenFlag); }
 };
 
 // Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L'). Returns
@@ -1573,18 +1590,33 @@ Error Machine::run(NodeId& root)
                 // A list of device_traces: what lies below it (past the lists of devices before it) is the outer
                 // list and the key 'device_traces' (torch/csrc/cuda/memory_snapshot.cpp writes it so; the builder
                 // checks that it was the top-level dict's).
+                // The run of trace lists on top of the stack starts where the one on top says: nothing below a
+                // value changes while it stays on the stack, and a trace list comes back to the stack only as a
+                // DUP's copy (a memo reference declines), never in the slot it was pushed to. A copy on top is
+                // no shape PyTorch writes: declined rather than walked (the walk made the reader cubic).
                 size_t i = m_stack.size();
-                while (i > 0 && isTraceList(m_stack[i - 1]))
-                    --i;
+                if (i > 0 && isTraceList(m_stack[i - 1])) {
+                    const size_t top = traceListIndex(m_stack[i - 1]);
+                    if (m_pushedAt[top] != i - 1)
+                        return decline(), std::move(m_error);
+                    i = m_runStart[top];
+                }
                 if (i >= 2 && m_tree.type(m_stack[i - 1]) == NodeType::List
                     && m_tree.type(m_stack[i - 2]) == NodeType::String
                     && m_tree.string(m_stack[i - 2]) == "device_traces") {
                     const NodeId list = m_tree.addContainer(NodeType::List);
+                    m_traceListIndex.emplace(list, uint32_t(m_traceLists.size()));
+                    flag(list, TraceListFlag);
                     m_traceLists.push_back(list);
                     m_sunk.push_back(0);
                     m_placed.push_back(0);
-                    if (std::find(m_outerLists.begin(), m_outerLists.end(), m_stack[i - 1]) == m_outerLists.end())
+                    m_pushedAt.push_back(m_stack.size());
+                    m_runStart.push_back(i);
+                    if (!flagged(m_stack[i - 1], OuterListFlag)) {
+                        m_outerListIndex.emplace(m_stack[i - 1], uint32_t(m_outerLists.size()));
+                        flag(m_stack[i - 1], OuterListFlag);
                         m_outerLists.push_back(m_stack[i - 1]);
+                    }
                     if (!pushNode(list))
                         return tooManyValues();
                     break;

@@ -57,6 +57,22 @@ QByteArray nestedLists(int depth)
     return out;
 }
 
+// BINUNICODE 'device_traces'
+const QByteArray DeviceTracesKey = QByteArray("X\x0d\x00\x00\x00", 5) + "device_traces";
+
+// {'segments': [], 'device_traces': body}: `body` is the opcodes that leave the value on the stack.
+QByteArray deviceTracesWith(const QByteArray& body) { return snapshotWith(DeviceTracesKey + body); }
+
+// `unit` repeated `count` times.
+QByteArray repeated(const QByteArray& unit, int count)
+{
+    QByteArray out;
+    out.reserve(unit.size() * count);
+    for (int i = 0; i < count; ++i)
+        out += unit;
+    return out;
+}
+
 } // namespace
 
 class TestBadInput : public QObject {
@@ -71,6 +87,8 @@ private Q_SLOTS:
     void validButOddInputs_data();
     void validButOddInputs();
     void compressionBombRefusedEarly();
+    void hostileShapesEnd_data();
+    void hostileShapesEnd();
 };
 
 void TestBadInput::refusedAndBroken_data()
@@ -289,6 +307,57 @@ void TestBadInput::compressionBombRefusedEarly()
                                                            "snapshot"));
     const long grewKiB = after.ru_maxrss - before.ru_maxrss; // ru_maxrss: KiB on Linux
     QVERIFY2(grewKiB < 64 * 1024, qPrintable(QStringLiteral("peak memory grew by %1 KiB").arg(grewKiB)));
+}
+
+// Shapes of device_traces that PyTorch never writes, a few bytes per list: each load ends, with the snapshot they
+// make or one error that names the input and the reason, both ways of reading trace entries. (A search of the
+// trace lists per opcode once made 10,000 lists in 10 KB take 86 s, 30,000 more than 300 s: ctest's timeout
+// catches a return of that.)
+void TestBadInput::hostileShapesEnd_data()
+{
+    QTest::addColumn<QByteArray>("input");
+    QTest::addColumn<int>("devices"); // -1: an error
+    QTest::addColumn<QString>("reason"); // a word the error must contain
+    // ] ( ] ] ] ... e: the lists all on the stack at once, then one APPENDS.
+    for (int n : { 10'000, 100'000 })
+        QTest::addRow("%d lists under one MARK", n)
+            << deviceTracesWith("](" + QByteArray(n, ']') + "e") << n << QString();
+    // ] ] ] ... a a a: each list appended to the one below it.
+    for (int n : { 10'000, 1'000'000 })
+        QTest::addRow("%d nested lists", n) << deviceTracesWith("]" + QByteArray(n, ']') + QByteArray(n, 'a')) << -1
+                                            << QStringLiteral("device 0, trace entry 0: is a list, expected a dict");
+    // ] ( ] DUP ] DUP ... e: every list twice (a copy of a trace list on top of the stack).
+    QTest::newRow("50000 lists each twice (DUP)")
+        << deviceTracesWith("](" + repeated("]2", 50'000) + "e") << 100'000 << QString();
+    // 'device_traces' [[]] 'device_traces' [[]] ...: 100,000 outer lists in the top-level dict's one SETITEMS; the
+    // last key wins (Modules/_pickle.c, load_setitems: PyDict_SetItem one pair after the other).
+    QTest::newRow("100000 device_traces keys")
+        << snapshotWith(repeated(DeviceTracesKey + "]]a", 100'000)) << 1 << QString();
+}
+
+void TestBadInput::hostileShapesEnd()
+{
+    QFETCH(QByteArray, input);
+    QFETCH(int, devices);
+    QFETCH(QString, reason);
+    for (const bool direct : { true, false }) {
+        io::LoadOptions options;
+        options.directTraces = direct;
+        const io::LoadResult r = io::loadSnapshotFromMemory(
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(input.constData()), size_t(input.size())),
+            "hostile.pickle", options);
+        if (devices < 0) {
+            QVERIFY2(!r.ok(), "the input was accepted");
+            const QString message = QString::fromStdString(r.error.toString());
+            QVERIFY2(message.startsWith(QLatin1String("hostile.pickle: ")) && message.contains(reason),
+                     qPrintable(message));
+            continue;
+        }
+        QVERIFY2(r.ok(), r.error.toString().c_str());
+        QCOMPARE(int(r.snapshot->deviceTraces.size()), devices);
+        for (const auto& trace : r.snapshot->deviceTraces)
+            QVERIFY(trace.empty());
+    }
 }
 
 QTEST_GUILESS_MAIN(TestBadInput)
