@@ -13,6 +13,7 @@
 #include "io/textcodec.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -128,6 +129,54 @@ const char* unsafeOpcodeName(uint8_t code)
     default: return nullptr;
     }
 }
+
+// How each opcode's argument is laid out, as the Machine reads it (Lib/pickletools.py lists them): none, a fixed
+// width, a length of 1, 4 or 8 bytes and then that many bytes, or text up to '\n'. Fails: an opcode the Machine
+// does not know or refuses (unsafeOpcodeName), where its parse ends.
+enum class Arg : uint8_t {
+    Fails,
+    None,
+    Fixed1,
+    Fixed2,
+    Fixed4,
+    Fixed8,
+    Counted1,
+    Counted4,
+    Counted8,
+    Line,
+    Frame,
+    Stop
+};
+
+constexpr std::array<Arg, 256> argLayouts()
+{
+    std::array<Arg, 256> a {};
+    for (uint8_t c : { op::Mark,    op::Pop,        op::PopMark,  op::Dup,      op::None,      op::Append,
+                       op::Dict,    op::EmptyDict,  op::Appends,  op::List,     op::EmptyList, op::SetItem,
+                       op::Tuple,   op::EmptyTuple, op::SetItems, op::Tuple1,   op::Tuple2,    op::Tuple3,
+                       op::NewTrue, op::NewFalse,   op::EmptySet, op::AddItems, op::FrozenSet, op::Memoize })
+        a[c] = Arg::None;
+    for (uint8_t c : { op::Proto, op::BinInt1, op::BinGet, op::BinPut })
+        a[c] = Arg::Fixed1;
+    a[op::BinInt2] = Arg::Fixed2;
+    for (uint8_t c : { op::BinInt, op::LongBinGet, op::LongBinPut })
+        a[c] = Arg::Fixed4;
+    a[op::BinFloat] = Arg::Fixed8;
+    for (uint8_t c : { op::Long1, op::ShortBinString, op::ShortBinBytes, op::ShortBinUnicode })
+        a[c] = Arg::Counted1;
+    for (uint8_t c : { op::Long4, op::BinString, op::BinUnicode, op::BinBytes })
+        a[c] = Arg::Counted4;
+    for (uint8_t c : { op::BinUnicode8, op::BinBytes8, op::ByteArray8 })
+        a[c] = Arg::Counted8;
+    for (uint8_t c : { op::Float, op::Int, op::Long, op::String, op::Unicode, op::Put, op::Get })
+        a[c] = Arg::Line;
+    a[op::Frame] = Arg::Frame;
+    a[op::Stop] = Arg::Stop;
+    return a;
+}
+constexpr std::array<Arg, 256> ArgLayouts = argLayouts();
+static_assert(ArgLayouts[op::Global] == Arg::Fails && ArgLayouts[op::Reduce] == Arg::Fails
+              && ArgLayouts[0] == Arg::Fails);
 
 // Memo slots in the direct path hold a NodeId below 2^30, or a tagged value that has no node: a StringId of the sink
 // (a string value of a trace entry), a StackId (a frames list), an item of the entry being decoded (its value is not interned yet), or an
@@ -1807,6 +1856,87 @@ bool looksLikePickle(std::span<const uint8_t> data)
     // Refused opcodes are among them, so a hostile protocol-0 file is reported as such, not as "not a pickle".
     static constexpr std::string_view FirstOpcodes = "(}])NIJKLMFGSTUVXBCcPi";
     return FirstOpcodes.find(static_cast<char>(data[0])) != std::string_view::npos;
+}
+
+PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
+{
+    auto le = [&](uint64_t at, unsigned width) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < width; ++i)
+            v |= uint64_t(data[at + i]) << (8 * i);
+        return v;
+    };
+    // Notes that the parse needs the bytes below `end`; whether they are here.
+    auto need = [&](uint64_t end) {
+        m_needed = std::max(m_needed, end);
+        return end <= data.size();
+    };
+    while (m_state == State::More && need(m_pos + 1)) {
+        const uint8_t code = data[m_pos];
+        const uint64_t at = m_pos + 1; // the argument's first byte
+        uint64_t end = at; // past the argument
+        unsigned width = 0;
+        switch (ArgLayouts[code]) {
+        case Arg::Fails:
+            m_state = State::Fails;
+            return m_state;
+        case Arg::Stop:
+            m_state = State::Stop;
+            return m_state;
+        case Arg::None:
+            break;
+        case Arg::Fixed1:
+            end = at + 1;
+            break;
+        case Arg::Fixed2:
+            end = at + 2;
+            break;
+        case Arg::Fixed4:
+            end = at + 4;
+            break;
+        case Arg::Fixed8:
+            end = at + 8;
+            break;
+        case Arg::Frame: // the Machine checks that the whole frame is there when it meets the FRAME
+            if (!need(at + 8))
+                return m_state;
+            need(std::min(le(at, 8), UINT64_MAX - (at + 8)) + at + 8);
+            end = at + 8;
+            break;
+        case Arg::Counted1:
+            width = 1;
+            break;
+        case Arg::Counted4:
+            width = 4;
+            break;
+        case Arg::Counted8:
+            width = 8;
+            break;
+        case Arg::Line: {
+            const auto* nl = static_cast<const uint8_t*>(std::memchr(data.data() + at, '\n', data.size() - at));
+            if (!nl) {
+                need(data.size() + 1); // a byte more at least
+                return m_state;
+            }
+            end = uint64_t(nl - data.data()) + 1;
+            break;
+        }
+        }
+        if (width > 0) {
+            if (!need(at + width))
+                return m_state;
+            const uint64_t length = le(at, width);
+            if (code == op::Long4 && length >> 31) { // a negative length: the Machine fails here
+                m_state = State::Fails;
+                return m_state;
+            }
+            end = std::min(length, UINT64_MAX - (at + width)) + at + width;
+        }
+        if (!need(end))
+            return m_state;
+        m_pos = end;
+    }
+    return m_state;
 }
 
 } // namespace memscope::io
