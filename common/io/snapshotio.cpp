@@ -86,15 +86,18 @@ enum class XzContent : uint8_t { Bytes, Snapshot, Pickle };
 Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const std::string& path,
                    XzContent content = XzContent::Bytes, uint64_t limit = uint64_t(16) << 30)
 {
-    const char* limitIs = "the reader's limit";
-    if (const uint64_t free = model::availableMemory(); free > 0 && free / 2 < limit) {
-        limit = free / 2; // the parse needs at least as much again
-        limitIs = "half the memory this machine has free";
-    }
-    auto tooLarge = [&](const std::string& what) {
-        return makeError(ErrorCode::TooLarge,
-                         what + ", more than the " + std::to_string(limit >> 20) + " MiB it may take (" + limitIs + ")",
-                         path);
+    // `limit` is fixed; `room` is what the machine has now (the parse needs at least as much again), so a file is
+    // refused past `limit` with the same message whenever it is read, and past `room` with today's figure.
+    uint64_t room = limit;
+    if (const uint64_t free = model::availableMemory(); free > 0)
+        room = std::min(limit, free / 2);
+    auto tooLarge = [&](std::string what, uint64_t size) {
+        if (size > limit)
+            what += ", more than the " + std::to_string(limit >> 20) + " MiB the reader decompresses at most";
+        else
+            what += ", more than the " + std::to_string(room >> 20)
+                + " MiB it may take (half the memory this machine has free)";
+        return makeError(ErrorCode::TooLarge, std::move(what), path);
     };
     lzma_stream strm = LZMA_STREAM_INIT;
     if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
@@ -110,7 +113,7 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
     PickleExtent extent;
     bool scanning = content == XzContent::Pickle;
     try {
-        out.resize(std::min<uint64_t>(std::max<size_t>(in.size() * 8, 1 << 20), limit));
+        out.resize(std::min<uint64_t>(std::max<size_t>(in.size() * 8, 1 << 20), room));
         strm.next_in = in.data();
         strm.avail_in = in.size();
         strm.next_out = out.data();
@@ -130,11 +133,12 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
             uint64_t wanted = UINT64_MAX; // the bytes worth decoding: all of them, until the pickle's end is known
             if (scanning && checked) {
                 extent.scan(std::span<const uint8_t>(out.data(), produced));
-                if (extent.needed() > limit)
+                if (extent.needed() > room)
                     return tooLarge("its pickle needs "
-                                    + (extent.needed() == UINT64_MAX ? std::string("more than 2^64")
-                                                                     : std::to_string(extent.needed()))
-                                    + " bytes decompressed");
+                                        + (extent.needed() == UINT64_MAX ? std::string("more than 2^64")
+                                                                         : std::to_string(extent.needed()))
+                                        + " bytes decompressed",
+                                    extent.needed());
                 if (extent.state() != PickleExtent::State::More)
                     wanted = extent.needed() + Slack;
             }
@@ -151,9 +155,9 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
                     strm.avail_out = size_t(std::min<uint64_t>(out.size(), wanted) - produced); // past the first round
                     continue;
                 }
-                if (produced >= limit)
-                    return tooLarge("it decompresses to more");
-                out.resize(std::min({ uint64_t(produced) * 2, limit, wanted }));
+                if (produced >= room)
+                    return tooLarge("it decompresses to more", produced + 1);
+                out.resize(std::min({ uint64_t(produced) * 2, room, wanted }));
                 strm.next_out = out.data() + produced;
                 strm.avail_out = out.size() - produced;
             }
