@@ -13,11 +13,13 @@
 #include "io/textcodec.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace memscope::io {
@@ -128,6 +130,54 @@ const char* unsafeOpcodeName(uint8_t code)
     }
 }
 
+// How each opcode's argument is laid out, as the Machine reads it (Lib/pickletools.py lists them): none, a fixed
+// width, a length of 1, 4 or 8 bytes and then that many bytes, or text up to '\n'. Fails: an opcode the Machine
+// does not know or refuses (unsafeOpcodeName), where its parse ends.
+enum class Arg : uint8_t {
+    Fails,
+    None,
+    Fixed1,
+    Fixed2,
+    Fixed4,
+    Fixed8,
+    Counted1,
+    Counted4,
+    Counted8,
+    Line,
+    Frame,
+    Stop
+};
+
+constexpr std::array<Arg, 256> argLayouts()
+{
+    std::array<Arg, 256> a {};
+    for (uint8_t c : { op::Mark,    op::Pop,        op::PopMark,  op::Dup,      op::None,      op::Append,
+                       op::Dict,    op::EmptyDict,  op::Appends,  op::List,     op::EmptyList, op::SetItem,
+                       op::Tuple,   op::EmptyTuple, op::SetItems, op::Tuple1,   op::Tuple2,    op::Tuple3,
+                       op::NewTrue, op::NewFalse,   op::EmptySet, op::AddItems, op::FrozenSet, op::Memoize })
+        a[c] = Arg::None;
+    for (uint8_t c : { op::Proto, op::BinInt1, op::BinGet, op::BinPut })
+        a[c] = Arg::Fixed1;
+    a[op::BinInt2] = Arg::Fixed2;
+    for (uint8_t c : { op::BinInt, op::LongBinGet, op::LongBinPut })
+        a[c] = Arg::Fixed4;
+    a[op::BinFloat] = Arg::Fixed8;
+    for (uint8_t c : { op::Long1, op::ShortBinString, op::ShortBinBytes, op::ShortBinUnicode })
+        a[c] = Arg::Counted1;
+    for (uint8_t c : { op::Long4, op::BinString, op::BinUnicode, op::BinBytes })
+        a[c] = Arg::Counted4;
+    for (uint8_t c : { op::BinUnicode8, op::BinBytes8, op::ByteArray8 })
+        a[c] = Arg::Counted8;
+    for (uint8_t c : { op::Float, op::Int, op::Long, op::String, op::Unicode, op::Put, op::Get })
+        a[c] = Arg::Line;
+    a[op::Frame] = Arg::Frame;
+    a[op::Stop] = Arg::Stop;
+    return a;
+}
+constexpr std::array<Arg, 256> ArgLayouts = argLayouts();
+static_assert(ArgLayouts[op::Global] == Arg::Fails && ArgLayouts[op::Reduce] == Arg::Fails
+              && ArgLayouts[0] == Arg::Fails);
+
 // Memo slots in the direct path hold a NodeId below 2^30, or a tagged value that has no node: a StringId of the sink
 // (a string value of a trace entry), a StackId (a frames list), an item of the entry being decoded (its value is not interned yet), or an
 // entry (nothing may refer to one: a reference declines). Without a sink every slot is a NodeId.
@@ -164,13 +214,19 @@ private:
         m_error = fail(ErrorCode::Cancelled, "the direct path declined", m_pos);
         return false;
     }
-    bool isTraceList(NodeId n) const
-    {
-        return std::find(m_traceLists.begin(), m_traceLists.end(), n) != m_traceLists.end();
-    }
+    // O(1) each (a flag per node, then a map only for the lists flagged), however many lists device_traces has: a
+    // search of m_traceLists here, on every append and memo reference, made the reader cubic in them (issue 34).
+    bool isTraceList(NodeId n) const { return flagged(n, TraceListFlag); }
+    // The index of trace list `n` in m_traceLists, or m_traceLists.size() when `n` is none.
     size_t traceListIndex(NodeId n) const
     {
-        return size_t(std::find(m_traceLists.begin(), m_traceLists.end(), n) - m_traceLists.begin());
+        if (!isTraceList(n))
+            return m_traceLists.size();
+        if (n != m_lastTraceList) {
+            m_lastTraceList = n;
+            m_lastTraceListIndex = m_traceListIndex.find(n)->second;
+        }
+        return m_lastTraceListIndex;
     }
     // Every append of the general path. With a sink, an entry the sink took is a placeholder on the stack, where
     // the tree path has its dict, so that whatever the opcodes do with it they do on both paths; it may only go into
@@ -209,9 +265,8 @@ private:
             const size_t l = traceListIndex(c);
             if (l < m_traceLists.size())
                 ++listRefs[l];
-            const size_t o = size_t(std::find(m_outerLists.begin(), m_outerLists.end(), c) - m_outerLists.begin());
-            if (o < m_outerLists.size())
-                ++outerRefs[o];
+            if (flagged(c, OuterListFlag))
+                ++outerRefs[m_outerListIndex.find(c)->second];
             rootRefs += c == root;
         });
         return rootRefs == 0 && std::all_of(listRefs.begin(), listRefs.end(), [](uint32_t n) { return n == 1; })
@@ -380,8 +435,15 @@ private:
     bool m_prefetchInput = false; // a mapped file's (shapedEntry() says why)
     std::vector<NodeId> m_traceLists; // the lists of device_traces, whose entries go to the sink
     std::vector<uint64_t> m_sunk, m_placed; // per trace list: entries the sink took, placeholders appended to it
+    // Per trace list: the stack slot it was pushed to, and the first slot of the run of trace lists it ended then
+    // (the outer list lies right below that run).
+    std::vector<size_t> m_pushedAt, m_runStart;
+    std::unordered_map<NodeId, uint32_t> m_traceListIndex; // a trace list's index in m_traceLists
+    mutable NodeId m_lastTraceList = NoNode; // traceListIndex()'s last answer: entries come list by list
+    mutable size_t m_lastTraceListIndex = 0;
     NodeId m_placeholder = NoNode; // an empty dict standing for an entry the sink took
     std::vector<NodeId> m_outerLists; // the lists that hold the trace lists (device_traces)
+    std::unordered_map<NodeId, uint32_t> m_outerListIndex; // an outer list's index in m_outerLists
     bool m_declined = false;
     std::vector<FastItem> m_items;
     // The keys of the entries shapedEntry() takes: each key's memo reference opcode (its bytes, little-endian, in
@@ -397,16 +459,20 @@ private:
     uint64_t m_shapeRewrites = 0; // m_memoRewrites when m_shape was learned
     std::vector<std::pair<uint64_t, uint32_t>> m_pendingSlots; // (memo slot, item) of the entry being decoded
     std::vector<NodeId> m_frameBuffer; // the frame dicts of the entry's new frames lists
-    // Containers the sink has read (frames lists, frame dicts): the tree path reads them after the whole parse, so
-    // one that gains children later declines (place()).
-    std::vector<uint8_t> m_frozen;
-    bool frozen(NodeId n) const { return n < m_frozen.size() && m_frozen[n]; }
-    void freeze(NodeId n)
+    // Flags per node, grown on demand: frozen, a container the sink has read (frames lists, frame dicts: the tree
+    // path reads them after the whole parse, so one that gains children later declines, place()); a trace list; an
+    // outer list. One byte for all three: frozen nodes reach past the trace lists, so the lists' flags cost nothing.
+    static constexpr uint8_t FrozenFlag = 1, TraceListFlag = 2, OuterListFlag = 4;
+    std::vector<uint8_t> m_flags;
+    bool flagged(NodeId n, uint8_t flag) const { return n < m_flags.size() && (m_flags[n] & flag); }
+    void flag(NodeId n, uint8_t flag)
     {
-        if (n >= m_frozen.size())
-            m_frozen.resize(std::max<size_t>(size_t(n) + 1, m_frozen.size() * 2));
-        m_frozen[n] = 1;
+        if (n >= m_flags.size())
+            m_flags.resize(std::max<size_t>(size_t(n) + 1, m_flags.size() * 2));
+        m_flags[n] |= flag;
     }
+    bool frozen(NodeId n) const { return flagged(n, FrozenFlag); }
+    void freeze(NodeId n) { flag(n, FrozenFlag); }
 };
 
 // Parses a decimal integer as Python's int() would for pickle's text opcodes (sign, digits, optional 'L'). Returns
@@ -1573,18 +1639,33 @@ Error Machine::run(NodeId& root)
                 // A list of device_traces: what lies below it (past the lists of devices before it) is the outer
                 // list and the key 'device_traces' (torch/csrc/cuda/memory_snapshot.cpp writes it so; the builder
                 // checks that it was the top-level dict's).
+                // The run of trace lists on top of the stack starts where the one on top says: nothing below a
+                // value changes while it stays on the stack, and a trace list comes back to the stack only as a
+                // DUP's copy (a memo reference declines), never in the slot it was pushed to. A copy on top is
+                // no shape PyTorch writes: declined rather than walked (the walk made the reader cubic).
                 size_t i = m_stack.size();
-                while (i > 0 && isTraceList(m_stack[i - 1]))
-                    --i;
+                if (i > 0 && isTraceList(m_stack[i - 1])) {
+                    const size_t top = traceListIndex(m_stack[i - 1]);
+                    if (m_pushedAt[top] != i - 1)
+                        return decline(), std::move(m_error);
+                    i = m_runStart[top];
+                }
                 if (i >= 2 && m_tree.type(m_stack[i - 1]) == NodeType::List
                     && m_tree.type(m_stack[i - 2]) == NodeType::String
                     && m_tree.string(m_stack[i - 2]) == "device_traces") {
                     const NodeId list = m_tree.addContainer(NodeType::List);
+                    m_traceListIndex.emplace(list, uint32_t(m_traceLists.size()));
+                    flag(list, TraceListFlag);
                     m_traceLists.push_back(list);
                     m_sunk.push_back(0);
                     m_placed.push_back(0);
-                    if (std::find(m_outerLists.begin(), m_outerLists.end(), m_stack[i - 1]) == m_outerLists.end())
+                    m_pushedAt.push_back(m_stack.size());
+                    m_runStart.push_back(i);
+                    if (!flagged(m_stack[i - 1], OuterListFlag)) {
+                        m_outerListIndex.emplace(m_stack[i - 1], uint32_t(m_outerLists.size()));
+                        flag(m_stack[i - 1], OuterListFlag);
                         m_outerLists.push_back(m_stack[i - 1]);
+                    }
                     if (!pushNode(list))
                         return tooManyValues();
                     break;
@@ -1775,6 +1856,87 @@ bool looksLikePickle(std::span<const uint8_t> data)
     // Refused opcodes are among them, so a hostile protocol-0 file is reported as such, not as "not a pickle".
     static constexpr std::string_view FirstOpcodes = "(}])NIJKLMFGSTUVXBCcPi";
     return FirstOpcodes.find(static_cast<char>(data[0])) != std::string_view::npos;
+}
+
+PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
+{
+    auto le = [&](uint64_t at, unsigned width) {
+        uint64_t v = 0;
+        for (unsigned i = 0; i < width; ++i)
+            v |= uint64_t(data[at + i]) << (8 * i);
+        return v;
+    };
+    // Notes that the parse needs the bytes below `end`; whether they are here.
+    auto need = [&](uint64_t end) {
+        m_needed = std::max(m_needed, end);
+        return end <= data.size();
+    };
+    while (m_state == State::More && need(m_pos + 1)) {
+        const uint8_t code = data[m_pos];
+        const uint64_t at = m_pos + 1; // the argument's first byte
+        uint64_t end = at; // past the argument
+        unsigned width = 0;
+        switch (ArgLayouts[code]) {
+        case Arg::Fails:
+            m_state = State::Fails;
+            return m_state;
+        case Arg::Stop:
+            m_state = State::Stop;
+            return m_state;
+        case Arg::None:
+            break;
+        case Arg::Fixed1:
+            end = at + 1;
+            break;
+        case Arg::Fixed2:
+            end = at + 2;
+            break;
+        case Arg::Fixed4:
+            end = at + 4;
+            break;
+        case Arg::Fixed8:
+            end = at + 8;
+            break;
+        case Arg::Frame: // the Machine checks that the whole frame is there when it meets the FRAME
+            if (!need(at + 8))
+                return m_state;
+            need(std::min(le(at, 8), UINT64_MAX - (at + 8)) + at + 8);
+            end = at + 8;
+            break;
+        case Arg::Counted1:
+            width = 1;
+            break;
+        case Arg::Counted4:
+            width = 4;
+            break;
+        case Arg::Counted8:
+            width = 8;
+            break;
+        case Arg::Line: {
+            const auto* nl = static_cast<const uint8_t*>(std::memchr(data.data() + at, '\n', data.size() - at));
+            if (!nl) {
+                need(data.size() + 1); // a byte more at least
+                return m_state;
+            }
+            end = uint64_t(nl - data.data()) + 1;
+            break;
+        }
+        }
+        if (width > 0) {
+            if (!need(at + width))
+                return m_state;
+            const uint64_t length = le(at, width);
+            if (code == op::Long4 && length >> 31) { // a negative length: the Machine fails here
+                m_state = State::Fails;
+                return m_state;
+            }
+            end = std::min(length, UINT64_MAX - (at + width)) + at + width;
+        }
+        if (!need(end))
+            return m_state;
+        m_pos = end;
+    }
+    return m_state;
 }
 
 } // namespace memscope::io

@@ -78,4 +78,29 @@ Error parsePickle(std::span<const uint8_t> data, ValueTree& tree, NodeId& root, 
 // True when the bytes look like a pickle (PROTO opcode, or a protocol-0/1 opening opcode).
 bool looksLikePickle(std::span<const uint8_t> data);
 
+// Where a pickle's bytes end, found from its opcodes' argument lengths alone (Lib/pickletools.py), as the bytes
+// arrive: an .xz file is decompressed only as far as the parse will read (io/snapshotio.cpp), so that whatever follows
+// the STOP (bytes Python's pickle.load leaves unread too) costs neither memory nor time. Linear in the bytes scanned,
+// each byte once. One stream per scanner; a plain value, no thread of its own.
+class PickleExtent {
+public:
+    enum class State : uint8_t {
+        More, // the pickle goes on past the bytes given
+        Stop, // a STOP: the parse reads nothing past needed()
+        Fails, // an opcode the parse fails at (unknown, or one that runs code): it reads nothing past needed()
+    };
+    // Scans the stream's first data.size() bytes (the bytes of the last call, and more) from where it left off.
+    State scan(std::span<const uint8_t> data);
+    State state() const { return m_state; }
+    // The bytes the parse needs to have before it can go on (More) or to end as it will (Stop, Fails): past the
+    // opcode scanned last and its argument, and past the end of the FRAME around it (the parse checks a whole frame
+    // is there when it meets the FRAME). Grows with each call.
+    uint64_t needed() const { return m_needed; }
+
+private:
+    uint64_t m_pos = 0; // the next opcode's offset
+    uint64_t m_needed = 0;
+    State m_state = State::More;
+};
+
 } // namespace memscope::io

@@ -73,15 +73,32 @@ bool isXz(std::span<const uint8_t> data)
 
 bool looksLikeJson(std::span<const uint8_t> data);
 
-// Decompresses an .xz stream, bounded three ways, so that a small hostile file costs neither the machine's memory
-// nor minutes: its first 4 KiB must look like a pickle or JSON (checked as soon as they are out, when
-// `mustLookLikeSnapshot`), the output may not outgrow the memory the machine has free (nor `limit`), and running out
-// of memory anyway is an error, not a crash.
+// What decompressXz() is reading: any bytes (all of the stream), a snapshot (its first 4 KiB must look like a
+// pickle or JSON; a pickle is read to its end), or a pickle (read to its end).
+enum class XzContent : uint8_t { Bytes, Snapshot, Pickle };
+
+// Decompresses an .xz stream, bounded four ways, so that a small hostile file costs neither the machine's memory
+// nor minutes: a snapshot's first 4 KiB must look like a pickle or JSON (checked as soon as they are out); a pickle
+// is decompressed only as far as its parse will read (PickleExtent: to its STOP, or to the opcode the parse fails
+// at; what follows is left compressed, as Python's pickle.load leaves it unread in an lzma.open() file); the output
+// may not outgrow the memory the machine has free (nor `limit`), checked at once against what the pickle's opcodes
+// announce; and running out of memory anyway is an error, not a crash.
 Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const std::string& path,
-                   bool mustLookLikeSnapshot = false, uint64_t limit = uint64_t(16) << 30)
+                   XzContent content = XzContent::Bytes, uint64_t limit = uint64_t(16) << 30)
 {
+    // `limit` is fixed; `room` is what the machine has now (the parse needs at least as much again), so a file is
+    // refused past `limit` with the same message whenever it is read, and past `room` with today's figure.
+    uint64_t room = limit;
     if (const uint64_t free = model::availableMemory(); free > 0)
-        limit = std::min(limit, free / 2); // the parse needs at least as much again
+        room = std::min(limit, free / 2);
+    auto tooLarge = [&](std::string what, uint64_t size) {
+        if (size > limit)
+            what += ", more than the " + std::to_string(limit >> 20) + " MiB the reader decompresses at most";
+        else
+            what += ", more than the " + std::to_string(room >> 20)
+                + " MiB it may take (half the memory this machine has free)";
+        return makeError(ErrorCode::TooLarge, std::move(what), path);
+    };
     lzma_stream strm = LZMA_STREAM_INIT;
     if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
         return makeError(ErrorCode::Io, "cannot start the xz decoder", path);
@@ -90,13 +107,18 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
         ~End() { lzma_end(s); }
     } end { &strm };
     constexpr size_t Prefix = 4096;
+    // Decoded past the pickle's end before stopping: a stream that ends there (every file PyTorch or we write) is
+    // decoded to its end, so its integrity check is still verified.
+    constexpr uint64_t Slack = uint64_t(1) << 20;
+    PickleExtent extent;
+    bool scanning = content == XzContent::Pickle;
     try {
-        out.resize(std::min<uint64_t>(std::max<size_t>(in.size() * 8, 1 << 20), limit));
+        out.resize(std::min<uint64_t>(std::max<size_t>(in.size() * 8, 1 << 20), room));
         strm.next_in = in.data();
         strm.avail_in = in.size();
         strm.next_out = out.data();
         strm.avail_out = std::min<size_t>(out.size(), Prefix); // the first round: just enough to check
-        bool checked = !mustLookLikeSnapshot;
+        bool checked = content != XzContent::Snapshot;
         while (true) {
             const lzma_ret ret = lzma_code(&strm, LZMA_FINISH);
             const size_t produced = size_t(strm.next_out - out.data());
@@ -106,6 +128,19 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
                     return makeError(ErrorCode::NotPickle,
                                      "the xz file holds neither a pickle nor JSON: not a memory snapshot", path);
                 checked = true;
+                scanning = looksLikePickle(head); // as loadBytes() will decide
+            }
+            uint64_t wanted = UINT64_MAX; // the bytes worth decoding: all of them, until the pickle's end is known
+            if (scanning && checked) {
+                extent.scan(std::span<const uint8_t>(out.data(), produced));
+                if (extent.needed() > room)
+                    return tooLarge("its pickle needs "
+                                        + (extent.needed() == UINT64_MAX ? std::string("more than 2^64")
+                                                                         : std::to_string(extent.needed()))
+                                        + " bytes decompressed",
+                                    extent.needed());
+                if (extent.state() != PickleExtent::State::More)
+                    wanted = extent.needed() + Slack;
             }
             if (ret == LZMA_STREAM_END)
                 break;
@@ -113,22 +148,24 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
                 return makeError(ret == LZMA_BUF_ERROR ? ErrorCode::Truncated : ErrorCode::Corrupt,
                                  ret == LZMA_BUF_ERROR ? "the xz stream is truncated" : "the xz stream is corrupt",
                                  path);
+            if (produced >= wanted)
+                break; // the rest is never read
             if (strm.avail_out == 0) {
                 if (produced < out.size()) {
-                    strm.avail_out = out.size() - produced; // past the first round
+                    strm.avail_out = size_t(std::min<uint64_t>(out.size(), wanted) - produced); // past the first round
                     continue;
                 }
-                if (produced >= limit)
-                    return makeError(ErrorCode::TooLarge,
-                                     "decompresses to more than " + std::to_string(limit >> 20)
-                                         + " MiB, more than half the memory this machine has free",
-                                     path);
-                out.resize(std::min<uint64_t>(uint64_t(produced) * 2, limit));
+                if (produced >= room)
+                    return tooLarge("it decompresses to more", produced + 1);
+                out.resize(std::min({ uint64_t(produced) * 2, room, wanted }));
                 strm.next_out = out.data() + produced;
                 strm.avail_out = out.size() - produced;
             }
         }
-        out.resize(size_t(strm.next_out - out.data()));
+        uint64_t size = uint64_t(strm.next_out - out.data());
+        if (scanning && extent.state() != PickleExtent::State::More)
+            size = std::min(size, extent.needed()); // what follows the pickle is no part of the snapshot
+        out.resize(size_t(size));
     } catch (const std::bad_alloc&) {
         out.clear();
         out.shrink_to_fit();
@@ -170,7 +207,10 @@ LoadResult loadBytes(std::span<const uint8_t> data, const std::string& name, con
     const size_t fileSize = data.size();
     const bool compressed = isXz(data);
     if (compressed) {
-        if (Error e = decompressXz(data, decompressed, name, options.format == Format::Auto))
+        const XzContent content = options.format == Format::Auto ? XzContent::Snapshot
+            : options.format == Format::Pickle                   ? XzContent::Pickle
+                                                                 : XzContent::Bytes;
+        if (Error e = decompressXz(data, decompressed, name, content))
             return failWith(std::move(e));
         data = decompressed;
         if (data.empty())

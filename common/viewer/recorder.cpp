@@ -38,6 +38,16 @@ namespace {
         return model::Action::Unknown;
     }
 
+    // Whether [address, address + size) lies below 2^63, as the model's addresses and sizes (signed 64-bit:
+    // model::DeviceAddr, model::ByteCount) hold it. No allocator produces a range beyond (a CUDA device's addresses
+    // and memory are far below): a record that claims one is a broken or hostile agent's, and is a misfit here, as
+    // tests/fuzz/fuzz_wire.cpp found such records breaking its invariant that blocks tile their segment (issue 34).
+    bool fitsTheModel(uint64_t address, uint64_t size)
+    {
+        constexpr uint64_t Limit = uint64_t(1) << 63;
+        return address < Limit && size < Limit && address + size <= Limit;
+    }
+
 } // namespace
 
 model::EventTrace::Devices Recorder::loadState(const DecodedState& state)
@@ -55,6 +65,10 @@ model::EventTrace::Devices Recorder::loadState(const DecodedState& state)
         ++m_stats.unsynced;
     };
     for (const SegmentRecord& r : state.segments) {
+        if (!fitsTheModel(r.address, r.size)) {
+            misfit();
+            continue;
+        }
         Segment s;
         s.size = r.size;
         s.stream = r.stream;
@@ -70,6 +84,10 @@ model::EventTrace::Devices Recorder::loadState(const DecodedState& state)
     // Inactive blocks by device and address, with the request each carries.
     std::vector<std::map<uint64_t, std::pair<uint64_t, uint64_t>>> inactive; // address -> end, requested
     for (const BlockRecord& r : state.blocks) {
+        if (!fitsTheModel(r.address, r.size) || !fitsTheModel(0, r.requestedSize)) {
+            misfit();
+            continue;
+        }
         if (r.state == 0) {
             if (r.device >= inactive.size())
                 inactive.resize(size_t(r.device) + 1);
@@ -240,6 +258,14 @@ void Recorder::apply(const EventRecord& e)
     m_started = true;
     if (e.type == uint8_t(EventType::Heartbeat) || e.type >= uint8_t(EventType::Count)) {
         ++m_stats.heartbeats;
+        return;
+    }
+    // An OOM's address is the device's free bytes and its size the request (wire/protocol.h): no range, but each
+    // a field of the model all the same.
+    const bool oom = e.type == uint8_t(EventType::Oom);
+    if (!fitsTheModel(e.address, oom ? 0 : e.size) || !fitsTheModel(0, e.size) || !fitsTheModel(0, e.requestedSize)) {
+        ++m_stats.inconsistent;
+        ++m_stats.unsynced;
         return;
     }
     // The engine's event: for an alloc, the request as the trace's size and the wire size as the block's bytes.
@@ -436,13 +462,16 @@ std::optional<RecordingInfo> recordingInfoOf(const model::Snapshot& snapshot)
         if (key != "memscope_recording" || value.kind != model::Value::Kind::Dict)
             continue;
         RecordingInfo info;
-        auto integer = [&](const char* k, auto& out) {
-            const model::Value* v = value.find(k);
+        // The lambdas capture a plain reference, not the structured binding: capturing one is C++20 (P1091R3,
+        // P1381R1), which clang implements only from 16 (Debian 12 has 14).
+        const model::Value& dict = value;
+        auto integer = [&dict](const char* k, auto& out) {
+            const model::Value* v = dict.find(k);
             if (v && v->kind == model::Value::Kind::Int && v->integer >= 0)
                 out = static_cast<std::remove_reference_t<decltype(out)>>(v->integer);
         };
-        auto text = [&](const char* k, std::string& out) {
-            const model::Value* v = value.find(k);
+        auto text = [&dict](const char* k, std::string& out) {
+            const model::Value* v = dict.find(k);
             if (v && v->kind == model::Value::Kind::String)
                 out = v->text;
         };

@@ -4,9 +4,13 @@
 // frame's line (kept exactly, signed or not) and into a trace entry's size (an int64 field: what it cannot hold is
 // left out with a warning naming the field and the integer's byte offset). Exact lines also survive both writers.
 // Test thread only.
+#include "io/picklereader.h"
 #include "io/snapshotio.h"
 #include "model/loadwarning.h"
+#include "testutil.h"
 
+#include <QDir>
+#include <QFile>
 #include <QTest>
 
 #include <limits>
@@ -63,6 +67,9 @@ private Q_SLOTS:
     void int64Fields_data();
     void int64Fields();
     void genericValues();
+    void extentEndsAtStop();
+    void extentEndsWhereTheParseFails_data();
+    void extentEndsWhereTheParseFails();
 };
 
 void TestPickleReader::frameLines_data()
@@ -222,6 +229,76 @@ void TestPickleReader::genericValues()
     const std::string pickle = io::encodePickle(s);
     QVERIFY(pickle.find(std::string("\x8a\x09") + std::string(8, '\xff') + std::string(1, '\0')) != std::string::npos);
     QVERIFY(io::encodeJson(s).find("\"a\":18446744073709551615") != std::string::npos);
+}
+
+// PickleExtent (what an .xz file is decompressed as far as) over every pickle at hand: the real snapshots, the test
+// data and a protocol-0 file (text opcodes). Each ends at its STOP, which is its last byte, whether the bytes come
+// at once, with more after them, or a few at a time as the decompressor hands them over.
+void TestPickleReader::extentEndsAtStop()
+{
+    QStringList files;
+    for (const std::string& folder :
+         { test::sharedDir() + "/snapshots", test::dataPath(""), test::dataPath("corpus") }) {
+        const QDir dir(QString::fromStdString(folder));
+        for (const QString& name : dir.entryList({ QStringLiteral("*.pickle") }, QDir::Files))
+            if (!name.startsWith(QLatin1String("truncated")) && !name.startsWith(QLatin1String("hostile")))
+                files << dir.filePath(name);
+    }
+    QVERIFY2(files.size() >= 10, qPrintable(files.join(QLatin1Char(' '))));
+    QList<QByteArray> pickles;
+    for (const QString& file : files) {
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        pickles << f.readAll();
+    }
+    pickles << QByteArray("(lp0\n(dp1\nVaddress\np2\nI1024\nsVstream\np4\nI0\nsVblocks\np5\n(lp6\nsa.");
+    for (const QByteArray& pickle : pickles) {
+        const auto bytes = [&](const QByteArray& b) {
+            return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(b.constData()), size_t(b.size()));
+        };
+        const uint64_t size = uint64_t(pickle.size());
+        io::PickleExtent whole;
+        QCOMPARE(whole.scan(bytes(pickle)), io::PickleExtent::State::Stop);
+        QCOMPARE(whole.needed(), size);
+        io::PickleExtent followed;
+        QCOMPARE(followed.scan(bytes(pickle + QByteArray(100, '\0'))), io::PickleExtent::State::Stop);
+        QCOMPARE(followed.needed(), size);
+        // In pieces of 7 bytes (a prime: pieces end inside every kind of opcode somewhere), then of 64 KiB.
+        io::PickleExtent pieces;
+        uint64_t given = 0;
+        while (pieces.state() == io::PickleExtent::State::More && given < size) {
+            given = std::min<uint64_t>(size, given + (given < (1 << 16) ? 7 : 1 << 16));
+            pieces.scan(bytes(pickle.left(qsizetype(given))));
+            QVERIFY(pieces.needed() <= size);
+            if (pieces.state() == io::PickleExtent::State::More)
+                QVERIFY(pieces.needed() > given); // what it waits for is not here yet
+        }
+        QCOMPARE(pieces.state(), io::PickleExtent::State::Stop);
+        QCOMPARE(pieces.needed(), size);
+    }
+}
+
+void TestPickleReader::extentEndsWhereTheParseFails_data()
+{
+    QTest::addColumn<QByteArray>("pickle");
+    QTest::addColumn<qulonglong>("needed");
+    // The parse fails at the opcode: unknown, refused, LONG4 with a negative length.
+    QTest::newRow("unknown opcode") << QByteArray("\x80\x02\xff.", 4) << 3ULL;
+    QTest::newRow("GLOBAL") << QByteArray("cos\nsystem\n(S'echo'\ntR.") << 1ULL;
+    QTest::newRow("STACK_GLOBAL") << QByteArray("\x80\x04\x8c\x02os\x8c\x06system\x93.", 15) << 15ULL;
+    QTest::newRow("LONG4 of a negative length") << QByteArray("\x80\x02\x8b\xff\xff\xff\xff.", 8) << 7ULL;
+    // A FRAME the parse wants whole when it meets it: its end, though the STOP inside it comes first.
+    QTest::newRow("FRAME past the STOP") << QByteArray("\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}.", 13) << 27ULL;
+}
+
+void TestPickleReader::extentEndsWhereTheParseFails()
+{
+    QFETCH(QByteArray, pickle);
+    QFETCH(qulonglong, needed);
+    io::PickleExtent extent;
+    extent.scan(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(pickle.constData()), size_t(pickle.size())));
+    QVERIFY(extent.state() != io::PickleExtent::State::More || needed > qulonglong(pickle.size()));
+    QCOMPARE(qulonglong(extent.needed()), needed);
 }
 
 QTEST_GUILESS_MAIN(TestPickleReader)

@@ -930,6 +930,15 @@ private Q_SLOTS:
         QTest::newRow("free of a segment in use")
             << int(EventType::SegmentFree) << qulonglong(A) << qulonglong(20 * MiB);
         QTest::newRow("unmap of a plain segment") << int(EventType::SegmentUnmap) << qulonglong(A) << qulonglong(MiB);
+        // What no allocator produces, and the model's signed 64-bit fields cannot hold (found by fuzz_wire).
+        constexpr qulonglong Half = 1ULL << 63;
+        QTest::newRow("segment at 2^63") << int(EventType::SegmentAlloc) << Half << qulonglong(MiB);
+        QTest::newRow("segment at 2^64 - 1 MiB") << int(EventType::SegmentAlloc) << qulonglong(-MiB) << qulonglong(MiB);
+        QTest::newRow("segment of 2^63 bytes") << int(EventType::SegmentAlloc) << qulonglong(C) << Half;
+        QTest::newRow("segment across 2^63") << int(EventType::SegmentAlloc) << Half - MiB << qulonglong(2 * MiB);
+        QTest::newRow("mapping at 2^63") << int(EventType::SegmentMap) << Half << qulonglong(MiB);
+        QTest::newRow("oom of 2^63 bytes") << int(EventType::Oom) << qulonglong(MiB) << Half;
+        QTest::newRow("oom with 2^63 bytes free") << int(EventType::Oom) << Half << qulonglong(MiB);
     }
     void recorderSkipsWhatDoesNotFit()
     {
@@ -945,6 +954,28 @@ private Q_SLOTS:
         const model::Snapshot s = rec.snapshot();
         QVERIFY(s.deviceTraces.empty() || s.deviceTraces[0].empty());
         QCOMPARE(s.segments.size(), size_t(1));
+    }
+
+    // A state reply's segments and blocks at 2^63 and beyond (the model's addresses and sizes are signed 64-bit):
+    // each counted as a misfit and left out, the rest kept, and the blocks still tile their segment.
+    void recorderStateBeyond2e63()
+    {
+        constexpr uint64_t Half = uint64_t(1) << 63;
+        const std::vector segs { segment(A, 20 * MiB), segment(Half, MiB), segment(Half - MiB, 2 * MiB),
+                                 segment(C, Half) };
+        const std::vector blocks { block(A, MiB, 1'000), block(A + MiB, MiB, Half), block(Half, MiB, 1'000),
+                                   block(Half, MiB, 0, 0) };
+        Recorder rec;
+        QVERIFY(rec.setState(viewer::decodeState(encodeState(makeHello(42, 1, "node1", "0.1"), 10, segs, blocks))));
+        QCOMPARE(rec.stats().inconsistent, 6ULL);
+        QVERIFY(rec.stats().resyncNeeded());
+        const model::Snapshot s = rec.snapshot();
+        QCOMPARE(s.segments.size(), size_t(1));
+        QCOMPARE(uint64_t(s.segments[0].address), A);
+        QCOMPARE(s.blocks.size(), size_t(2)); // the block at A and the free rest of the segment
+        QCOMPARE(uint64_t(s.blocks[0].size), MiB);
+        QCOMPARE(uint64_t(s.blocks[1].address), A + MiB);
+        QCOMPARE(uint64_t(s.blocks[1].size), 19 * MiB);
     }
 
     // Inputs that once broke fuzz_wire (tests/data/fuzz-regressions/wire-*): decoded as a state, with the rest of

@@ -8,6 +8,7 @@
 #include "viewer/recorder.h"
 #include "wire/endpoint.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -245,6 +246,11 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     const char* stopReason = "";
     int status = 0;
     bool silent = false;
+    // Records the agent dropped, its ring full, as far as we know: those its records and resyncs announced
+    // (RecorderStats::lost), or its own count when its goodbye says more (RecorderStats::agentLost: drops after its
+    // last record, which no record announces). Under --follow the goodbye counts its own run only, so the larger of
+    // the two is a lower bound there.
+    auto agentDropped = [&] { return std::max(recorder.stats().lost, recorder.stats().agentLost); };
     // What the recording says of itself (the snapshot's "memscope_recording"), as of now.
     auto recordingInfo = [&](int64_t part, const char* ended) {
         const viewer::RecorderStats& st = recorder.stats();
@@ -254,7 +260,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         info.pid = recorder.hello().pid;
         info.devices = recorder.hello().deviceCount;
         info.events = st.applied;
-        info.lost = st.lost;
+        info.lost = agentDropped();
         info.missing = st.missing;
         info.gaps = st.gaps;
         info.resyncs = st.resyncs;
@@ -374,13 +380,19 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                      "times (%llu records not received, %llu lost by the agent); the trace marks each gap with a "
                      "\"memscope: resync\" annotation\n",
                      o.endpoint.c_str(), static_cast<unsigned long long>(st.resyncs - st.restarts),
-                     static_cast<unsigned long long>(st.missing), static_cast<unsigned long long>(st.lost));
+                     static_cast<unsigned long long>(st.missing), static_cast<unsigned long long>(agentDropped()));
     if (st.resyncNeeded())
         std::fprintf(err,
                      "memscope-cli: warning: %s: the recording missed allocator events (%llu lost by the agent, %llu "
                      "sequence gaps, %llu events that did not fit); its trace is incomplete\n",
-                     o.endpoint.c_str(), static_cast<unsigned long long>(st.lost),
+                     o.endpoint.c_str(), static_cast<unsigned long long>(agentDropped()),
                      static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.inconsistent));
+    else if (st.agentLost > st.lost)
+        std::fprintf(err,
+                     "memscope-cli: warning: %s: the agent dropped %llu records, its ring full (its goodbye's count; "
+                     "%llu of them announced before); the recording's trace is incomplete\n",
+                     o.endpoint.c_str(), static_cast<unsigned long long>(st.agentLost),
+                     static_cast<unsigned long long>(st.lost));
 
     model::Snapshot snapshot = recorder.snapshot();
     snapshot.topLevelExtras = recordingInfo(parts > 0 ? int64_t(parts + 1) : 0, stopReason);
@@ -394,11 +406,10 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                  o.endpoint.c_str(), static_cast<unsigned long long>(st.applied), hello.pid, hello.host, stopReason,
                  snapshot.segments.size(), static_cast<unsigned long long>(st.joinedAfter + 1),
                  static_cast<unsigned long long>(recorder.lastSequence()),
-                 static_cast<unsigned long long>(st.lost),
-                 static_cast<unsigned long long>(st.gaps), static_cast<unsigned long long>(st.missing),
-                 static_cast<unsigned long long>(st.inconsistent), static_cast<unsigned long long>(st.resyncs),
-                 static_cast<unsigned long long>(st.restarts), st.resyncNeeded() ? ", resync needed" : "",
-                 written.c_str(),
+                 static_cast<unsigned long long>(agentDropped()), static_cast<unsigned long long>(st.gaps),
+                 static_cast<unsigned long long>(st.missing), static_cast<unsigned long long>(st.inconsistent),
+                 static_cast<unsigned long long>(st.resyncs), static_cast<unsigned long long>(st.restarts),
+                 st.resyncNeeded() ? ", resync needed" : "", written.c_str(),
                  parts > 0 ? (" (the last part; parts 1 to " + std::to_string(parts) + " beside it)").c_str() : "");
     std::fflush(out);
     return status;
