@@ -74,7 +74,9 @@ QString frameDisplayLabel(const model::Snapshot& snapshot, FrameId frame)
         return pseudoLabel(frame);
     const model::Frame& f = snapshot.frame(frame);
     std::string_view file = snapshot.str(f.filename);
-    if (const size_t slash = file.rfind('/'); slash != std::string_view::npos)
+    if (file.empty() || file == "??") // a native frame the unwinder found no file for: its function alone
+        return shortFunctionName(snapshot, frame);
+    if (const size_t slash = file.find_last_of("/\\"); slash != std::string_view::npos) // Windows paths too
         file.remove_prefix(slash + 1);
     return fromStd(file) + QLatin1Char(':') + QString::fromStdString(f.line.toString()) + QLatin1Char(':')
         + shortFunctionName(snapshot, frame);

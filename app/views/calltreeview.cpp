@@ -83,7 +83,8 @@ CallTreeView::CallTreeView(Session* session, QWidget* parent)
 
     m_frameFilter = bar->addAction(tr("Hide internal frames"));
     m_frameFilter->setObjectName(QStringLiteral("frameFilterAction"));
-    m_frameFilter->setToolTip(tr("Hide interpreter and dispatch frames, as PyTorch's memory viewer does"));
+    m_frameFilter->setToolTip(tr("Hide the allocator's, PyTorch's, the dispatcher's and the interpreter's frames: "
+                                 "keep the user's code and model libraries"));
     m_frameFilter->setCheckable(true);
     m_frameFilter->setChecked(m_session->frameFilter());
     connect(m_frameFilter, &QAction::toggled, m_session, &Session::setFrameFilter);
@@ -248,7 +249,9 @@ void CallTreeView::startRebuild(Run run)
     CallTree::appendActiveBlocks(s->state(), samples, [s](const model::ReplaySegment& seg) {
         return s->isStreamVisible(seg.stream) && s->isPoolVisible(seg.poolId);
     });
-    const model::CallTreeOptions options { m_direction, m_session->frameFilter() };
+    // "Hide internal frames": PyTorch's filter and every frame that is not the user's code or a library's, but the
+    // site (model/framefilter.h): a C++ stack's tree is as shallow as a Python one's, and bottom-up roots are sites.
+    const model::CallTreeOptions options { m_direction, m_session->frameFilter(), m_session->frameFilter() };
     std::shared_ptr<const model::Snapshot> snapshot = m_session->document().snapshot;
 
     if (run == Run::Now || (run == Run::Auto && samples.size() <= m_asyncThreshold)) {

@@ -93,16 +93,23 @@ namespace {
             out.push_back(NoStackFrame);
             return;
         }
-        auto visit = [&](FrameId f) {
-            if (options.frameFilter) {
+        const bool hideInternal = options.frameFilter && options.hideInternal;
+        auto kept = [&](const Frame& fr) {
+            return model::keepFrame(s.str(fr.name), s.str(fr.filename))
+                && !(hideInternal && model::isInternalFrame(s.str(fr.name), s.str(fr.filename)));
+        };
+        const FrameId* site = hideInternal ? begin + model::siteIndex(s, stack) : nullptr;
+        auto visit = [&](const FrameId* at) {
+            const FrameId f = *at;
+            if (options.frameFilter && at != site) {
                 const Frame& fr = s.frame(f);
                 if (keep.empty()) {
-                    if (!model::keepFrame(s.str(fr.name), s.str(fr.filename)))
+                    if (!kept(fr))
                         return;
                 } else {
                     uint8_t& k = keep[raw(f)];
                     if (k == 0)
-                        k = model::keepFrame(s.str(fr.name), s.str(fr.filename)) ? 1 : 2;
+                        k = kept(fr) ? 1 : 2;
                     if (k == 2)
                         return;
                 }
@@ -112,10 +119,10 @@ namespace {
         // Stacks are stored innermost first (snapshot.h).
         if (options.direction == CallTreeDirection::TopDown) {
             for (const FrameId* f = end; f != begin;)
-                visit(*--f);
+                visit(--f);
         } else {
             for (const FrameId* f = begin; f != end; ++f)
-                visit(*f);
+                visit(f);
         }
         if (out.empty())
             out.push_back(HiddenFramesFrame);

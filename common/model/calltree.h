@@ -40,6 +40,9 @@ struct CallTreeOptions {
     CallTreeDirection direction = CallTreeDirection::TopDown;
     // Drop the frames PyTorch's viewers hide (model/framefilter.h, torch/cuda/_memory_viz.py _frame_filter).
     bool frameFilter = true;
+    // With frameFilter, drop every internal frame too (model::isInternalFrame) but each stack's site
+    // (model::siteIndex): the tree holds the user's code and model libraries, and a bottom-up tree's roots are sites.
+    bool hideInternal = false;
     bool operator==(const CallTreeOptions&) const = default;
 };
 

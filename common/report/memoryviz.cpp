@@ -267,6 +267,13 @@ std::string formatFrame(const Snapshot& s, const Frame& frame, bool fullFilename
 std::string displayFrame(const Snapshot& s, const Frame& frame)
 {
     std::string_view file = s.str(frame.filename);
+    if (file.empty() || file == "??") {
+        // A native frame the unwinder found no file for: its function, without the parameter list.
+        std::string_view name = s.str(frame.name);
+        if (const size_t paren = name.find('('); paren != std::string_view::npos && paren > 0)
+            name = name.substr(0, paren);
+        return std::string(name);
+    }
     const size_t slash = file.find_last_of("/\\");
     if (slash != std::string_view::npos)
         file.remove_prefix(slash + 1);

@@ -17,7 +17,8 @@ std::string formatSize(double bytes);
 // _memory_viz._frame_fmt: "basename:line:name" (or the full filename). The basename is what follows the last '/', as
 // PyTorch cuts it: a Windows path stays whole (parity).
 std::string formatFrame(const model::Snapshot& snapshot, const model::Frame& frame, bool fullFilename = false);
-// The same for memscope's own answers: the basename follows the last '/' or '\' (C:\research\models.py:174:f).
+// The same for memscope's own answers: the basename follows the last '/' or '\' (C:\research\models.py:174:f); a
+// native frame without a file is its function alone, parameters cut (torch::autograd::Engine::thread_main).
 std::string displayFrame(const model::Snapshot& snapshot, const model::Frame& frame);
 
 // Python's repr() of a str (quote choice and escapes as CPython's unicode_repr).

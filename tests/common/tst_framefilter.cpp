@@ -180,6 +180,11 @@ void TestFrameFilter::windowsPathsAreShortened()
     QCOMPARE(report::formatFrame(s, windows), std::string("C:\\research\\gnn\\models.py:174:update_nodes"));
     const Frame posix { s.strings.intern("f"), s.strings.intern("/home/u/train.py"), LineNumber(3) };
     QCOMPARE(report::displayFrame(s, posix), std::string("train.py:3:f"));
+    // A native frame without a file (PyTorch's unwinder says "??"): the function alone.
+    const Frame native { s.strings.intern("torch::autograd::generated::AddmmBackward0::apply(std::vector<at::Tensor, "
+                                          "std::allocator<at::Tensor> >&&)"),
+                         s.strings.intern("??"), LineNumber(0) };
+    QCOMPARE(report::displayFrame(s, native), std::string("torch::autograd::generated::AddmmBackward0::apply"));
 }
 
 QTEST_GUILESS_MAIN(TestFrameFilter)
