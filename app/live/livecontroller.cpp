@@ -75,7 +75,7 @@ QString LiveController::statusText() const
         text += tr(" (pid %1 on %2)").arg(u.pid).arg(u.host);
     text += tr(" — %1 events, %2 lost, %3 gaps")
                 .arg(u.stats.applied)
-                .arg(u.stats.lost + u.stats.agentLost)
+                .arg(u.stats.agentDropped())
                 .arg(u.stats.gaps);
     if (u.stats.resyncs > 0)
         text += tr(", %n resync(s)", nullptr, int(u.stats.resyncs));
@@ -362,7 +362,7 @@ model::Extras LiveController::recordingInfo(int part) const
     info.pid = u.pid;
     info.devices = u.deviceCount;
     info.events = u.stats.applied;
-    info.lost = u.stats.lost + u.stats.agentLost;
+    info.lost = u.stats.agentDropped();
     info.missing = u.stats.missing;
     info.gaps = u.stats.gaps;
     info.resyncs = u.stats.resyncs;

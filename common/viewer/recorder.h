@@ -45,6 +45,9 @@ struct RecorderStats {
     uint64_t lost = 0; // records the agent dropped, its ring full (addLost, resync's reason)
     uint64_t inconsistent = 0; // events that did not fit the state (free of an unknown block, ...); skipped
     uint64_t agentLost = 0; // Goodbye::lost, when a goodbye arrived
+    // The records the agent dropped: its goodbye's count when that says more (drops no record announced), else the
+    // drops records announced. The two count the same drops: never their sum.
+    uint64_t agentDropped() const { return lost > agentLost ? lost : agentLost; }
     uint64_t resyncs = 0; // resync() calls: fresh states applied after events (job restarts included)
     uint64_t restarts = 0; // of which a restarted job (ResyncReason::Kind::Restart)
     uint64_t synthetic = 0; // trace entries resync() added (not in `applied`)

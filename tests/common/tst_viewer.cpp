@@ -120,6 +120,8 @@ std::vector<uint8_t> validStackDef()
 class TestViewer : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    void agentDroppedNeverSums_data();
+    void agentDroppedNeverSums();
     void decodeBatch_data()
     {
         QTest::addColumn<std::vector<uint8_t>>("bytes");
@@ -1007,6 +1009,30 @@ private Q_SLOTS:
         }
     }
 };
+
+void TestViewer::agentDroppedNeverSums_data()
+{
+    // The drops records announced and the goodbye's count are two views of the same drops (the app's live status
+    // and Save used to add them).
+    QTest::addColumn<qulonglong>("announced");
+    QTest::addColumn<qulonglong>("goodbye");
+    QTest::addColumn<qulonglong>("dropped");
+    QTest::newRow("none") << 0ull << 0ull << 0ull;
+    QTest::newRow("announced, no goodbye yet") << 153515ull << 0ull << 153515ull;
+    QTest::newRow("the goodbye says the same") << 153515ull << 153515ull << 153515ull;
+    QTest::newRow("the goodbye says more (drops after the last record)") << 100ull << 153515ull << 153515ull;
+}
+
+void TestViewer::agentDroppedNeverSums()
+{
+    QFETCH(qulonglong, announced);
+    QFETCH(qulonglong, goodbye);
+    QFETCH(qulonglong, dropped);
+    viewer::RecorderStats stats;
+    stats.lost = announced;
+    stats.agentLost = goodbye;
+    QCOMPARE(qulonglong(stats.agentDropped()), dropped);
+}
 
 QTEST_GUILESS_MAIN(TestViewer)
 #include "tst_viewer.moc"

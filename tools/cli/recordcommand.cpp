@@ -250,7 +250,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     // (RecorderStats::lost), or its own count when its goodbye says more (RecorderStats::agentLost: drops after its
     // last record, which no record announces). Under --follow the goodbye counts its own run only, so the larger of
     // the two is a lower bound there.
-    auto agentDropped = [&] { return std::max(recorder.stats().lost, recorder.stats().agentLost); };
+    auto agentDropped = [&] { return recorder.stats().agentDropped(); };
     // What the recording says of itself (the snapshot's "memscope_recording"), as of now.
     auto recordingInfo = [&](int64_t part, const char* ended) {
         const viewer::RecorderStats& st = recorder.stats();
