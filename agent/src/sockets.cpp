@@ -24,6 +24,14 @@ bool PublisherSockets::open(const BindPlan& plan, int pubHwm, std::string* error
     zmq_setsockopt(router, ZMQ_LINGER, &linger, sizeof linger);
     zmq_setsockopt(pub, ZMQ_SNDHWM, &pubHwm, sizeof pubHwm);
     zmq_setsockopt(router, ZMQ_SNDHWM, &RouterHwm, sizeof RouterHwm);
+    // What a peer may send the job is small: a Request (wire/protocol.h) to the ROUTER, a subscription (a flag byte
+    // and a topic) to the PUB, and the handshake's commands (CURVE's INITIATE, the largest, is a few hundred bytes:
+    // ZeroMQ RFC 26). A larger message closes that peer's connection as soon as its header is read, before libzmq
+    // allocates for it, during the handshake too (zmq_setsockopt(3), ZMQ_MAXMSGSIZE): no peer can spend the job's
+    // memory.
+    const int64_t maxInbound = MaxInboundBytes;
+    zmq_setsockopt(pub, ZMQ_MAXMSGSIZE, &maxInbound, sizeof maxInbound);
+    zmq_setsockopt(router, ZMQ_MAXMSGSIZE, &maxInbound, sizeof maxInbound);
     if (plan.ipv6) {
         const int on = 1;
         zmq_setsockopt(pub, ZMQ_IPV6, &on, sizeof on);

@@ -17,6 +17,7 @@
 namespace memscope::agent {
 
 constexpr int LingerMs = 150; // what close may wait to flush the Goodbye unless stop() allows more
+constexpr int64_t MaxInboundBytes = 4096; // the largest message the agent accepts from a peer (sockets.cpp)
 constexpr int RouterHwm = 2; // state replies queued per peer; a peer that asks and never reads holds no more
 
 // Blocks every signal of the calling thread while it lives; threads started meanwhile inherit the full mask.

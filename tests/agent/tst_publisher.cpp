@@ -466,6 +466,18 @@ static long residentKiB()
     return 0;
 }
 
+static long peakResidentKiB()
+{
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly))
+        return 0;
+    for (const QByteArray& line : status.readAll().split('\n')) {
+        if (line.startsWith("VmHWM:"))
+            return line.mid(6).trimmed().split(' ').value(0).toLong();
+    }
+    return 0;
+}
+
 class TestPublisher : public QObject {
     Q_OBJECT
 
@@ -1170,6 +1182,69 @@ private Q_SLOTS:
         allocator.setTraceObserver(nullptr);
         for (DevicePtr p : kept)
             allocator.free(0, p);
+    }
+
+    void oversizedPeerMessagesAreRefused()
+    {
+        // Peers that can connect send what no viewer sends: 16 MiB "requests" to the ROUTER and a 16 MiB
+        // subscription to the PUB, ten each. The agent closes those connections at the messages' headers
+        // (ZMQ_MAXMSGSIZE): the job's peak memory does not take them in, and a real viewer still gets its state.
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        const MallocResult kept = allocator.malloc(0, 4096, StreamId {});
+        QCOMPARE(kept.status, Status::Ok);
+        std::this_thread::sleep_for(20ms);
+        const bool peakResets = QFile(QStringLiteral("/proc/self/clear_refs")).open(QIODevice::WriteOnly);
+        if (peakResets) {
+            QFile reset(QStringLiteral("/proc/self/clear_refs"));
+            QVERIFY(reset.open(QIODevice::WriteOnly));
+            reset.write("5"); // resets VmHWM to the current resident size (proc(5))
+        }
+        const long before = residentKiB();
+        // The peers live in a child process, so that what they hold to send is not counted as the job's.
+        const std::string stateAt = publisher.stateEndpoint(), eventsAt = publisher.endpoint();
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            {
+                zmq::context_t context;
+                std::vector<zmq::socket_t> peers;
+                const std::string big(16 << 20, 'x');
+                for (int i = 0; i < 10; ++i) {
+                    peers.emplace_back(context, zmq::socket_type::dealer);
+                    peers.back().set(zmq::sockopt::linger, 0);
+                    peers.back().connect(stateAt);
+                    peers.back().send(zmq::buffer(big), zmq::send_flags::dontwait);
+                    peers.emplace_back(context, zmq::socket_type::sub);
+                    peers.back().set(zmq::sockopt::linger, 0);
+                    peers.back().connect(eventsAt);
+                    peers.back().set(zmq::sockopt::subscribe, big);
+                }
+                std::this_thread::sleep_for(1s);
+            }
+            _exit(0);
+        }
+        int status = 0;
+        QCOMPARE(waitpid(child, &status, 0), child);
+        Client viewer(publisher.endpoint(), publisher.stateEndpoint());
+        const std::optional<StateReply> state = viewer.requestState(5000);
+        QVERIFY(state);
+        QCOMPARE(state->model(), Model::of(allocator.snapshotAll({})));
+        const long peak = peakResidentKiB();
+        qInfo("ten 16 MiB requests and ten 16 MiB subscriptions: the job's peak grew %ld KiB", peak - before);
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
+        if (peakResets) // 320 MiB sent; the test's own peers hold 16 MiB of it
+            QVERIFY2(peak - before < 64 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(peak - before)));
+#endif
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+        allocator.free(0, kept.ptr);
     }
 
     void defaultEndpointFolder()
