@@ -264,7 +264,7 @@ int stateHook(void*, memscope_observer_sink* sink)
 
 // Lazy release: the publisher thread only marks a slot free, and the tracker drops the context the slot held when it
 // reuses the slot, on the allocating thread that made it (as without memscope), instead of the publisher thread
-// freeing memory the job's thread allocated, which slows that thread where events come fast (README, "On a GPU").
+// freeing memory the job's thread allocated, which slows that thread where events come fast (docs/history.md).
 // The slots keep the last SlotCount contexts alive, about 600 bytes each with 30 Python frames.
 // MEMSCOPE_OBSERVER_RELEASE=publisher releases on the publisher thread instead.
 const bool g_lazyRelease = [] {

@@ -1,7 +1,7 @@
 // The last pass of a file's replays (model::Replay::buildLabels: the inactive labels and the largest-free series,
 // about half of a replay's build), on a thread of its own, started once the window has shown the document (Session::
 // startLabels), so that the window shows everything else that much sooner and its first picture does not share the
-// two cores and the fresh memory with this (README, Speed). Any thread may ask whether it is done or wait for it.
+// two cores and the fresh memory with this (docs/speed.md). Any thread may ask whether it is done or wait for it.
 #pragma once
 
 #include "model/replay.h"

@@ -166,7 +166,7 @@ void tuneProcessMemory(char** argv)
     // raises that threshold to the size of each such mapping freed, up to 32 MiB (mallopt(3), "dynamic mmap
     // threshold"). Opening a large file frees mappings of hundreds of MB (the replay's build), so every buffer of
     // up to 32 MiB the views then make comes from the heap, and what they free there stays resident: about 55 MB at
-    // the peak of a 1 GB open (README, Speed). A fixed threshold keeps buffers of 4 MiB and more out of the heap.
+    // the peak of a 1 GB open (docs/speed.md). A fixed threshold keeps buffers of 4 MiB and more out of the heap.
     mallopt(M_MMAP_THRESHOLD, 4 << 20);
 #else
     (void)argv;

@@ -10,7 +10,7 @@
 // and executes itself again; the copy restores the environment the user gave, so that the processes it starts see
 // that environment unchanged.
 //
-// What it gains is measured in the README (Speed).
+// What it gains is measured in docs/speed.md.
 //
 // A user who sets glibc.malloc.hugetlb in GLIBC_TUNABLES keeps the value given (0 turns this off).
 #pragma once
@@ -53,7 +53,7 @@ bool freePagesReportedToHost();
 // huge page is such a block: each one a fresh process faults in is backed by the host anew, while most 4 KiB pages
 // come from smaller free blocks that stayed with the guest. On such a machine (this project's development machine,
 // six idle seconds before each run): writing 1 GB took 2.0-2.3 s in huge pages, 0.4-0.8 s in 4 KiB pages; opening
-// the 1 GB synthetic file (every view painted) 3.8-4.8 s with them, 2.8-3.1 s without (README, Speed).
+// the 1 GB synthetic file (every view painted) 3.8-4.8 s with them, 2.8-3.1 s without (docs/speed.md).
 // MEMSCOPE_HUGE_PAGES=1 asks for them anyway (where the kernel gives them on request), =0 never. Decided once, on
 // the first call; any thread.
 bool hugePagesPay();

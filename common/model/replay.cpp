@@ -360,7 +360,7 @@ namespace {
     public:
         // 16384 values a chunk (640 KiB of a replay's series values): each hand-over may wake the consumer, which
         // then takes a core from the producer; at 2048 a 13.4 M-entry replay woke it about 2,600 times a second
-        // while the forward pass ran, and the whole open took 0.2-0.4 s longer (README, Speed).
+        // while the forward pass ran, and the whole open took 0.2-0.4 s longer (docs/speed.md).
         static constexpr size_t ChunkSize = 16384, Chunks = 4;
         using Consume = std::function<void(const T* values, size_t count)>;
 

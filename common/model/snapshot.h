@@ -241,7 +241,7 @@ struct TraceEntry {
     Action action = Action::Unknown;
     bool hasFrames = false;
 };
-// 13.4 M entries of a 1 GB snapshot are most of what its model holds: keep them small (README, Speed).
+// 13.4 M entries of a 1 GB snapshot are most of what its model holds: keep them small (docs/speed.md).
 static_assert(sizeof(TraceEntry) <= 40);
 static_assert(std::is_trivially_copyable_v<TraceEntry>);
 

@@ -587,7 +587,7 @@ private Q_SLOTS:
             QVERIFY2(recordOut.contains(QStringLiteral("(the job said goodbye)")), qPrintable(recordOut));
             QVERIFY2(!recordOut.contains(QStringLiteral("resync needed")), qPrintable(recordOut));
             // The job's memory: its share for the stopped viewer and nothing more (unbounded, the flood queued
-            // for it would be ~360 MB). Figures: README, "Live".
+            // for it would be ~360 MB). Figures: docs/live.md.
             qInfo("job peak RSS while the viewer was stopped: %lld MiB", jobPeakKiB / 1024);
             QVERIFY(jobPeakKiB > 0);
 #if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's shadow memory and quarantine are part of the RSS there)
