@@ -644,6 +644,8 @@ int memscope_observe_start(const char* endpoint, int device_count, const char* a
             if (observer->publisher().statesReplied() == 0)
                 std::fprintf(stderr, "memscope: no viewer took the state within %s s (MEMSCOPE_WAIT_FOR_VIEWER); the "
                                      "job goes on\n", wait);
+            else // the viewer's subscription travels on its own connection, which may come up a reconnect later
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
         }
         return 0;
     } catch (const std::exception& e) {

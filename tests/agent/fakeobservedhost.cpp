@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -153,14 +154,51 @@ FAKE_API int fake_start(const char* endpoint)
 
 FAKE_API void fake_stop() { memscope_observe_stop(); }
 
-// Allocates `size` bytes with a context holding these frames (innermost first); the block's address.
-FAKE_API uint64_t fake_alloc(size_t size, const uint64_t* codes, const int32_t* instructions, size_t count)
+// Allocates `size` bytes on `stream` with a context holding these frames (innermost first); the block's address,
+// 0 when out of memory.
+FAKE_API uint64_t fake_alloc_on(size_t size, uint64_t stream, const uint64_t* codes, const int32_t* instructions,
+                                size_t count)
 {
     const Frames frames = framesOf(codes, instructions, count);
     Host::t_frames = &frames;
-    const MallocResult r = g_host->allocator.malloc(0, size, StreamId { 0 });
+    const MallocResult r = g_host->allocator.malloc(0, size, StreamId { uintptr_t(stream) });
     Host::t_frames = nullptr;
     return r.status == Status::Ok ? raw(r.ptr) : 0;
+}
+
+FAKE_API uint64_t fake_alloc(size_t size, const uint64_t* codes, const int32_t* instructions, size_t count)
+{
+    return fake_alloc_on(size, 0, codes, instructions, count);
+}
+
+// torch.cuda.MemPool's and the side streams' shapes, as PyTorch's allocator has them: record_stream, empty_cache,
+// a memory fraction.
+FAKE_API void fake_record_stream(uint64_t address, uint64_t stream)
+{
+    g_host->allocator.recordStream(0, DevicePtr { uintptr_t(address) }, StreamId { uintptr_t(stream) });
+}
+FAKE_API void fake_empty_cache() { g_host->allocator.emptyCache(); }
+FAKE_API void fake_set_fraction(double fraction) { g_host->allocator.setMemoryFraction(0, fraction); }
+
+// The allocator's state now, one line per segment and block (the oracle a recording is compared with): "segment
+// ADDRESS SIZE STREAM" and "block ADDRESS SIZE STATE REQUESTED" (REQUESTED of active blocks, else -).
+FAKE_API size_t fake_describe_state(char* out, size_t capacity)
+{
+    std::string text;
+    for (const SegmentInfo& seg : g_host->allocator.snapshotAll({})) {
+        text += "segment " + std::to_string(seg.address) + " " + std::to_string(seg.totalSize) + " "
+            + std::to_string(raw(seg.stream)) + "\n";
+        for (const BlockInfo& b : seg.blocks)
+            text += "block " + std::to_string(b.address) + " " + std::to_string(b.size) + " "
+                + (b.allocated ? "active_allocated" : b.active ? "active_pending_free" : "inactive") + " "
+                + (b.active ? std::to_string(b.requestedSize) : std::string("-")) + "\n";
+    }
+    if (out && capacity > 0) {
+        const size_t n = std::min(capacity - 1, text.size());
+        std::memcpy(out, text.data(), n);
+        out[n] = '\0';
+    }
+    return text.size();
 }
 
 // The same from a new native thread (no Python thread state), as the autograd engine's.

@@ -11,6 +11,9 @@ frames in the recording with what the job wrote, and the recording's end state w
 Jobs, each a shape that recorded nothing before memscope named frames itself:
 - quick: the first allocation right after observing starts, 20 steps of 70 allocations and frees, exit well within
   a second; the recorder attached from the start (the job waits for it: MEMSCOPE_WAIT_FOR_VIEWER).
+- shapes: a block used on a side stream (record_stream), one allocated there, allocations doubling until a capped
+  allocator says out of memory, all freed, the cache emptied, 20 times: the recording's end state equals the
+  allocator's, segment for segment and block for block.
 - held: a thread of the job keeps the interpreter lock for 3 s (a long C call) while a native thread allocates from
   frames never seen: the events go out anyway, without stacks, and the job says so on stderr; once the lock is
   free, the same frames are named. A second recorder joins while blocks are live and gets their stacks in its
@@ -41,6 +44,12 @@ class Host:
             f = getattr(self.lib, name)
             f.restype = ctypes.c_uint64
             f.argtypes = [ctypes.c_size_t, u64p, i32p, ctypes.c_size_t]
+        self.lib.fake_alloc_on.restype = ctypes.c_uint64
+        self.lib.fake_alloc_on.argtypes = [ctypes.c_size_t, ctypes.c_uint64, u64p, i32p, ctypes.c_size_t]
+        self.lib.fake_record_stream.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
+        self.lib.fake_set_fraction.argtypes = [ctypes.c_double]
+        self.lib.fake_describe_state.restype = ctypes.c_size_t
+        self.lib.fake_describe_state.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         self.lib.fake_free.argtypes = [ctypes.c_uint64]
         self.lib.fake_alloc_series.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t,
                                                ctypes.c_size_t, u64p, i32p, ctypes.c_size_t]
@@ -71,13 +80,23 @@ class Host:
         n = len(codes)
         return (ctypes.c_uint64 * n)(*codes), (ctypes.c_int32 * n)(*lastis), n, named
 
-    def alloc(self, native=False, size=None):
+    def alloc(self, native=False, size=None, stream=0):
         size = size or self.next_size()
         codes, lastis, n, named = self.frames_of_caller()
-        f = self.lib.fake_alloc_on_native_thread if native else self.lib.fake_alloc
-        p = f(size, codes, lastis, n)
-        self.expected.append([size, named])
+        if stream:
+            p = self.lib.fake_alloc_on(size, stream, codes, lastis, n)
+        else:
+            f = self.lib.fake_alloc_on_native_thread if native else self.lib.fake_alloc
+            p = f(size, codes, lastis, n)
+        if p:
+            self.expected.append([size, named])
         return p
+
+    def state(self):
+        n = self.lib.fake_describe_state(None, 0)
+        buffer = ctypes.create_string_buffer(n + 1)
+        self.lib.fake_describe_state(buffer, n + 1)
+        return buffer.value.decode()
 
 
 def step(host, keep):
@@ -156,9 +175,42 @@ def job_held(host, endpoint, out):
             "live_sizes": [e[0] for e in host.expected[:5]] + [host.expected[-1][0]]}
 
 
+SIDE = 0x7000  # a side stream's handle
+
+
+def job_shapes(host, endpoint, out):
+    """torch.cuda.MemPool / side stream / empty_cache / OOM-and-retry shapes: 20 steps, each a block used on a side
+    stream (record_stream) and freed, one allocated there, then allocations doubling until the capped allocator
+    says out of memory, all freed, and the cache emptied; three blocks stay for the end state."""
+    if host.lib.fake_start(endpoint.encode()) != 0:
+        raise SystemExit("fake_start failed")
+    host.lib.fake_set_fraction(0.001)  # about 82 MiB of the host backend's 80 GiB
+    ooms = 0
+    for _ in range(20):
+        a = host.alloc()
+        host.lib.fake_record_stream(a, SIDE)
+        host.lib.fake_free(a)  # after record_stream: pending until the side stream's work is done
+        host.lib.fake_free(host.alloc(stream=SIDE))
+        held, size = [], 4 << 20
+        while True:
+            p = host.alloc(size=size)
+            if not p:
+                ooms += 1
+                break
+            held.append(p)
+            size *= 2
+        for p in held:
+            host.lib.fake_free(p)
+        host.lib.fake_empty_cache()
+    live = [host.alloc(), host.alloc(stream=SIDE), host.alloc()]
+    state = host.state()
+    host.lib.fake_stop()
+    return {"ooms": ooms, "state": state, "live": len(live)}
+
+
 def run_job(kind, library, endpoint, out):
     host = Host(library)
-    result = (job_quick if kind == "quick" else job_held)(host, endpoint, out)
+    result = {"quick": job_quick, "held": job_held, "shapes": job_shapes}[kind](host, endpoint, out)
     result["expected"] = host.expected
     result["outstanding"] = host.lib.fake_outstanding()
     result["twice"] = host.lib.fake_twice()
@@ -285,6 +337,52 @@ class ObserverPythonStacksTest(unittest.TestCase):
                     at = [i for i, f in enumerate(want) if f[1].endswith("fx_generated.py")][0]
                     want = want[:at + 1] + [["forward", "model.py", 1000 + want[at][2]]] + want[at + 1:]
                 self.assertEqual(live[size], want)
+
+
+def describe(snapshot):
+    """A recording's end state in fake_describe_state's lines."""
+    lines = []
+    for segment in sorted(snapshot["segments"], key=lambda s: s["address"]):
+        lines.append("segment %d %d %d" % (segment["address"], segment["total_size"], segment["stream"]))
+        address = segment["address"]
+        for block in segment["blocks"]:
+            active = block["state"] != "inactive"
+            lines.append("block %d %d %s %s" % (address, block["size"], block["state"],
+                                                block["requested_size"] if active else "-"))
+            address += block["size"]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+class ObserverJobShapesTest(ObserverPythonStacksTest):
+    """The shapes of MemPool, side-stream and OOM-and-retry jobs, observed with Python stacks."""
+
+    def test_quick_job_records_every_event_with_its_stack(self):
+        pass  # (ObserverPythonStacksTest's)
+
+    def test_held_lock_degrades_to_events_without_stacks_then_recovers(self):
+        pass  # (ObserverPythonStacksTest's)
+
+    def test_streams_empty_cache_and_oom_retry(self):
+        result, snapshot, rec_out, job_err, _ = self.run_kind("shapes")
+        self.check_complete(result, rec_out)
+        self.assertNotIn("memscope:", job_err)
+        self.assertEqual(result["outstanding"], 0)
+        self.assertEqual(result["ooms"], 20)
+        trace = snapshot["device_traces"][0]
+        self.assertEqual(sum(1 for e in trace if e["action"] == "oom"), 20)
+        self.assertGreater(sum(1 for e in trace if e["action"] == "segment_free"), 20)  # the emptied caches
+        # The whole end state, every segment and block, free ones too, against the allocator's own.
+        self.assertEqual(describe(snapshot), result["state"])
+        self.assertEqual(sum(1 for s in snapshot["segments"] for b in s["blocks"]
+                             if b["state"] == "active_allocated"), 3)
+        # Every allocation that succeeded carries its exact stack.
+        by_size = {}
+        for e in trace:
+            if e["action"] == "alloc":
+                by_size.setdefault(e["size"], []).append(frames_of(e))
+        for size, frames in result["expected"]:
+            with self.subTest(size=size):
+                self.assertIn(frames, by_size[size])
 
 
 if __name__ == "__main__":
