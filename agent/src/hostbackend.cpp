@@ -11,6 +11,7 @@ namespace {
     // Made-up addresses (scripted mode without a queued address) start here: far above any user-space mapping on
     // x86-64 and aarch64 (47/48-bit), so that they can never be mistaken for a trace's real addresses.
     constexpr uintptr_t FakeBase = uintptr_t(0x4000) << 48;
+    constexpr uintptr_t FakeTop = uintptr_t(0x5000) << 48; // descending ones start here
 
     uintptr_t alignUp(uintptr_t v, size_t a) { return a <= 1 ? v : (v + a - 1) / a * a; }
 } // namespace
@@ -23,7 +24,7 @@ HostBackend::HostBackend()
 HostBackend::HostBackend(const Options& options)
     : m_options(options)
     , m_devices(static_cast<size_t>(options.deviceCount < 0 ? 0 : options.deviceCount))
-    , m_nextFake(FakeBase)
+    , m_nextFake(options.madeUpDescending ? FakeTop : FakeBase)
 {
     for (auto& d : m_devices)
         d.capacity = options.capacity;
@@ -42,7 +43,13 @@ MemoryInfo HostBackend::memoryInfo(int device)
 
 DevicePtr HostBackend::fakeAddress(size_t size, size_t alignment)
 {
-    const uintptr_t p = alignUp(m_nextFake, alignment < 2097152 ? 2097152 : alignment);
+    const size_t align = alignment < 2097152 ? 2097152 : alignment;
+    if (m_options.madeUpDescending) {
+        const uintptr_t p = (m_nextFake - alignUp(size, 2097152)) / align * align;
+        m_nextFake = p;
+        return DevicePtr { p };
+    }
+    const uintptr_t p = alignUp(m_nextFake, align);
     m_nextFake = p + alignUp(size, 2097152);
     return DevicePtr { p };
 }

@@ -24,6 +24,10 @@ public:
         bool scripted = false;
         // False: recorded events stay incomplete until completeStream()/completeAllEvents() or a synchronize.
         bool completeEventsImmediately = true;
+        // Made-up addresses go down from the top of their range, each below the last, as CUDA's driver hands out
+        // segments (every real trace seen: each new cudaMalloc below the one before until space is reused); false:
+        // up from the bottom. Decides PyTorch's tie-break between free blocks of one size (the lower address).
+        bool madeUpDescending = false;
     };
 
     HostBackend();

@@ -38,6 +38,7 @@
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <pthread.h>
 
@@ -998,6 +999,7 @@ public:
             }
         }
         m_r.m_entryCount = int64_t(m_n);
+        m_r.m_freeRequestedSkipped = skipsFreeRequested();
     }
     // A build that threw waits here for its work beside (ReplayOptions::beside), which reads the Replay's arrays.
     ~ReplayBuilder() { finishBeside(true); }
@@ -1044,6 +1046,27 @@ private:
     {
         if (m_r.m_warnings++ == 0 || entry <= m_r.m_firstWarning.entry)
             m_r.m_firstWarning = ReplayIssue { entry, what };
+    }
+
+    // A trace recorded with `skip_actions=["free_requested"]` (torch/cuda/memory.py _record_memory_history; the
+    // allocator drops those entries as it records them): no free_requested at all, and a block allocated in the
+    // trace has its free_completed with none before it. (A ring that wrapped between a block's free_requested and
+    // its free_completed has such an entry too, but of a block allocated before the trace; PyTorch < 2.1's `free`
+    // is neither.) The scan stops at the first free_requested, which a full trace has within its first entries.
+    bool skipsFreeRequested() const
+    {
+        std::unordered_set<DeviceAddr> allocated;
+        for (size_t j = 0; j < m_n; ++j) {
+            const TraceEntry& e = m_entries[j];
+            if (e.action == Action::FreeRequested)
+                return false;
+            if (e.action == Action::Alloc)
+                allocated.insert(e.addr);
+            else if (e.action == Action::FreeCompleted && allocated.count(e.addr)
+                     && m_snapshot.str(m_snapshot.form(e).actionName) != "free")
+                return true;
+        }
+        return false;
     }
 
     // --- backward pass -------------------------------------------------------------------------------------
@@ -1162,7 +1185,7 @@ private:
                 a.stack = EmptyStack; // set from the alloc entry when the trace has it
                 a.version = e.version;
                 a.allocIndex = -1;
-                a.freeRequestedIndex = legacyFree ? index : -1;
+                a.freeRequestedIndex = legacyFree || m_r.m_freeRequestedSkipped ? index : -1;
                 a.freeCompletedIndex = index;
                 a.sizeIsExact = false;
                 m_open.insert(a.address, uint32_t(m_records.size()));

@@ -283,6 +283,10 @@ public:
     // The earliest of them in trace order (entry n: the final state itself); meaningful when warnings() > 0. What the
     // ReplayExtender meets later is counted in warnings() only.
     const ReplayIssue& firstWarning() const { return m_firstWarning; }
+    // Whether the trace was recorded without its `free_requested` entries (PyTorch's
+    // `_record_memory_history(skip_actions=["free_requested"])`, torch/cuda/memory.py): it has `free_completed`
+    // entries and none of them. Each free then counts as requested where it completed.
+    bool freeRequestedSkipped() const { return m_freeRequestedSkipped; }
 
     size_t checkpointCount() const { return m_checkpointIndex.size(); }
     size_t checkpointBytes() const; // memory held by checkpoints
@@ -330,6 +334,7 @@ private:
     int64_t m_firstEntry = 0;
     uint64_t m_warnings = 0;
     bool m_stopped = false;
+    bool m_freeRequestedSkipped = false;
     ReplayIssue m_firstWarning;
     GrowingArray<Allocation> m_allocations; // GrowingArrays: a live replay grows these per entry
     GrowingArray<uint32_t> m_entryAllocation; // per entry: raw AllocationId or UINT32_MAX

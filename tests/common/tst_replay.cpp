@@ -743,6 +743,8 @@ private Q_SLOTS:
     void devicesReplaySeparately();
     void oomChangesNothing();
     void legacyFreeIsNeverPending();
+    void skippedFreeRequestedReplaysWhole_data() { snapshotFiles_data(true); }
+    void skippedFreeRequestedReplaysWhole();
     void inconsistentTraceIsCounted_data();
     void inconsistentTraceIsCounted();
     void simulatedAllocatorAtEveryIndex_data();
@@ -1250,6 +1252,50 @@ void TestReplay::legacyFreeIsNeverPending()
     QCOMPARE(replay.series().allocated[2], ByteCount(1024));
     QCOMPARE((*replay.largestFree())[2], ByteCount((2 << 20) - 1024));
     QCOMPARE((*replay.largestFree())[3], ByteCount(2 << 20));
+}
+
+void TestReplay::skippedFreeRequestedReplaysWhole()
+{
+    // What `_record_memory_history(skip_actions=["free_requested"])` would have recorded of the same job: the real
+    // trace without its free_requested entries. It replays without an inconsistency to the same final state, and
+    // after every entry it kept, the memory in use (active: allocated or pending free) and reserved are the full
+    // trace's at the same moment; only the allocated series differs (a free counts from its completion).
+    QFETCH(QString, file);
+    QFETCH(int, device);
+    auto s = load(file.toStdString());
+    QVERIFY(s);
+    auto skipped = truncatedCopy(*s, device, 0);
+    auto& trace = skipped->deviceTraces[size_t(device)];
+    std::vector<size_t> fullIndex; // per kept entry: its index in the full trace
+    const auto& full = s->deviceTraces[size_t(device)];
+    for (size_t j = 0; j < full.size(); ++j)
+        if (full[j].action != Action::FreeRequested)
+            fullIndex.push_back(j);
+    if (fullIndex.size() == full.size())
+        QSKIP("no free_requested entries on this device");
+    size_t kept = 0;
+    for (size_t j = 0; j < trace.size(); ++j)
+        if (trace[j].action != Action::FreeRequested)
+            trace[kept++] = trace[j];
+    trace.resize(kept);
+    QCOMPARE(trace.size(), fullIndex.size());
+
+    const auto whole = model::Replay::build(*s, device);
+    const auto replay = model::Replay::build(*skipped, device);
+    QVERIFY(!whole.freeRequestedSkipped());
+    QVERIFY(replay.freeRequestedSkipped());
+    QCOMPARE(replay.warnings(), whole.warnings());
+    const std::string diff = difference(flatten(replay.stateAt(replay.entryCount())), flattenFinal(*s, device));
+    QVERIFY2(diff.empty(), diff.c_str());
+    const auto& a = replay.series();
+    const auto& b = whole.series();
+    for (size_t k = 0; k < fullIndex.size(); ++k) {
+        QCOMPARE(a.reserved[k + 1], b.reserved[fullIndex[k] + 1]);
+        QCOMPARE(a.active[k + 1], b.active[fullIndex[k] + 1]);
+        QVERIFY(a.allocated[k + 1] >= b.allocated[fullIndex[k] + 1]);
+    }
+    QCOMPARE(replay.peakReserved().bytes, whole.peakReserved().bytes);
+    QCOMPARE(replay.peakActive().bytes, whole.peakActive().bytes);
 }
 
 void TestReplay::inconsistentTraceIsCounted_data()

@@ -254,6 +254,7 @@ namespace {
             if (replayAll())
                 m_result.replayed = true;
             compareFinalState();
+            finishOutcome(m_allocator, m_device, outcome);
             return m_result;
         }
 
@@ -282,6 +283,13 @@ namespace {
                     break; // snapshot markers and actions this allocator never reports
                 }
             }
+
+            bool anyRequested = false, anyCompleted = false;
+            for (const Entry& e : m_entries) {
+                anyRequested = anyRequested || e.action == Action::FreeRequested;
+                anyCompleted = anyCompleted || e.action == Action::FreeCompleted;
+            }
+            m_skipsFreeRequested = anyCompleted && !anyRequested;
 
             // Reserved bytes before each entry, and the peak (see replayAll).
             m_reservedBefore.resize(m_entries.size() + 1);
@@ -404,6 +412,8 @@ namespace {
         bool consume()
         {
             for (const agent::TraceEvent& ev : m_recorder.events) {
+                if (m_skipsFreeRequested && ev.action == agent::TraceAction::FreeRequested)
+                    continue; // the trace does not record them
                 if (m_next >= m_entries.size())
                     return diverge(nullptr, "memscope did " + describeEvent(ev) + " after PyTorch's trace ended");
                 Entry& expected = m_entries[m_next];
@@ -426,11 +436,14 @@ namespace {
                 const Entry& e = m_entries[m_next];
                 if (e.action == Action::Alloc)
                     m_result.matchedAllocs++;
-                if (e.action == Action::FreeCompleted)
+                if (e.action == Action::FreeCompleted) {
                     m_pending.erase(e.addr);
+                    logCompletion(e.addr); // one the allocator completed itself (a synchronize)
+                }
                 ++m_next;
             }
             m_recorder.events.clear();
+            watchOutcome(m_allocator, m_device, outcome);
             return true;
         }
 
@@ -441,15 +454,27 @@ namespace {
 
         bool replayFree(const Entry& e)
         {
-            const bool immediate = m_next + 1 < m_entries.size()
-                && m_entries[m_next + 1].action == Action::FreeCompleted && m_entries[m_next + 1].addr == e.addr;
+            // A free_completed standing for its own free (m_skipsFreeRequested) completes at once.
+            const bool immediate = e.action == Action::FreeCompleted
+                || (m_next + 1 < m_entries.size() && m_entries[m_next + 1].action == Action::FreeCompleted
+                    && m_entries[m_next + 1].addr == e.addr);
+            JobCall call;
+            call.block = m_liveBlock.count(e.addr) ? m_liveBlock[e.addr] : UINT32_MAX;
+            call.entry = e.index;
+            m_liveBlock.erase(e.addr);
             if (!immediate) {
                 // record_stream: a use on a stream of our own, completed where the trace completes the free.
+                call.use = uint32_t(m_syntheticStreams);
                 const agent::StreamId use { SyntheticStreamBase + m_syntheticStreams++ };
                 if (m_allocator.recordStream(m_device, agent::DevicePtr { e.addr }, use) != agent::Status::Ok)
                     return diverge(&e, "memscope holds no allocated block at " + hex(e.addr));
                 m_pending[e.addr] = use;
+                m_pendingUse[e.addr] = call.use;
+                call.kind = JobCall::Kind::RecordUse;
+                log(call);
             }
+            call.kind = JobCall::Kind::Free;
+            log(call);
             const agent::Status s = m_allocator.free(m_device, agent::DevicePtr { e.addr });
             if (s != agent::Status::Ok)
                 return diverge(&e, "memscope holds no allocated block at " + hex(e.addr));
@@ -477,8 +502,16 @@ namespace {
                     return std::find(filterStreams->begin(), filterStreams->end(), raw(s)) != filterStreams->end();
                 });
             }
-            if (std::find(streams->begin(), streams->end(), alloc.stream) == streams->end())
+            if (std::find(streams->begin(), streams->end(), alloc.stream) == streams->end()) {
                 streams->push_back(alloc.stream);
+                JobCall c;
+                c.kind = JobCall::Kind::PoolStreamBegin;
+                c.stream = alloc.stream;
+                c.poolFirst = alloc.pool.first;
+                c.poolSecond = alloc.pool.second;
+                c.entry = alloc.index;
+                log(c);
+            }
             return true;
         }
 
@@ -495,6 +528,13 @@ namespace {
                 return;
             auto& streams = *it->second;
             streams.erase(std::remove(streams.begin(), streams.end(), alloc.stream), streams.end());
+            JobCall c;
+            c.kind = JobCall::Kind::PoolStreamEnd;
+            c.stream = alloc.stream;
+            c.poolFirst = alloc.pool.first;
+            c.poolSecond = alloc.pool.second;
+            c.entry = alloc.index;
+            log(c);
             if (streams.empty()) {
                 m_allocator.endAllocateToPool(m_device, alloc.pool);
                 m_captures.erase(it);
@@ -506,6 +546,11 @@ namespace {
             while (m_next < m_entries.size()) {
                 const Entry& e = m_entries[m_next];
                 if (e.action == Action::FreeRequested) {
+                    if (!replayFree(e))
+                        return false;
+                    continue;
+                }
+                if (e.action == Action::FreeCompleted && !isPendingCompletion(e) && m_skipsFreeRequested) {
                     if (!replayFree(e))
                         return false;
                     continue;
@@ -562,6 +607,10 @@ namespace {
                     while (end < j && m_entries[end].action != Action::SegmentAlloc
                            && m_entries[end].action != Action::SegmentMap)
                         ++end;
+                    JobCall c;
+                    c.kind = JobCall::Kind::EmptyCache;
+                    c.entry = m_entries[m_next].index;
+                    log(c);
                     m_allocator.emptyCache(m_device);
                     if (!consume())
                         return false;
@@ -575,14 +624,17 @@ namespace {
                 // malloc(): complete the events of frees the trace completes before any release (process_events);
                 // those after one are completed by the release itself (synchronize_and_free_events).
                 for (size_t k = m_next; k < j && k < firstRelease; ++k) {
-                    if (isPendingCompletion(m_entries[k]))
+                    if (isPendingCompletion(m_entries[k])) {
                         m_backend.completeStream(m_device, m_pending[m_entries[k].addr]);
+                        logCompletion(m_entries[k].addr);
+                    }
                 }
                 bool firstMap = true;
                 for (size_t k = m_next; k < j; ++k) {
                     const Entry& g = m_entries[k];
-                    if (g.action == Action::SegmentAlloc)
+                    if (g.action == Action::SegmentAlloc) {
                         m_backend.queueSegmentAddress(m_device, agent::DevicePtr { g.addr });
+                    }
                     if (g.action == Action::SegmentMap && firstMap) {
                         // A new expandable segment is mapped from the start of its address range.
                         m_backend.queueAddressSpace(m_device, agent::DevicePtr { g.addr });
@@ -598,6 +650,21 @@ namespace {
                     m_backend.failNextReservations(m_device, 1);
                 if (term.action == Action::Alloc && !beginCaptureFor(term))
                     return false;
+                JobCall call;
+                call.kind = JobCall::Kind::Malloc;
+                call.size = term.size;
+                call.stream = term.stream;
+                call.poolFirst = term.pool.first;
+                call.poolSecond = term.pool.second;
+                call.failed = term.action == Action::Oom;
+                call.entry = term.index;
+                call.block = call.failed ? UINT32_MAX : m_nextBlock++;
+                if (!call.failed)
+                    m_liveBlock[term.addr] = call.block;
+                else
+                    outcome.ooms.push_back({ m_requests, term.index, term.size });
+                ++m_requests;
+                log(call);
                 const agent::MallocResult r = m_allocator.malloc(m_device, term.size, agent::StreamId { term.stream });
                 m_backend.clearScript(m_device);
                 if (r.status != agent::Status::Ok && r.status != agent::Status::OutOfMemory)
@@ -710,6 +777,33 @@ namespace {
         std::vector<size_t> m_reservedBefore; // bytes reserved before each entry
         size_t m_peakReserved = 0;
         DeviceResult m_result;
+
+    public:
+        // The job's calls as replayed (meaningful when the replay was exact), and PyTorch's outcome.
+        std::vector<JobCall> calls;
+        MemoryOutcome outcome;
+
+    private:
+        std::map<uintptr_t, uint32_t> m_liveBlock; // address -> the block number of its Malloc call
+        std::map<uintptr_t, uint32_t> m_pendingUse; // deferred frees: block address -> its use's number
+        uint32_t m_nextBlock = 0;
+        // The trace was recorded with skip_actions=["free_requested"] (model::Replay::freeRequestedSkipped): a
+        // free_completed of a block not waiting for another stream is the free() call itself.
+        bool m_skipsFreeRequested = false;
+        size_t m_requests = 0; // Malloc calls so far
+
+        void log(JobCall c) { calls.push_back(c); }
+        void logCompletion(uintptr_t addr)
+        {
+            auto it = m_pendingUse.find(addr);
+            if (it == m_pendingUse.end())
+                return;
+            JobCall c;
+            c.kind = JobCall::Kind::CompleteUse;
+            c.use = it->second;
+            log(c);
+            m_pendingUse.erase(it);
+        }
     };
 
 } // namespace
@@ -717,7 +811,7 @@ namespace {
 namespace {
 
     AllocatorReplayOutput replayOnce(const model::Snapshot& snapshot, const std::string& name,
-                                     const AllocatorReplayOptions& replayOptions)
+                                     const AllocatorReplayOptions& replayOptions, RecoveredJob* job = nullptr)
     {
         AllocatorReplayOutput out;
         std::string settingsProblem;
@@ -756,6 +850,16 @@ namespace {
             total += r.allocs;
             const bool ok = r.replayed && r.stateIdentical && r.matchedAllocs == r.allocs;
             identical = identical && ok;
+            if (job) {
+                RecoveredDevice rd;
+                rd.device = d;
+                rd.exact = ok;
+                rd.why = r.replayed ? (r.stateIdentical ? "" : "the final state differs: " + r.stateDifference)
+                                    : r.divergence;
+                rd.calls = std::move(replay.calls);
+                rd.original = replay.outcome;
+                job->devices.push_back(std::move(rd));
+            }
             size_t events = 0;
             for (size_t c : r.counts)
                 events += c;
@@ -833,6 +937,62 @@ AllocatorReplayOutput allocatorReplaySnapshot(const model::Snapshot& snapshot, c
           "the real one\n"
         + withCap.out;
     return withCap;
+}
+
+void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome)
+{
+    const agent::DeviceStats st = allocator.stats(device);
+    const auto agg = size_t(agent::StatType::Aggregate);
+    const size_t reserved = size_t(st.reservedBytes[agg].current);
+    if (reserved <= outcome.peakReserved)
+        return;
+    outcome.peakReserved = reserved;
+    outcome.allocatedAtPeak = size_t(st.allocatedBytes[agg].current);
+    size_t largest = 0;
+    for (const agent::SegmentInfo& seg : allocator.snapshot(device))
+        for (const agent::BlockInfo& b : seg.blocks)
+            if (!b.active)
+                largest = std::max(largest, b.size);
+    outcome.largestFreeAtPeak = largest;
+}
+
+void finishOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome)
+{
+    const agent::DeviceStats st = allocator.stats(device);
+    outcome.peakAllocated = size_t(st.allocatedBytes[size_t(agent::StatType::Aggregate)].peak);
+    outcome.deviceAllocs = size_t(st.numDeviceAlloc);
+    outcome.segmentsAtEnd = allocator.snapshot(device).size();
+}
+
+RecoveredJob recoverJob(const model::Snapshot& snapshot, const AllocatorReplayOptions& options)
+{
+    RecoveredJob job;
+    std::string problem;
+    const agent::AllocatorConfig config
+        = configFromSettings(snapshot.allocatorSettings ? &*snapshot.allocatorSettings : nullptr, problem);
+    job.note = problem;
+    if (snapshot.allocatorSettings) {
+        if (const model::Value* text = snapshot.allocatorSettings->find("PYTORCH_CUDA_ALLOC_CONF");
+            text && text->kind == model::Value::Kind::String)
+            job.settings = text->text;
+    }
+    job.memoryLimit = options.memoryLimit;
+    AllocatorReplayOutput first = replayOnce(snapshot, "", options, &job);
+    if (first.exitCode == 0 || options.memoryLimit)
+        return job;
+    // As allocatorReplaySnapshot: the cap the trace implies, if the file shows signs of one.
+    AllocatorReplayOptions capped = options;
+    capped.memoryLimit = capCandidate(snapshot, config);
+    if (!capped.memoryLimit)
+        return job;
+    RecoveredJob withCap;
+    withCap.settings = job.settings;
+    withCap.note = job.note;
+    withCap.memoryLimit = capped.memoryLimit;
+    withCap.memoryLimitInferred = true;
+    if (replayOnce(snapshot, "", capped, &withCap).exitCode == 0)
+        return withCap;
+    return job;
 }
 
 AllocatorReplayOutput allocatorReplay(const std::vector<std::string>& args)

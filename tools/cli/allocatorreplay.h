@@ -7,6 +7,8 @@
 // Single-threaded; reads the file, writes nothing.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,9 @@ namespace memscope {
 
 namespace model {
     struct Snapshot;
+}
+namespace agent {
+    class CachingAllocator;
 }
 
 struct AllocatorReplayOutput {
@@ -33,6 +38,69 @@ struct AllocatorReplayOptions {
     // ExpandableSegment), so it decides whether the trace's next segment address is free to reserve.
     size_t deviceMemory = 0;
 };
+
+// One call the job made to its allocator, as the exact replay recovered it from the trace: what the job asked, not
+// what the allocator decided, so the same calls can be replayed under other settings (whatif.h).
+struct JobCall {
+    enum class Kind : uint8_t {
+        Malloc, // `size` bytes on `stream` (into `pool` when it is not the default one); `block` numbers it
+        Free, // of `block`
+        RecordUse, // record_stream(`block`, use stream `use`) just before its Free: the block waits for that use
+        CompleteUse, // the work of use stream `use` completed (where the trace completes the deferred free)
+        EmptyCache, // torch.cuda.empty_cache()
+        PoolStreamBegin, // allocations of `stream` go to `pool` from here (a capture, or use_mem_pool)
+        PoolStreamEnd, // ... until here
+    };
+    Kind kind = Kind::Malloc;
+    uint32_t block = 0;
+    uint32_t use = 0;
+    size_t size = 0;
+    uintptr_t stream = 0;
+    int64_t poolFirst = 0, poolSecond = 0;
+    bool failed = false; // Malloc: PyTorch's ended in an OOM
+    size_t entry = 0; // the trace entry the call ended at
+};
+
+// What one device's memory looked like over a replay (or over the trace itself): the decisions' outcome.
+struct MemoryOutcome {
+    size_t peakReserved = 0;
+    size_t peakAllocated = 0;
+    size_t allocatedAtPeak = 0; // allocated bytes when reserved first reached its peak
+    size_t largestFreeAtPeak = 0; // the largest inactive block then
+    size_t deviceAllocs = 0; // cudaMalloc calls and segment maps
+    size_t segmentsAtEnd = 0;
+    struct Oom {
+        size_t request = 0; // which of the job's Malloc calls, from 0
+        size_t entry = 0; // the trace entry of that call in the original
+        size_t size = 0; // the bytes asked for
+    };
+    std::vector<Oom> ooms; // the Malloc calls that failed
+};
+
+// Updates `outcome` after a call: a new reserved peak takes the allocated bytes and the largest free block of that
+// moment. The end's figures (peakAllocated, deviceAllocs, segmentsAtEnd) are set by finishOutcome.
+void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome);
+void finishOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome);
+
+// A device's calls, recovered when memscope's allocator replays its trace exactly (else `why` says where not).
+struct RecoveredDevice {
+    int device = 0;
+    bool exact = false;
+    std::string why;
+    std::vector<JobCall> calls;
+    MemoryOutcome original; // PyTorch's own, read off the exact replay
+};
+
+struct RecoveredJob {
+    std::vector<RecoveredDevice> devices;
+    std::string settings; // the file's PYTORCH_CUDA_ALLOC_CONF ("" when none)
+    size_t memoryLimit = 0; // the cap the replay used (0: none)
+    bool memoryLimitInferred = false; // not given: the trace's peak reservation, which replayed it exactly
+    std::string note; // how the settings were read, when not plainly
+};
+
+// Replays `snapshot` exactly (as allocatorReplaySnapshot) and keeps each device's calls.
+RecoveredJob recoverJob(const model::Snapshot& snapshot, const AllocatorReplayOptions& options = {});
 
 // `args`: the command's arguments after "allocator-replay" (one snapshot file, [--memory-limit BYTES],
 // [--device-memory BYTES]).

@@ -13,6 +13,7 @@
 #include "democommand.h"
 #include "diffcommand.h"
 #include "insightscommand.h"
+#include "whatif.h"
 #include "keygencommand.h"
 #include "recordcommand.h"
 #include "io/snapshotio.h"
@@ -77,6 +78,10 @@ commands of memscope:
                        PyTorch's decisions (same addresses, same final segments and blocks); the job's
                        memory cap (set_per_process_memory_fraction times the device's memory) and the
                        device's memory when the trace needs them (otherwise found from the trace)
+  whatif FILE --set KEY:VALUE [--set ...] [--sweep KEY:V1,V2,...] [--cap BYTES] [--format text|json]
+                       replay the job's requests under other allocator settings (PYTORCH_CUDA_ALLOC_CONF
+                       syntax) or another memory cap: peak reserved, fragmentation at the peak, cudaMalloc
+                       calls, and which OOMs would not happen, still happen or be new (docs/whatif.md)
   convert IN OUT [--format pickle|json|sqlite|perfetto]
                        rewrite a snapshot as a protocol-4 pickle (default) or JSON (default for *.json), or
                        export it as an SQLite database (default for *.sqlite, *.db; docs/sqlite.md) or as a
@@ -187,6 +192,27 @@ options:
   --memory-limit BYTES   the job's memory cap (set_per_process_memory_fraction times the device's memory);
                          without it, a trace that shows a cap is replayed under its peak reservation
   --device-memory BYTES  the device's memory (otherwise estimated from where the trace's segments lie)
+  -h, --help             this text
+BYTES: a count, or with a unit: 80GiB, 512MiB, 1.5GB.
+)" },
+    { "whatif", R"(usage: memscope-cli whatif FILE --set KEY:VALUE [--set ...] [--sweep KEY:V1,V2,...] [--cap BYTES]
+       [--memory-limit BYTES] [--device-memory BYTES] [--format text|json]
+
+Replays the job's requests, recovered from the trace by allocator-replay's exact replay, through memscope's caching
+allocator under other settings, and prints beside the file's own: peak reserved, peak allocated, reserved minus
+allocated and the largest free block at the peak, cudaMalloc calls, and every OOM (would not happen, would still
+happen, would be new). Only a trace that allocator-replay replays exactly gets an answer.
+
+options:
+  --set KEY:VALUE        a PYTORCH_CUDA_ALLOC_CONF setting over the file's own: expandable_segments,
+                         max_split_size_mb, max_non_split_rounding_mb, garbage_collection_threshold,
+                         roundup_power2_divisions; several allowed, applied in order
+  --sweep KEY:V1,V2,...  one replay per value (with the --set ones)
+  --cap BYTES            the replay's memory cap (default: the original's)
+  --memory-limit BYTES   the cap the job ran under (set_per_process_memory_fraction times the device's memory);
+                         without it, a trace that shows a cap is replayed under its peak reservation
+  --device-memory BYTES  the device's memory
+  --format text|json     text (default), or JSON (docs/whatif.md)
   -h, --help             this text
 BYTES: a count, or with a unit: 80GiB, 512MiB, 1.5GB.
 )" },
@@ -471,6 +497,8 @@ int main(int argc, char** argv)
 
     if (command == "allocator-replay")
         return runAllocatorReplay(args);
+    if (command == "whatif")
+        return runWhatIf(args);
     if (command == "diff")
         return runDiff(args);
     if (command == "insights")

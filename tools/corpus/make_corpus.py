@@ -256,6 +256,216 @@ def expandable_max_split(torch):
     scripted(torch, 'expandable_max_split', steps=2000, seed=14, empty_cache_every=650)
 
 
+# --- what-if: one job, the same requests, under each allocator setting (issue: what-if replay) ---------------------
+
+WHATIF_CAP = int(2.5 * 2**30)  # set_per_process_memory_fraction(WHATIF_CAP / total): a 2.5 GiB cap
+
+
+def whatif_job(torch, name, seed):
+    """Random 1-96 MiB tensors kept as a working set of about 1.6 GiB, and one 200-700 MiB temporary a step, under
+    a 2.5 GiB cap. An OOM is caught and the tensor skipped; the random stream never depends on an outcome (a failed
+    request keeps its place in the working set as None), so every run of a seed makes the same requests in the same
+    order, whatever its allocator settings: the job that a what-if replay predicts."""
+    record(torch, max_entries=2_000_000)
+    rng = random.Random(seed)
+    live, sizes, ooms = [], [], 0
+    for step in range(80):
+        for _ in range(rng.randint(3, 8)):
+            n = rng.randint(1, 96) * 2**20 + rng.randint(0, 4095)
+            try:
+                t = torch.empty(n, dtype=torch.uint8, device='cuda')
+            except torch.cuda.OutOfMemoryError:
+                t, ooms = None, ooms + 1
+            live.append(t)
+            sizes.append(n)
+        while sum(sizes) > 1.6 * 2**30 or (sizes and rng.random() < 0.3):
+            k = rng.randrange(len(live))
+            live.pop(k)
+            sizes.pop(k)
+        n = rng.randint(200, 700) * 2**20
+        try:
+            tmp = torch.empty(n, dtype=torch.uint8, device='cuda')
+            del tmp
+        except torch.cuda.OutOfMemoryError:
+            ooms += 1
+    print(name, 'ooms', ooms, 'peak reserved', torch.cuda.max_memory_reserved(), flush=True)
+    dump(torch, name)
+
+
+def whatif_workloads():
+    settings = {'default': '', 'expandable': 'expandable_segments:True', 'max_split64': 'max_split_size_mb:64',
+                'max_split128': 'max_split_size_mb:128', 'gc06': 'garbage_collection_threshold:0.6'}
+    for seed in (0, 1):
+        for tag, conf in settings.items():
+            name = f'whatif_s{seed}_{tag}'
+
+            def job(torch, name=name, seed=seed):
+                whatif_job(torch, name, seed)
+            job.__name__ = name
+            job.env = {'PYTORCH_CUDA_ALLOC_CONF': conf} if conf else {}
+            job.fraction = 'whatif'
+            WORKLOADS[name] = job
+
+
+whatif_workloads()
+
+
+# --- private pools: MemPool, CUDA graphs, torch.compile's CUDA graphs in training -----------------------------------
+
+@workload()
+def mempool(torch):
+    record(torch)
+    keep, pooled = [], []
+    pool = torch.cuda.MemPool()
+    for i in range(40):
+        with torch.cuda.use_mem_pool(pool):
+            a = torch.empty((i % 7 + 1) * 3 * 2**20 + 17, dtype=torch.uint8, device='cuda')
+        b = torch.empty((i % 5 + 1) * 2**20, dtype=torch.uint8, device='cuda')
+        (pooled if i % 3 == 0 else keep).append(a)
+        if i % 4 == 0:
+            keep.append(b)
+        del a, b
+        if len(keep) > 8:
+            keep.pop(0)
+    del pooled
+    del pool  # the pool's last user gone: its segments go back at the next empty_cache
+    torch.cuda.empty_cache()
+    pool2 = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool2):
+        c = [torch.empty(k * 2**20, dtype=torch.uint8, device='cuda') for k in (1, 3, 30)]
+    d = torch.empty(5 * 2**20, dtype=torch.uint8, device='cuda')
+    dump(torch, 'mempool')
+
+
+@workload()
+def graph_pool(torch):
+    record(torch)
+    m = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).cuda()
+    x = torch.randn(64, 1024, device='cuda')
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            y = m(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = m(x)
+    for _ in range(5):
+        x.copy_(torch.randn_like(x))
+        g.replay()
+    g2 = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g2, pool=g.pool()):
+        z = m(y)
+    g2.replay()
+    out = z.clone()
+    del g, g2, y, z
+    torch.cuda.empty_cache()  # the private pool's last graph gone: its segments are released
+    after = [torch.empty(k * 2**20, dtype=torch.uint8, device='cuda') for k in (2, 21, 40)]
+    dump(torch, 'graph_pool')
+
+
+@workload()
+def gpt2_reduce_overhead_train(torch):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    record(torch)
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_embd=256, n_head=4, vocab_size=4096, n_positions=256)
+    m = GPT2LMHeadModel(cfg).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    step = torch.compile(lambda ids: m(input_ids=ids, labels=ids).loss, mode='reduce-overhead')
+    for i in range(5):
+        with torch.profiler.record_function(f'step_{i}'):
+            ids = torch.randint(0, 4096, (4, 128), device='cuda')
+            loss = step(ids)
+            loss.backward()
+            opt.step(); opt.zero_grad(set_to_none=True)
+    del step, loss
+    torch._dynamo.reset()
+    torch.cuda.empty_cache()
+    dump(torch, 'gpt2_reduce_overhead_train')
+
+
+# --- C++ stacks (PyTorch's default, stacks="all") on real models -------------------------------------------------
+
+@workload()
+def hf_gpt2_cpp(torch):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    record(torch, stacks='all')
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_embd=128, n_head=4, vocab_size=2048, n_positions=256)
+    m = GPT2LMHeadModel(cfg).cuda()
+    # Not with gradient_checkpointing_enable(): under stacks="all" its backward fails inside PyTorch 2.11
+    # ("run_backward returned NULL without setting an exception"), with or without memscope.
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for i in range(2):
+        ids = torch.randint(0, 2048, (4, 128), device='cuda')
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            out = m(input_ids=ids, labels=ids)
+        out.loss.backward()
+        opt.step(); opt.zero_grad(set_to_none=True)
+    dump(torch, 'hf_gpt2_cpp')
+
+
+@workload()
+def timm_cpp(torch):
+    import timm
+    record(torch, stacks='all')
+    m = timm.create_model('resnet18', pretrained=False, num_classes=10).cuda()
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for i in range(2):
+        x = torch.randn(16, 3, 96, 96, device='cuda')
+        loss = m(x).logsumexp(1).mean()
+        loss.backward()
+        opt.step(); opt.zero_grad(set_to_none=True)
+    dump(torch, 'timm_cpp')
+
+
+@workload()
+def anomaly_forward_frames(torch):
+    # Anomaly mode keeps each autograd node's forward traceback; whether the snapshot's backward allocations carry
+    # it (forward_frames) is what this trace shows.
+    record(torch)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)).cuda()
+    with torch.autograd.set_detect_anomaly(True):
+        for i in range(2):
+            x = torch.randn(64, 256, device='cuda', requires_grad=True)
+            m(x).pow(2).mean().backward()
+    dump(torch, 'anomaly_forward_frames')
+
+
+# --- skip_actions: the same job with and without free_requested entries -------------------------------------------
+
+def skip_job(torch, name, skip):
+    torch.cuda.memory._record_memory_history(enabled='all', context='all', stacks='python', max_entries=1_000_000,
+                                             **({'skip_actions': ['free_requested']} if skip else {}))
+    rng = random.Random(21)
+    side = torch.cuda.Stream()
+    live = []
+    for i in range(300):
+        if live and rng.random() < 0.45:
+            t = live.pop(rng.randrange(len(live)))
+            if rng.random() < 0.5:
+                t.record_stream(side)
+            del t
+        else:
+            n = rng.choice([3, 11, 40, 90]) * 2**20 + rng.randint(0, 999)
+            live.append(torch.empty(n, dtype=torch.uint8, device='cuda'))
+        if i % 50 == 49:
+            torch.cuda.synchronize()
+    dump(torch, name)
+
+
+@workload()
+def skip_free_requested(torch):
+    skip_job(torch, 'skip_free_requested', True)
+
+
+@workload()
+def skip_baseline(torch):
+    skip_job(torch, 'skip_baseline', False)
+
+
 # --- running ------------------------------------------------------------------------------------------------------
 
 def reference_outputs(name):
@@ -282,17 +492,21 @@ def run_one(name):
     fn = WORKLOADS[name]
     import torch
     torch.cuda.init()
-    if fn.fraction:
-        torch.cuda.set_per_process_memory_fraction(fn.fraction)
+    fraction = fn.fraction
+    if fraction == 'whatif':
+        fraction = WHATIF_CAP / torch.cuda.mem_get_info()[1]
+    if fraction:
+        torch.cuda.set_per_process_memory_fraction(fraction)
     t0 = time.time()
     fn(torch)
     free, total = torch.cuda.mem_get_info()
     meta = {
         'workload': name,
         'PYTORCH_CUDA_ALLOC_CONF': fn.env.get('PYTORCH_CUDA_ALLOC_CONF', ''),
-        'memory_fraction': fn.fraction,
+        'memory_fraction': fraction,
         'device_total_memory': total,
-        'allowed_memory_maximum': int(fn.fraction * total) if fn.fraction else None,
+        'allowed_memory_maximum': int(fraction * total) if fraction else None,
+        'max_memory_reserved': torch.cuda.max_memory_reserved(),
         'torch': torch.__version__,
         'device_name': torch.cuda.get_device_name(),
         'secs': round(time.time() - t0, 2),

@@ -12,7 +12,7 @@ its model library is computed.
 timing: llama, vit and the 1 MiB alloc/free loop, each mode in a fresh process, modes alternating, two rounds:
 native, native_hist (PyTorch's own history with Python stacks), observe_none, observe_python; the median step
 time of steps 10 and later. OBSERVE_TIMED=w:steps,... picks the workloads, OBSERVE_ROUNDS the rounds (2),
-OBSERVE_EAGER=1 adds observe() with contexts released on the publisher thread.
+OBSERVE_EAGER=1 adds observe() with contexts released on the publisher thread; OBSERVE_MODES=a,b picks the modes.
 OBSERVE_ONLY=w1,w2 limits the correct phase to those workloads. Prints a summary and writes
 OUTDIR/observe-results.json.
 """
@@ -193,7 +193,7 @@ if "correct" in PHASES:
             compare(tag + ".late_at_step_12", "%s/%s.late.pickle" % (OUT, tag), "%s/%s.pause.pickle" % (OUT, tag))
 
 if "timing" in PHASES:
-    modes = ["native", "native_hist", "observe_none", "observe_python"]
+    modes = os.environ.get("OBSERVE_MODES", "native,native_hist,observe_none,observe_python").split(",")
     if os.environ.get("OBSERVE_EAGER"):
         modes.append("observe_python_eager")
     rounds = int(os.environ.get("OBSERVE_ROUNDS", "2"))
@@ -211,7 +211,19 @@ if "timing" in PHASES:
             if ms:
                 results["%s.%s.step_ms" % (workload, mode)] = ms
         base = {m: statistics.median(results.get("%s.%s.step_ms" % (workload, m), [0]) or [0]) for m in modes}
-        if base["native"] and base["native_hist"]:
+        # Paired: the two modes' runs of one round ran next to each other (the order alternates by round), so
+        # their ratio leaves out what drifts between rounds.
+        if "observe_python" in modes and "native_hist" in modes:
+            pairs = []
+            for r in range(rounds):
+                a = results.get("%s.observe_python.r%d.job" % (workload, r), {}).get("step_ms_median_10+")
+                b = results.get("%s.native_hist.r%d.job" % (workload, r), {}).get("step_ms_median_10+")
+                if a and b:
+                    pairs.append(round(a / b, 4))
+            if pairs:
+                results["%s.paired_observe_python/native_hist" % workload] = {
+                    "per_round": pairs, "median": round(statistics.median(pairs), 4)}
+        if base.get("native") and base.get("native_hist") and base.get("observe_none") and base.get("observe_python"):
             results["%s.ratios" % workload] = {
                 "observe_none/native": round(base["observe_none"] / base["native"], 4),
                 "observe_python/native_hist": round(base["observe_python"] / base["native_hist"], 4),
