@@ -7,6 +7,7 @@
 #include "io/snapshotbuilder.h"
 #include "io/valuetree.h"
 #include "model/consistency.h"
+#include "model/forwardframes.h"
 #include "model/processmemory.h"
 
 #include <lzma.h>
@@ -253,6 +254,7 @@ LoadResult loadBytes(std::span<const uint8_t> data, const std::string& name, con
                 err.message += " (of the decompressed data; the .xz file is " + std::to_string(fileSize) + " bytes)";
             return failWith(std::move(err));
         }
+        model::attachForwardStacks(*snapshot);
         // Every load is checked (the builder checked each entry; here one pass over segments and blocks); what is
         // wrong is said, not refused.
         model::WarningCollector warnings;

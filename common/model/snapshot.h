@@ -330,6 +330,9 @@ struct Snapshot {
 
     std::vector<Extras> extras; // referenced by extraIndex
     Extras topLevelExtras; // unknown top-level keys
+    // Per entry form, the forward pass's stack of a backward allocation (its `forward_frames`, model/forwardframes.h);
+    // empty when no entry has any.
+    std::vector<StackId> forwardStacks;
     bool legacyTopLevelList = false; // the file was a bare list of segments
     bool hasDeviceTraces = false;
     bool hasAnnotationsKey = false;
@@ -352,6 +355,10 @@ struct Snapshot {
     const EntryForm& form(const TraceEntry& e) const { return entryForms.get(e.form); }
     // The entry's raw stream handle.
     int64_t stream(const TraceEntry& e) const { return entryForms.get(e.form).stream; }
+    StackId forwardStack(const TraceEntry& e) const
+    {
+        return raw(e.form) < forwardStacks.size() ? forwardStacks[raw(e.form)] : EmptyStack;
+    }
 
     const Block* segmentBlocks(const Segment& seg) const { return blocks.data() + seg.blockBegin; }
     int streamNumber(int64_t rawStream) const;

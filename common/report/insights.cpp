@@ -165,37 +165,65 @@ namespace {
             , m_group(s.stackCount(), UINT32_MAX)
         {
         }
-        uint32_t group(StackId stack)
+        uint32_t group(StackId stack, StackId forward = EmptyStack)
         {
-            uint32_t& g = m_group[raw(stack)];
-            if (g == UINT32_MAX) {
-                // With the filter on, stacks group by what their label says (their site and what allocated there):
-                // two rows never read the same.
-                std::vector<FrameId> key;
-                if (m_filter && m_snapshot.stackSize(stack) > 0) {
-                    const auto [site, what] = siteAndWhat(m_snapshot, stack);
-                    key.push_back(m_snapshot.stackBegin(stack)[site]);
-                    if (what >= 0)
-                        key.push_back(m_snapshot.stackBegin(stack)[what]);
-                } else {
-                    key = shownFrames(m_snapshot, stack, m_filter);
-                }
-                auto [it, added] = m_index.emplace(std::move(key), uint32_t(m_representative.size()));
-                if (added)
-                    m_representative.push_back(stack);
-                g = it->second;
-            }
-            return g;
+            if (forward == EmptyStack || !m_filter)
+                return ownGroup(stack);
+            // A backward allocation with its forward pass: grouped by its own label and the forward one's.
+            auto [it, added] = m_withForward.emplace(std::make_pair(raw(stack), raw(forward)), 0u);
+            if (!added)
+                return it->second;
+            std::vector<FrameId> key = keyOf(stack);
+            key.push_back(FrameId { UINT32_MAX }); // between the two: no frame has this id
+            const std::vector<FrameId> forwardKey = keyOf(forward);
+            key.insert(key.end(), forwardKey.begin(), forwardKey.end());
+            it->second = intern(std::move(key), stack, forward);
+            return it->second;
         }
+        StackId forward(uint32_t group) const { return m_forward[group]; }
         StackId representative(uint32_t group) const { return m_representative[group]; }
         size_t size() const { return m_representative.size(); }
 
     private:
+        uint32_t ownGroup(StackId stack)
+        {
+            uint32_t& g = m_group[raw(stack)];
+            if (g == UINT32_MAX)
+                g = intern(keyOf(stack), stack, EmptyStack);
+            return g;
+        }
+        // With the filter on, stacks group by what their label says (their site and what allocated there): two rows
+        // never read the same.
+        std::vector<FrameId> keyOf(StackId stack) const
+        {
+            std::vector<FrameId> key;
+            if (m_filter && m_snapshot.stackSize(stack) > 0) {
+                const auto [site, what] = siteAndWhat(m_snapshot, stack);
+                key.push_back(m_snapshot.stackBegin(stack)[site]);
+                if (what >= 0)
+                    key.push_back(m_snapshot.stackBegin(stack)[what]);
+            } else {
+                key = shownFrames(m_snapshot, stack, m_filter);
+            }
+            return key;
+        }
+        uint32_t intern(std::vector<FrameId> key, StackId stack, StackId forward)
+        {
+            auto [it, added] = m_index.emplace(std::move(key), uint32_t(m_representative.size()));
+            if (added) {
+                m_representative.push_back(stack);
+                m_forward.push_back(forward);
+            }
+            return it->second;
+        }
+
         const Snapshot& m_snapshot;
         bool m_filter;
         std::vector<uint32_t> m_group;
         std::map<std::vector<FrameId>, uint32_t> m_index;
         std::vector<StackId> m_representative;
+        std::vector<StackId> m_forward; // per group: its forward stack (EmptyStack: none)
+        std::map<std::pair<uint32_t, uint32_t>, uint32_t> m_withForward; // (stack, forward) -> group
     };
 
     struct Settings {
@@ -247,6 +275,25 @@ namespace {
         StackGroups& groups;
         int device;
         std::vector<Insight>& out;
+
+        // The forward stack of an allocation's alloc entry (EmptyStack: none, or made before the trace).
+        StackId forwardOf(const Allocation& a) const
+        {
+            if (s.forwardStacks.empty() || a.allocIndex < 0 || size_t(device) >= s.deviceTraces.size())
+                return EmptyStack;
+            const Trace& trace = s.deviceTraces[size_t(device)];
+            const size_t k = size_t(replay.firstEntry() + a.allocIndex);
+            return k < trace.size() ? s.forwardStack(trace[k]) : EmptyStack;
+        }
+        uint32_t groupOf(const Allocation& a) { return groups.group(a.stack, forwardOf(a)); }
+        // An insight's stack and forward stack from its group.
+        void setStacks(Insight& it, uint32_t group) const
+        {
+            it.stack = groups.representative(group);
+            it.forwardStack = groups.forward(group);
+        }
+        std::string label(const Insight& it) const { return insightLabel(s, it, options.frameFilter); }
+        std::string text(const Insight& it) const { return insightStackText(s, it, options); }
     };
 
     int64_t timeAt(const Trace& trace, int64_t entry)
@@ -272,7 +319,7 @@ namespace {
         for (const ReplayBlock& b : state.blocks) {
             if (b.state != BlockState::ActiveAllocated) // the peak is of allocated bytes
                 continue;
-            Group& g = byGroup[c.groups.group(b.stack)];
+            Group& g = byGroup[c.groupOf(c.replay.allocation(b.allocation))];
             g.bytes += b.size;
             g.requested += b.requestedSize;
             ++g.count;
@@ -294,7 +341,7 @@ namespace {
         head.count = int64_t(state.allocations.size());
         if (!sorted.empty()) {
             head.allocation = sorted.front().second.largest;
-            head.stack = c.groups.representative(sorted.front().first);
+            c.setStacks(head, sorted.front().first);
         }
         head.title = "Peak: " + size(peak.bytes) + " allocated at entry " + std::to_string(peak.index) + " of "
             + std::to_string(replay.entryCount()) + " (device " + std::to_string(c.device) + ")";
@@ -311,14 +358,14 @@ namespace {
             it.device = c.device;
             it.index = peak.index;
             it.allocation = g.largest;
-            it.stack = c.groups.representative(sorted[i].first);
+            c.setStacks(it, sorted[i].first);
             it.bytes = g.bytes;
             it.count = g.count;
             it.requested = g.requested;
             it.share = peak.bytes > 0 ? double(g.bytes) / double(peak.bytes) : 0.0;
             it.title = percent(it.share) + " of the peak: " + size(g.bytes) + " in "
-                + plural(g.count, "block", "blocks") + " from " + stackLabel(c.s, it.stack, c.options.frameFilter);
-            it.detail = stackText(c.s, it.stack, c.options);
+                + plural(g.count, "block", "blocks") + " from " + c.label(it);
+            it.detail = c.text(it);
             c.out.push_back(std::move(it));
         }
 
@@ -388,8 +435,8 @@ namespace {
             // The cause first (a narrow list shows the start), then the request and where it came from.
             const std::string where = "OOM " + std::to_string(k + 1) + " of " + std::to_string(ooms.size()) + ", entry "
                 + std::to_string(ooms[k]) + ": ";
-            const std::string what
-                = "; " + size(request) + " requested from " + stackLabel(c.s, e.stack, c.options.frameFilter);
+            it.forwardStack = c.s.forwardStack(e);
+            const std::string what = "; " + size(request) + " requested from " + c.label(it);
             auto exact = [](ByteCount b) { return size(b) + " (" + std::to_string(b) + " B)"; };
             const std::string numbers = "requested " + exact(request) + ", a block of at least "
                 + std::to_string(rounded) + " B; reserved " + exact(reserved) + ", active " + exact(active)
@@ -419,7 +466,7 @@ namespace {
                       "freeing tensors earlier) or find what else uses the device.\n";
                 break;
             }
-            it.detail += stackText(c.s, e.stack, c.options);
+            it.detail += c.text(it);
             c.out.push_back(std::move(it));
         }
         if (ooms.size() > c.options.maxOoms) {
@@ -464,7 +511,7 @@ namespace {
         std::unordered_map<uint32_t, LiveGroup> out;
         for (AllocationId id : c.replay.liveAt(index)) {
             const Allocation& a = c.replay.allocation(id);
-            LiveGroup& g = out[c.groups.group(a.stack)];
+            LiveGroup& g = out[c.groupOf(a)];
             g.bytes += a.size;
             g.requested += a.requestedSize;
             ++g.count;
@@ -554,19 +601,18 @@ namespace {
                     it.device = c.device;
                     it.index = std::min(points.back(), c.replay.entryCount());
                     it.allocation = last.newest;
-                    it.stack = c.groups.representative(sp.group);
+                    c.setStacks(it, sp.group);
                     it.bytes = sp.growth;
                     it.count = sp.countGrowth;
                     it.requested = sp.requestedGrowth;
                     const int steps = int(points.size()) - 1;
                     it.title = "Grows step over step: " + signedSize(sp.growth) + " in "
                         + plural(sp.countGrowth, "block", "blocks") + " over " + std::to_string(steps) + " '" + name
-                        + "' steps (" + signedSize(sp.growth / steps) + " a step) from "
-                        + stackLabel(c.s, it.stack, c.options.frameFilter);
+                        + "' steps (" + signedSize(sp.growth / steps) + " a step) from " + c.label(it);
                     it.detail = "Live at the end of each '" + name + "' range (" + std::to_string(points.size())
                         + " of them): rose in " + std::to_string(sp.rises) + " of " + std::to_string(steps)
                         + " steps, never fell; " + size(last.bytes) + " in " + plural(last.count, "block", "blocks")
-                        + " at the last one. The newest is selected.\n" + stackText(c.s, it.stack, c.options);
+                        + " at the last one. The newest is selected.\n" + c.text(it);
                     c.out.push_back(std::move(it));
                 }
                 return;
@@ -581,7 +627,7 @@ namespace {
             const Allocation& a = c.replay.allocation(id);
             if (a.allocIndex < n / 2)
                 continue;
-            LiveGroup& g = late[c.groups.group(a.stack)];
+            LiveGroup& g = late[c.groupOf(a)];
             g.bytes += a.size;
             g.requested += a.requestedSize;
             ++g.count;
@@ -602,16 +648,16 @@ namespace {
             it.device = c.device;
             it.index = n;
             it.allocation = g.newest;
-            it.stack = c.groups.representative(sorted[i].first);
+            c.setStacks(it, sorted[i].first);
             it.bytes = g.bytes;
             it.count = g.count;
             it.requested = g.requested;
             it.title = "Allocated late and never freed: " + size(g.bytes) + " in " + plural(g.count, "block", "blocks")
-                + " from " + stackLabel(c.s, it.stack, c.options.frameFilter);
+                + " from " + c.label(it);
             it.detail = "Allocated after entry " + std::to_string(n / 2)
                 + " (the second half of the trace) and alive at "
                 + "its end: a leak, or a cache that fills up. The trace has no repeated record_function ranges to "
-                + "compare step by step.\n" + stackText(c.s, it.stack, c.options);
+                + "compare step by step.\n" + c.text(it);
             c.out.push_back(std::move(it));
         }
     }
@@ -637,7 +683,7 @@ namespace {
             const int64_t entries = a.freeCompletedIndex - a.freeRequestedIndex;
             const int64_t us = timeAt(trace, first + std::min<int64_t>(a.freeCompletedIndex, n - 1))
                 - timeAt(trace, first + a.freeRequestedIndex);
-            Stall& s = byGroup[c.groups.group(a.stack)];
+            Stall& s = byGroup[c.groupOf(a)];
             s.bytes += a.size;
             ++s.count;
             if (us > s.longestUs || (us == s.longestUs && entries > s.longestEntries)) {
@@ -694,15 +740,14 @@ namespace {
             it.device = c.device;
             it.index = s.worstIndex;
             it.allocation = s.worst;
-            it.stack = c.groups.representative(sorted[i].first);
+            c.setStacks(it, sorted[i].first);
             it.bytes = s.bytes;
             it.count = s.count;
             char ms[32];
             std::snprintf(ms, sizeof ms, "%.3f ms", double(std::max<int64_t>(0, s.longestUs)) / 1000.0);
             it.title = "Waited up to " + std::string(ms) + " (" + std::to_string(s.longestEntries)
-                + " entries): " + plural(s.count, "block", "blocks") + ", " + size(s.bytes) + ", from "
-                + stackLabel(c.s, it.stack, c.options.frameFilter);
-            it.detail = "The longest wait is selected, at its free_requested.\n" + stackText(c.s, it.stack, c.options);
+                + " entries): " + plural(s.count, "block", "blocks") + ", " + size(s.bytes) + ", from " + c.label(it);
+            it.detail = "The longest wait is selected, at its free_requested.\n" + c.text(it);
             c.out.push_back(std::move(it));
         }
     }
@@ -747,6 +792,25 @@ std::string stackLabel(const Snapshot& s, StackId stack, bool frameFilter)
                 break;
             }
     return out.empty() ? displayFrame(s, s.frame(frames.front())) : out;
+}
+
+std::string insightLabel(const Snapshot& s, const Insight& it, bool frameFilter)
+{
+    if (it.forwardStack == EmptyStack)
+        return stackLabel(s, it.stack, frameFilter);
+    // A backward allocation: its own site (the engine's node, or nothing with Python-only stacks), then the forward
+    // line that made the node, as PyTorch's viewer shows forward_frames below a backward allocation's frames.
+    const std::string forward = "the backward of " + stackLabel(s, it.forwardStack, frameFilter);
+    return s.stackSize(it.stack) == 0 ? forward : stackLabel(s, it.stack, frameFilter) + ", " + forward;
+}
+
+std::string insightStackText(const Snapshot& s, const Insight& it, const InsightOptions& options)
+{
+    std::string out = stackText(s, it.stack, options);
+    if (it.forwardStack != EmptyStack)
+        out += "  in the backward of (the forward pass, from the trace's forward_frames):\n"
+            + stackText(s, it.forwardStack, options);
+    return out;
 }
 
 Insights computeInsights(const Snapshot& snapshot, std::span<const Replay> replays, const InsightOptions& options)
@@ -899,7 +963,19 @@ std::string insightsJson(const Insights& insights, const Snapshot& frames, const
                 out += ", ";
             jsonString(out, displayFrame(frames, frames.frame(shown[f])));
         }
-        out += "]}";
+        out += "]";
+        if (it.forwardStack != EmptyStack) {
+            // A backward allocation's forward pass (Insight::forwardStack), innermost first as "frames".
+            out += ", \"forward_frames\": [";
+            const std::vector<FrameId> forward = shownFrames(frames, it.forwardStack, options.frameFilter);
+            for (size_t f = 0; f < forward.size(); ++f) {
+                if (f)
+                    out += ", ";
+                jsonString(out, displayFrame(frames, frames.frame(forward[f])));
+            }
+            out += "]";
+        }
+        out += "}";
     }
     out += insights.items.empty() ? "]\n}\n" : "\n  ]\n}\n";
     return out;

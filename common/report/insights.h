@@ -47,6 +47,9 @@ struct Insight {
     int64_t index = -1;
     model::AllocationId allocation = model::NoAllocation;
     model::StackId stack = model::EmptyStack;
+    // For a backward allocation whose trace entry carries `forward_frames`: the forward pass that made its autograd
+    // node (model/forwardframes.h), which its title names; EmptyStack otherwise.
+    model::StackId forwardStack = model::EmptyStack;
     // The figures it is about: block bytes (signed for growth), allocations, requested bytes, share of the peak.
     model::ByteCount bytes = 0;
     int64_t count = 0;
@@ -91,5 +94,9 @@ std::string insightsJson(const Insights& insights, const model::Snapshot& frames
 // innermost frame of the user's own code: "functional.py:1443:dropout <- dropout.py:73:forward ... train.py:44:step".
 // Frames as basename:line:name (Windows paths cut at '\' too). "<no stack recorded>" without frames.
 std::string stackLabel(const model::Snapshot& snapshot, model::StackId stack, bool frameFilter = true);
+// An insight's "from ..." label and its stack lines: stackLabel / the stack, and for a backward allocation with a
+// forward stack (Insight::forwardStack) the forward line that made its autograd node ("the backward of ...").
+std::string insightLabel(const model::Snapshot& snapshot, const Insight& insight, bool frameFilter = true);
+std::string insightStackText(const model::Snapshot& snapshot, const Insight& insight, const InsightOptions& options);
 
 } // namespace memscope::report

@@ -4,6 +4,7 @@
 // insights that lead with it: on a snapshot with C++ frames, every top consumer names the user's line (or, for the
 // autograd engine's native-only stacks, the backward node that ran), and no two read the same.
 #include "io/snapshotio.h"
+#include "model/forwardframes.h"
 #include "model/framefilter.h"
 #include "model/replay.h"
 #include "report/insights.h"
@@ -24,8 +25,12 @@ private Q_SLOTS:
     void internalFrames();
     void sitesOfRealStacks_data();
     void sitesOfRealStacks();
+    void insightsNameTheUsersLine_data();
     void insightsNameTheUsersLine();
     void windowsPathsAreShortened();
+    void tracebackLines_data();
+    void tracebackLines();
+    void forwardFramesNameTheForwardLine();
 };
 
 void TestFrameFilter::internalFrames_data()
@@ -136,11 +141,25 @@ void TestFrameFilter::sitesOfRealStacks()
     QVERIFY(stacks > 0);
 }
 
+void TestFrameFilter::insightsNameTheUsersLine_data()
+{
+    // Real files with C++ frames (PyTorch's default stacks="all"): ../shared's mlp_train (an H100), and from the
+    // corpus a HuggingFace GPT-2 and a timm ResNet (an H200), each with the file its job ran from.
+    QTest::addColumn<QString>("path");
+    QTest::addColumn<QString>("script");
+    QTest::newRow("mlp_train") << QString::fromStdString(test::snapshotPath("mlp_train.pickle")) << "gen_snapshots.py:";
+    QTest::newRow("hf_gpt2_cpp") << QString::fromStdString(test::dataPath("corpus/hf_gpt2_cpp.pickle"))
+                                 << "make_corpus.py:";
+    QTest::newRow("timm_cpp") << QString::fromStdString(test::dataPath("corpus/timm_cpp.pickle")) << "make_corpus.py:";
+}
+
 void TestFrameFilter::insightsNameTheUsersLine()
 {
-    // mlp_train carries C++ frames (PyTorch's default): the top consumers must still name the script's lines, each
-    // row its own.
-    const io::LoadResult r = io::loadSnapshot(test::snapshotPath("mlp_train.pickle"));
+    // With C++ frames the top consumers must still name the script's lines, each row its own.
+    QFETCH(QString, path);
+    QFETCH(QString, script);
+    const std::string marker = script.toStdString();
+    const io::LoadResult r = io::loadSnapshot(path.toStdString());
     QVERIFY2(r.ok(), r.error.message.c_str());
     const std::vector<Replay> replays = Replay::buildAll(*r.snapshot);
     const report::Insights in = report::computeInsights(*r.snapshot, replays);
@@ -151,11 +170,11 @@ void TestFrameFilter::insightsNameTheUsersLine()
             continue;
         ++consumers;
         // The script's line; or, for the autograd engine's allocations (native frames only), the node that ran.
-        const bool user = it.title.find("gen_snapshots.py:") != std::string::npos;
+        const bool user = it.title.find(marker) != std::string::npos;
         QVERIFY2(user || it.title.find("Backward") != std::string::npos, it.title.c_str());
         QVERIFY2(it.title.find("CUDACachingAllocator") == std::string::npos, it.title.c_str());
         if (user)
-            QVERIFY2(it.detail.rfind("  at gen_snapshots.py:", 0) == 0, it.detail.c_str());
+            QVERIFY2(it.detail.rfind("  at " + marker, 0) == 0, it.detail.c_str());
         QVERIFY2(titles.insert(it.title.substr(it.title.find(" from "))).second, it.title.c_str());
     }
     QVERIFY(consumers >= 2);
@@ -165,8 +184,7 @@ void TestFrameFilter::insightsNameTheUsersLine()
     const report::Insights unfiltered = report::computeInsights(*r.snapshot, replays, raw);
     for (const report::Insight& it : unfiltered.items)
         if (it.kind == report::InsightKind::TopConsumer)
-            QVERIFY2(it.title.find("gen_snapshots.py:") == std::string::npos
-                         || it.title.find(" <- ") != std::string::npos,
+            QVERIFY2(it.title.find(marker) == std::string::npos || it.title.find(" <- ") != std::string::npos,
                      it.title.c_str());
 }
 
@@ -185,6 +203,88 @@ void TestFrameFilter::windowsPathsAreShortened()
                                           "std::allocator<at::Tensor> >&&)"),
                          s.strings.intern("??"), LineNumber(0) };
     QCOMPARE(report::displayFrame(s, native), std::string("torch::autograd::generated::AddmmBackward0::apply"));
+}
+
+void TestFrameFilter::tracebackLines_data()
+{
+    // forward_frames strings as CPython's traceback.format_list writes them.
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<bool>("ok");
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<qulonglong>("line");
+    QTest::addColumn<QString>("name");
+    QTest::newRow("with source") << "  File \"/home/u/model.py\", line 12, in forward\n    y = self.fc(x)\n" << true
+                                 << "/home/u/model.py" << qulonglong(12) << "forward";
+    QTest::newRow("without source") << "  File \"train.py\", line 7, in <module>\n" << true << "train.py"
+                                    << qulonglong(7) << "<module>";
+    QTest::newRow("Windows path with spaces") << "  File \"C:\\My Work\\net.py\", line 301, in run\n" << true
+                                              << "C:\\My Work\\net.py" << qulonglong(301) << "run";
+    QTest::newRow("line past int64") << "  File \"x.py\", line 18446744073709551615, in f\n" << true << "x.py"
+                                     << qulonglong(18446744073709551615ull) << "f";
+    QTest::newRow("no File") << "Traceback (most recent call last):\n" << false << "" << qulonglong(0) << "";
+    QTest::newRow("no line number") << "  File \"x.py\", line , in f\n" << false << "" << qulonglong(0) << "";
+    QTest::newRow("no name") << "  File \"x.py\", line 3\n" << false << "" << qulonglong(0) << "";
+    QTest::newRow("empty") << "" << false << "" << qulonglong(0) << "";
+}
+
+void TestFrameFilter::tracebackLines()
+{
+    QFETCH(QString, text);
+    QFETCH(bool, ok);
+    const std::string t = text.toStdString();
+    const auto parsed = parseTracebackLine(t);
+    QCOMPARE(parsed.has_value(), ok);
+    if (!ok)
+        return;
+    QFETCH(QString, file);
+    QFETCH(qulonglong, line);
+    QFETCH(QString, name);
+    QCOMPARE(QString::fromStdString(std::string(parsed->filename)), file);
+    QCOMPARE(parsed->line, LineNumber::fromUnsigned(line));
+    QCOMPARE(QString::fromStdString(std::string(parsed->name)), name);
+}
+
+void TestFrameFilter::forwardFramesNameTheForwardLine()
+{
+    // A real trace made under anomaly mode (tests/data/corpus/anomaly_forward_frames.pickle, an H200): PyTorch
+    // wrote forward_frames on 250 of its 289 entries. Recorded with Python stacks, its backward allocations have no
+    // frames of their own: without the forward stacks half the peak read "<no stack recorded>".
+    const io::LoadResult r = io::loadSnapshot(test::dataPath("corpus/anomaly_forward_frames.pickle"));
+    QVERIFY2(r.ok(), r.error.message.c_str());
+    const Snapshot& s = *r.snapshot;
+    size_t withForward = 0;
+    for (const TraceEntry& e : s.deviceTraces[0]) {
+        const StackId f = s.forwardStack(e);
+        if (f == EmptyStack)
+            continue;
+        ++withForward;
+        // Innermost first: the user's line that ran the forward, under PyTorch's own frames.
+        const int site = siteIndex(s, f);
+        QVERIFY(site >= 0);
+        const Frame& fr = s.frame(s.stackBegin(f)[site]);
+        QCOMPARE(std::string(s.str(fr.filename)).substr(std::string(s.str(fr.filename)).rfind('/') + 1),
+                 std::string("make_corpus.py"));
+        QCOMPARE(std::string(s.str(s.frame(s.stackEnd(f)[-1]).name)), std::string("<module>"));
+    }
+    QCOMPARE(withForward, size_t(250));
+    // The file is written back unchanged: forward_frames stay among the entries' unknown keys.
+    QCOMPARE(report::memoryFolded(s).empty(), false);
+
+    const std::vector<Replay> replays = Replay::buildAll(s);
+    const report::Insights in = report::computeInsights(s, replays);
+    std::vector<const report::Insight*> consumers;
+    for (const report::Insight& it : in.items)
+        if (it.kind == report::InsightKind::TopConsumer)
+            consumers.push_back(&it);
+    QVERIFY(!consumers.empty());
+    const report::Insight& first = *consumers.front();
+    QVERIFY2(first.title.find("from the backward of make_corpus.py:433:anomaly_forward_frames via linear.py:")
+                 != std::string::npos,
+             first.title.c_str());
+    QVERIFY(first.forwardStack != EmptyStack);
+    QVERIFY2(first.detail.find("in the backward of (the forward pass") != std::string::npos, first.detail.c_str());
+    for (const report::Insight* it : consumers)
+        QVERIFY2(it->title.find("<no stack recorded>") == std::string::npos || it->share < 0.05, it->title.c_str());
 }
 
 QTEST_GUILESS_MAIN(TestFrameFilter)
