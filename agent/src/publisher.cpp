@@ -650,12 +650,19 @@ void Publisher::run()
         goodbye.lost = lost();
         zmq_send(m_sockets.pub, wire::GoodbyeTopic, 1, ZMQ_SNDMORE);
         zmq_send(m_sockets.pub, &goodbye, sizeof goodbye, 0);
+        // The PUB drops what does not fit in a viewer's share, the Goodbye included, for a viewer that is behind
+        // (stopped, or writing a file) when the job ends. Its state connection is idle, so the same Goodbye sent
+        // there reaches it (kept in its socket's buffers after the job is gone): it learns the run's last sequence
+        // and counts what it missed (docs/protocol.md, "Goodbye").
+        m_stateServer.collect(m_sockets.router);
+        m_stateServer.sendGoodbye(m_sockets.router, &goodbye, sizeof goodbye);
     }
     // Whatever stop() still waits for (less a margin to finish) may go to flushing what is queued for a slow
     // viewer; at least LingerMs for the Goodbye.
     const int64_t left = m_stopDeadlineNs.load() - steadyNs();
     const int linger = std::max<int>(LingerMs, int(std::min<int64_t>(left / 1000000 - 50, 60000)));
     zmq_setsockopt(m_sockets.pub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(m_sockets.router, ZMQ_LINGER, &linger, sizeof linger);
     m_sockets.closeSockets();
     if (!m_forked.load())
         removeOwnSockets(); // a clean exit leaves no socket file to look like a dead job

@@ -260,6 +260,19 @@ void AgentClient::trySendStacksRequest()
     ++m_stats.stacksRequests;
 }
 
+// The agent sends its Goodbye on this DEALER's connection too when the job ends (docs/protocol.md, "Goodbye"): the
+// PUB drops it with the rest of what does not fit in our share when we are behind. An agent older than
+// Request{Goodbye} ignores it.
+void AgentClient::askForGoodbye()
+{
+    try {
+        const std::vector<uint8_t> request = viewer::encodeRequest(wire::RequestType::Goodbye);
+        (void)m_sockets->dealer.send(zmq::buffer(request), zmq::send_flags::dontwait); // no reply until the end
+    } catch (const zmq::error_t&) {
+        // Not fatal: the PUB's goodbye still comes to a viewer that keeps up.
+    }
+}
+
 void AgentClient::wantState(Clock::time_point now)
 {
     m_stateWanted = true;
@@ -296,8 +309,15 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
                 if (!frame.more())
                     break;
             }
-            if (got)
+            if (got && frame.size() == sizeof(wire::Goodbye)) {
+                // The job's Goodbye again, on the state connection (Request{Goodbye}): it ends the run once the
+                // events queued before it have been read (timers()).
+                const viewer::DecodedGoodbye bye = viewer::decodeGoodbye(bytesOf(frame));
+                if (bye.ok() && m_hasState && !m_goodbye)
+                    m_lateGoodbye = bye;
+            } else if (got) {
                 onStateReply(bytesOf(frame));
+            }
             if (m_failed)
                 return;
         }
@@ -448,25 +468,7 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         const viewer::DecodedGoodbye bye = viewer::decodeGoodbye(body);
         if (!bye.ok())
             malformed(2, bye.error.toString(m_options.endpoint) + " (taken as a goodbye)");
-        if (m_goodbye)
-            return;
-        // Nothing follows a goodbye (docs/protocol.md): records held for a state that will not come go out as
-        // they are, then the goodbye. Whatever is heard next comes from another run of the job.
-        if (m_hasState) {
-            flush();
-            // The goodbye carries the run's last sequence: what is beyond the last record delivered never came.
-            if (bye.ok() && bye.goodbye.lastSequence > m_applied)
-                m_listener.onMissing(1, bye.goodbye.lastSequence - m_applied);
-        }
-        if (bye.ok())
-            m_listener.onGoodbye(bye.goodbye);
-        m_goodbye = true;
-        m_holding = true;
-        m_stateWanted = false;
-        m_requestOutstanding = false;
-        m_held.clear();
-        m_heldRecords = 0;
-        setLink(Link::Gone);
+        endOfRun(bye);
     } else if (topic.size() == 1) {
         // A topic of a newer agent (topics are one byte, docs/protocol.md): not for us, skipped without a word.
         ++m_stats.unknownTopics;
@@ -475,6 +477,30 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
                   m_options.endpoint + ": unexpected message on topic '"
                       + std::string(topic.substr(0, std::min<size_t>(topic.size(), 16))) + "' (skipped)");
     }
+}
+
+void AgentClient::endOfRun(const viewer::DecodedGoodbye& bye)
+{
+    m_lateGoodbye.reset();
+    if (m_goodbye)
+        return;
+    // Nothing follows a goodbye (docs/protocol.md): records held for a state that will not come go out as they
+    // are, then the goodbye. Whatever is heard next comes from another run of the job.
+    if (m_hasState) {
+        flush();
+        // The goodbye carries the run's last sequence: what is beyond the last record delivered never came.
+        if (bye.ok() && bye.goodbye.lastSequence > m_applied)
+            m_listener.onMissing(1, bye.goodbye.lastSequence - m_applied);
+    }
+    if (bye.ok())
+        m_listener.onGoodbye(bye.goodbye);
+    m_goodbye = true;
+    m_holding = true;
+    m_stateWanted = false;
+    m_requestOutstanding = false;
+    m_held.clear();
+    m_heldRecords = 0;
+    setLink(Link::Gone);
 }
 
 void AgentClient::malformed(int kind, const std::string& message)
@@ -686,6 +712,7 @@ void AgentClient::onStateReply(std::span<const uint8_t> frame)
     }
     m_stateWanted = false;
     const uint64_t last = state.header.lastSequence;
+    askForGoodbye();
 
     StateChange change;
     if (!m_hasState) {
@@ -766,6 +793,8 @@ void AgentClient::applyState(const viewer::DecodedState& state, StateChange chan
             ++m_stats.restarts;
     }
     m_pendingState.clear();
+    if (change.kind == StateKind::Restarted)
+        m_lateGoodbye.reset(); // another run's
     m_hasState = true;
     m_pid = state.hello.pid;
     m_applied = m_stateSequence = last;
@@ -810,6 +839,13 @@ void AgentClient::timers(Clock::time_point now)
     if (m_quietAt == Clock::time_point {} || m_quietAt < m_lastHeard)
         return; // the SUB had messages at the last poll (see poll())
     const Clock::duration quiet = m_quietAt - m_lastHeard;
+    if (m_lateGoodbye && quiet >= DisconnectGrace) {
+        // The Goodbye came on the state connection and nothing more on the SUB for a moment: every event the PUB
+        // still had for us was read first (it sent them before the Goodbye); what did not come was dropped.
+        const viewer::DecodedGoodbye bye = *m_lateGoodbye;
+        endOfRun(bye);
+        return;
+    }
     const bool closed = m_closedWithoutGoodbye && !m_sockets->up && m_options.endpoint.rfind("ipc://", 0) == 0
         && quiet >= DisconnectGrace;
     if (m_hasState && !m_goodbye && !m_silenceReported && (closed || quiet >= m_options.silenceLimit)) {

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -756,6 +757,68 @@ private Q_SLOTS:
         const auto snapshot = load(out);
         QVERIFY(snapshot);
         QVERIFY(!snapshot->segments.empty());
+    }
+
+    // A recorder that is behind when the job ends (stopped by SIGSTOP across the end, its share of the job's queue
+    // long full): the PUB dropped the tail and the goodbye for it, and the job is gone when it resumes. It still
+    // learns the run's last sequence (the goodbye again, on its state connection), counts exactly what it never
+    // received as missing (the job's last sequence less the last one received) and says the job said goodbye,
+    // never that the job's connection closed without one.
+    void recorderBehindAtTheEnd_data()
+    {
+        QTest::addColumn<int>("rate");
+        QTest::addColumn<int>("events");
+        QTest::newRow("stopped across the end, 200 k events/s") << 200000 << 400000;
+        QTest::newRow("stopped across the end, 20 k events/s") << 20000 << 60000;
+    }
+    void recorderBehindAtTheEnd()
+    {
+        QFETCH(int, rate);
+        QFETCH(int, events);
+        const QString tag = QStringLiteral("behind%1").arg(rate);
+        const QString e = endpoint(tag), out = file(tag + QLatin1String(".pickle"));
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("MEMSCOPE_VIEWER_BUFFER_MB"), QStringLiteral("2")); // a share that fills soon
+        Cli demo, record;
+        demo.process->setProcessEnvironment(env);
+        demo.start({ QStringLiteral("demo"), QStringLiteral("--endpoint"), e, QStringLiteral("--events"),
+                     QString::number(events), QStringLiteral("--rate"), QString::number(rate),
+                     QStringLiteral("--delay"), QStringLiteral("500"), QStringLiteral("--no-stacks") });
+        QVERIFY(waitBound(demo));
+        record.start(recordArgs(e, out));
+        QTest::qWait(900); // the 0.5 s delay, then a little of the run recorded
+        QCOMPARE(demo.process->state(), QProcess::Running);
+        const pid_t viewer = pid_t(record.process->processId());
+        QCOMPARE(::kill(viewer, SIGSTOP), 0);
+        QElapsedTimer stopped;
+        stopped.start();
+        qint64 jobPeakKiB = 0; // sampled while it runs (gone after)
+        while (!demo.finish(100))
+            jobPeakKiB = std::max(jobPeakKiB, peakResidentKiB(demo.process->processId()));
+        QTest::qWait(300);
+        QCOMPARE(::kill(viewer, SIGCONT), 0);
+        const qint64 stoppedMs = stopped.elapsed();
+        QVERIFY(record.finish(30000));
+        QCOMPARE(demo.status(), 0);
+        const DemoSummary d = parseDemo(demo.err());
+        QVERIFY(d.parsed);
+        const QString recordOut = record.out(), recordErr = record.err();
+        QVERIFY2(record.status() == 0, qPrintable(recordErr));
+        const RecordSummary r = parseRecord(recordOut);
+        QVERIFY2(r.parsed, qPrintable(recordOut));
+        qInfo("recorder stopped %lld ms across the end of a %d events/s job (%.0f events/s measured): the job "
+              "published %llu records, the recorder received up to %llu and counts %llu missing; job peak %lld KiB",
+              stoppedMs, rate, double(d.events) / std::max(d.seconds, 1e-3), d.events, r.last, r.missing,
+              jobPeakKiB);
+        QVERIFY2(recordOut.contains(QStringLiteral("(the job said goodbye)")), qPrintable(recordOut + recordErr));
+        QVERIFY2(!recordErr.contains(QStringLiteral("without a goodbye")), qPrintable(recordErr));
+        QVERIFY2(r.last < d.events, qPrintable(recordOut)); // the tail was dropped for the stopped recorder
+        if (parseResyncs(recordOut) == 0) // received from its first record to r.last without a hole
+            QCOMPARE(r.missing, d.events - r.last);
+        else
+            QVERIFY2(r.missing >= d.events - r.last, qPrintable(recordOut));
+        const QByteArray info = cliOutput(QStringLiteral("info"), out);
+        QVERIFY2(info.contains("but with holes") && !info.contains("complete"), info.constData());
     }
 
     // Ctrl-C (the way to end --follow), a scheduler's SIGTERM and a closed terminal's SIGHUP end a recording the

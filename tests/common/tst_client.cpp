@@ -144,6 +144,8 @@ public:
                 ++m_stacksRequests; // no reply
                 continue;
             }
+            if (decoded.request.type != uint16_t(RequestType::State))
+                continue; // Request{Goodbye}: answered at the end only (this fake never ends that way)
             ++m_requests;
             std::vector<SegmentRecord> segments;
             for (const auto& [address, s] : m_segments)
