@@ -610,12 +610,19 @@ void Publisher::run()
     auto lastSettings = lastCalibration;
     auto lastSend = std::chrono::steady_clock::now();
 
-    zmq_pollitem_t items[] = { { m_sockets.router, 0, ZMQ_POLLIN, 0 }, { m_sockets.zap, 0, ZMQ_POLLIN, 0 } };
-    const int polled = m_sockets.zap ? 2 : 1;
+    zmq_pollitem_t items[] = { { m_sockets.router, 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.pub, 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.subscriptions.monitor(), 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.zap, 0, ZMQ_POLLIN, 0 } };
+    const int polled = m_sockets.zap ? 4 : 3;
     while (!m_stopRequested.load(std::memory_order_acquire)) {
         if (zmq_poll(items, polled, long(m_options.drainIntervalMs)) > 0) {
-            if (polled > 1 && (items[1].revents & ZMQ_POLLIN))
+            if (polled > 3 && (items[3].revents & ZMQ_POLLIN))
                 m_zapHandler.answer(m_sockets.zap);
+            if (items[2].revents & ZMQ_POLLIN)
+                m_sockets.subscriptions.readMonitor();
+            if (items[1].revents & ZMQ_POLLIN)
+                m_sockets.subscriptions.readSubscriptions(m_sockets.pub);
             if (items[0].revents & ZMQ_POLLIN)
                 answerRequests();
         }

@@ -144,6 +144,11 @@ public:
     uint64_t statesTaken() const { return m_stateServer.statesTaken(); }
     uint64_t statesReplied() const { return m_stateServer.statesReplied(); }
     uint64_t stateRequestsDropped() const { return m_stateServer.requestsDropped(); }
+    // Subscriptions allowed and refused on the events socket, and peer connections cut for a refused one
+    // (subscriptions.h). Any thread.
+    uint64_t subscriptionsApplied() const { return m_sockets.subscriptions.applied(); }
+    uint64_t subscriptionsRefused() const { return m_sockets.subscriptions.refused(); }
+    uint64_t subscribersDisconnected() const { return m_sockets.subscriptions.disconnected(); }
     unsigned stackDepth() const { return m_stackDepth; }
     bool pythonStacks() const { return m_pythonStacks; }
     bool compressing() const { return m_compress; } // after start()

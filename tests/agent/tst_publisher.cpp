@@ -1247,6 +1247,81 @@ private Q_SLOTS:
         allocator.free(0, kept.ptr);
     }
 
+    // One peer adding distinct subscriptions as fast as it can (100,000 of them, sent again at every reconnect),
+    // from a child process: the events socket applies only the empty prefix and one-byte topics and cuts a peer
+    // that sends anything else (subscriptions.h), so the job's memory does not take them in; meanwhile the job
+    // publishes on, and a real viewer gets its state and the events.
+    void subscriptionsAreBounded()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        // The job as it runs: its ring's pages (committed as records reach them) and its batches in use.
+        for (int round = 0; round < 20; ++round) {
+            for (int i = 0; i < 2000; ++i)
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(5ms);
+        }
+        std::this_thread::sleep_for(50ms);
+        const bool peakResets = QFile(QStringLiteral("/proc/self/clear_refs")).open(QIODevice::WriteOnly);
+        if (peakResets) {
+            QFile reset(QStringLiteral("/proc/self/clear_refs"));
+            QVERIFY(reset.open(QIODevice::WriteOnly));
+            reset.write("5"); // resets VmHWM to the current resident size (proc(5))
+        }
+        const long before = residentKiB();
+        const std::string eventsAt = publisher.endpoint();
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            {
+                zmq::context_t context;
+                zmq::socket_t sub(context, zmq::socket_type::sub);
+                sub.set(zmq::sockopt::linger, 0);
+                sub.set(zmq::sockopt::sndhwm, 0); // every subscription queued, none dropped on this side
+                sub.connect(eventsAt);
+                for (int i = 0; i < 100000; ++i)
+                    sub.set(zmq::sockopt::subscribe, "topic-" + std::to_string(i) + "-" + std::to_string(i * 7919));
+                std::this_thread::sleep_for(3s);
+            }
+            _exit(0);
+        }
+        // The job runs meanwhile: allocations published as fast as this thread makes them.
+        const auto start = std::chrono::steady_clock::now();
+        uint64_t calls = 0;
+        while (waitpid(child, nullptr, WNOHANG) == 0) {
+            for (int i = 0; i < 200; ++i, ++calls)
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(1ms);
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        Client viewer(publisher.endpoint(), publisher.stateEndpoint());
+        QVERIFY(viewer.requestState(5000));
+        allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr); // (from the cache: no segment event)
+        QVERIFY(viewer.receive([&] { return countNonHeartbeat(viewer.events) >= 3; }));
+        const long peak = peakResidentKiB();
+        qInfo("a peer adding 100,000 distinct subscriptions: %llu refused, %llu allowed, its connection cut %llu "
+              "times; the job published %.0f events/s meanwhile (%llu dropped), its peak grew %ld KiB",
+              static_cast<unsigned long long>(publisher.subscriptionsRefused()),
+              static_cast<unsigned long long>(publisher.subscriptionsApplied()),
+              static_cast<unsigned long long>(publisher.subscribersDisconnected()), double(calls * 4) / seconds,
+              static_cast<unsigned long long>(publisher.lost()), peak - before);
+        QVERIFY(publisher.subscriptionsRefused() > 0);
+        QVERIFY(publisher.subscribersDisconnected() > 0);
+        QVERIFY(2 * publisher.lastPublished() >= calls * 4); // publishing went on (drops are counted above)
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
+        if (peakResets)
+            QVERIFY2(peak - before < 8 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(peak - before)));
+#endif
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
     void defaultEndpointFolder()
     {
         const QByteArray saved = qgetenv("XDG_RUNTIME_DIR");
