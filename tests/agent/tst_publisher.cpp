@@ -15,6 +15,7 @@
 #include "wire/endpoint.h"
 #include "wire/protocol.h"
 
+#include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -31,6 +32,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <csignal>
 #include <vector>
 
 #include <sys/stat.h>
@@ -1182,6 +1184,84 @@ private Q_SLOTS:
         allocator.setTraceObserver(nullptr);
         for (DevicePtr p : kept)
             allocator.free(0, p);
+    }
+
+    // Two hundred peers in another process ask for the state over and over and never read the replies, while the
+    // job runs: a real viewer that asks once is served with the next state taken (one state serves every peer
+    // waiting, up to 1,024 of them), not turned away because the askers filled the waiting list.
+    void silentAskersDoNotLockViewersOut()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        const std::string stateAt = publisher.stateEndpoint();
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            {
+                zmq::context_t context;
+                std::vector<zmq::socket_t> askers;
+                const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::State) };
+                for (int i = 0; i < 200; ++i) {
+                    askers.emplace_back(context, zmq::socket_type::dealer);
+                    askers.back().set(zmq::sockopt::linger, 0);
+                    askers.back().set(zmq::sockopt::rcvhwm, 1);
+                    askers.back().connect(stateAt);
+                }
+                const auto end = std::chrono::steady_clock::now() + 4s;
+                while (std::chrono::steady_clock::now() < end) {
+                    for (zmq::socket_t& asker : askers)
+                        asker.send(zmq::buffer(&request, sizeof request), zmq::send_flags::dontwait);
+                    std::this_thread::sleep_for(10ms);
+                }
+            }
+            _exit(0);
+        }
+        auto work = [&](std::chrono::milliseconds howLong) {
+            const auto end = std::chrono::steady_clock::now() + howLong;
+            while (std::chrono::steady_clock::now() < end) {
+                for (int i = 0; i < 200; ++i)
+                    allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+                std::this_thread::sleep_for(1ms);
+            }
+        };
+        const long rssBefore = residentKiB();
+        const uint64_t publishedBefore = publisher.lastPublished();
+        work(1000ms); // the askers connected and asking
+        const uint64_t dropsBefore = publisher.stateRequestsDropped();
+        Client viewer(publisher.endpoint(), publisher.stateEndpoint());
+        const uint64_t takenBefore = publisher.statesTaken();
+        QElapsedTimer asked;
+        asked.start();
+        std::optional<StateReply> state;
+        std::atomic<qint64> ms { -1 };
+        std::atomic<uint64_t> takenSince { 0 };
+        std::thread viewerThread([&] {
+            state = viewer.requestState(5000);
+            ms = asked.elapsed();
+            takenSince = publisher.statesTaken() - takenBefore;
+        });
+        work(200ms);
+        viewerThread.join();
+        qInfo("200 silent askers: the viewer's state came after %lld ms and %llu states taken; %llu requests turned "
+              "away meanwhile, %llu before; the job published %.0f records/s and grew %ld KiB",
+              qint64(ms), static_cast<unsigned long long>(takenSince),
+              static_cast<unsigned long long>(publisher.stateRequestsDropped() - dropsBefore),
+              static_cast<unsigned long long>(dropsBefore),
+              double(publisher.lastPublished() - publishedBefore) / 1.2, residentKiB() - rssBefore);
+        QVERIFY(state);
+        // Served by one of the first states taken after it asked, not after the askers' next rounds.
+        QVERIFY2(takenSince <= 3, qPrintable(QString::number(takenSince)));
+        QCOMPARE(publisher.stateRequestsDropped(), uint64_t(0));
+        ::kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
     }
 
     void oversizedPeerMessagesAreRefused()
