@@ -28,6 +28,17 @@ namespace {
     // SUB messages handled per poll() at most, so a caller's own work (a periodic hand-over) runs under a flood.
     constexpr int MessagesPerPoll = 2000;
 
+    // The largest message a peer at the endpoint may send us (zmq_setsockopt(3), ZMQ_MAXMSGSIZE: a larger one
+    // closes that connection at its header, during the handshake too), from the protocol's own bounds
+    // (docs/protocol.md). On the SUB: a compressed batch of MaxCompressedBatchRecords records, the largest frame the
+    // decoder takes (its LZ4 block at most LZ4_COMPRESSBOUND of the records, lz4.h: n + n/255 + 16), ~72.3 MiB;
+    // every other topic's frame is far smaller. On the DEALER: a state reply lists every segment and block of the
+    // job, 40 bytes each after 144: 1 GiB holds 26.8 million, beyond any job's allocator.
+    constexpr uint64_t MaxBatchRecordBytes = uint64_t(wire::MaxCompressedBatchRecords) * sizeof(wire::EventRecord);
+    constexpr int64_t MaxSubMessageBytes
+        = int64_t(sizeof(wire::BatchHeader) + MaxBatchRecordBytes + MaxBatchRecordBytes / 255 + 16);
+    constexpr int64_t MaxStateReplyBytes = int64_t(1) << 30;
+
     std::span<const uint8_t> bytesOf(const zmq::message_t& m) { return { m.data<uint8_t>(), m.size() }; }
 
     uint64_t wallClockNs()
@@ -167,6 +178,7 @@ bool AgentClient::start()
         Sockets& s = *m_sockets;
         s.sub = zmq::socket_t(s.context, zmq::socket_type::sub);
         s.sub.set(zmq::sockopt::linger, 0);
+        s.sub.set(zmq::sockopt::maxmsgsize, MaxSubMessageBytes);
         // One subscription to every topic (events, goodbyes, stack definitions, notes, settings; topics this
         // client does not know are skipped on arrival), so that the first message of any topic proves all of it is
         // in effect: with one subscription per topic, a heartbeat would prove only its own topic's, and the stack
@@ -210,6 +222,7 @@ bool AgentClient::openDealer()
     Sockets& s = *m_sockets;
     s.dealer = zmq::socket_t(s.context, zmq::socket_type::dealer);
     s.dealer.set(zmq::sockopt::linger, 0);
+    s.dealer.set(zmq::sockopt::maxmsgsize, MaxStateReplyBytes);
     if (curve()) {
         s.dealer.set(zmq::sockopt::curve_serverkey, m_serverKey);
         s.dealer.set(zmq::sockopt::curve_publickey, m_publicKey);

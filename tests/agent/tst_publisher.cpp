@@ -30,10 +30,13 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <csignal>
 #include <set>
 #include <thread>
-#include <csignal>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -413,6 +416,43 @@ private:
     zmq::socket_t m_sub;
     zmq::socket_t m_dealer;
 };
+
+// A peer that speaks just enough ZMTP 3.0 (ZeroMQ RFC 23) to get past the greeting, naming `mechanism`, then
+// announces a command of 2 GiB (flags LONG | COMMAND, an 8-byte size) and streams zeros after it, as a hostile peer
+// would before any key is checked. Returns the bytes of the frame it could write before the connection was cut
+// (at most `maxBytes`).
+uint64_t sendHugeHandshakeFrame(uint16_t port, const char* mechanism, uint64_t maxBytes)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to {};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+        return 0;
+    uint8_t greeting[64] = {};
+    greeting[0] = 0xff;
+    greeting[9] = 0x7f;
+    greeting[10] = 3; // version 3.0
+    std::memcpy(greeting + 12, mechanism, std::strlen(mechanism)); // 20 bytes, NUL-padded; as-server 0
+    uint8_t header[9] = { 0x06 }; // LONG | COMMAND
+    const uint64_t size = uint64_t(1) << 31;
+    for (int i = 0; i < 8; ++i)
+        header[1 + i] = uint8_t(size >> (56 - 8 * i));
+    uint64_t written = 0;
+    if (::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) == ssize_t(sizeof greeting)
+        && ::send(fd, header, sizeof header, MSG_NOSIGNAL) == ssize_t(sizeof header)) {
+        const std::vector<char> chunk(size_t(1) << 20, 0);
+        while (written < maxBytes) {
+            const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+            if (n <= 0)
+                break;
+            written += uint64_t(n);
+        }
+    }
+    ::close(fd);
+    return written;
+}
 
 size_t countNonHeartbeat(const std::vector<wire::EventRecord>& events)
 {
@@ -937,6 +977,78 @@ private Q_SLOTS:
         QVERIFY(publisher.curveRefused() >= 2); // the stranger's SUB and DEALER
         publisher.stop();
         allocator.setTraceObserver(nullptr);
+    }
+
+    // An unauthenticated peer of a CURVE endpoint announces a 2 GiB command during the handshake (before any key is
+    // checked) to each socket and streams zeros after it, from a child process: the agent closes the connection at
+    // the frame's header (ZMQ_MAXMSGSIZE applies to handshake commands too), so the peer can write only what the
+    // socket buffers take, and the job's memory stays flat; an authorised viewer still gets its state.
+    void unauthenticatedHugeHandshakeFrameIsCut()
+    {
+        const auto [serverPublic, serverSecret] = curveKeyPair();
+        const auto [clientPublic, clientSecret] = curveKeyPair();
+        QVERIFY(!serverPublic.empty() && !clientPublic.empty());
+        const QString secretFile = m_dir.filePath(QStringLiteral("huge.key_secret"));
+        const QString clientsFile = m_dir.filePath(QStringLiteral("huge.keys"));
+        writeFile(secretFile, QByteArray::fromStdString(serverSecret) + "\n", QFile::ReadOwner | QFile::WriteOwner);
+        writeFile(clientsFile, QByteArray::fromStdString(clientPublic) + "\n", QFile::ReadOwner | QFile::WriteOwner);
+        const int port = freePortPair();
+        QVERIFY(port > 0);
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = "tcp://0.0.0.0:" + std::to_string(port);
+        options.curveSecretFile = secretFile.toStdString();
+        options.curveClientsFile = clientsFile.toStdString();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        QVERIFY(publisher.curve());
+        allocator.setTraceObserver(&publisher);
+        const MallocResult kept = allocator.malloc(0, 4096, StreamId {});
+        std::this_thread::sleep_for(20ms);
+        const bool peakResets = QFile(QStringLiteral("/proc/self/clear_refs")).open(QIODevice::WriteOnly);
+        if (peakResets) {
+            QFile reset(QStringLiteral("/proc/self/clear_refs"));
+            QVERIFY(reset.open(QIODevice::WriteOnly));
+            reset.write("5"); // resets VmHWM to the current resident size (proc(5))
+        }
+        const long before = residentKiB();
+        int fds[2];
+        QCOMPARE(::pipe(fds), 0);
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            ::close(fds[0]);
+            uint64_t written[2] = { sendHugeHandshakeFrame(uint16_t(port), "CURVE", uint64_t(512) << 20),
+                                    sendHugeHandshakeFrame(uint16_t(port + 1), "CURVE", uint64_t(512) << 20) };
+            (void)!::write(fds[1], written, sizeof written);
+            _exit(0);
+        }
+        ::close(fds[1]);
+        uint64_t written[2] = {};
+        QCOMPARE(::read(fds[0], written, sizeof written), ssize_t(sizeof written));
+        ::close(fds[0]);
+        QCOMPARE(waitpid(child, nullptr, 0), child);
+        const std::string at = "tcp://127.0.0.1:" + std::to_string(port);
+        const std::string stateAt = "tcp://127.0.0.1:" + std::to_string(port + 1);
+        const CurveClient authorised { serverPublic, clientPublic, clientSecret };
+        Client good(at, stateAt, &authorised);
+        QVERIFY(good.requestState(5000));
+        const long peak = peakResidentKiB();
+        qInfo("a 2 GiB CURVE handshake command to each socket, unauthenticated: the peer wrote %llu KiB and %llu KiB "
+              "of it before being cut; the job's peak grew %ld KiB",
+              static_cast<unsigned long long>(written[0] >> 10), static_cast<unsigned long long>(written[1] >> 10),
+              peak - before);
+        QVERIFY2(written[0] < (uint64_t(64) << 20) && written[1] < (uint64_t(64) << 20),
+                 qPrintable(QStringLiteral("%1, %2 bytes").arg(written[0]).arg(written[1])));
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
+        if (peakResets)
+            QVERIFY2(peak - before < 8 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(peak - before)));
+#endif
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+        allocator.free(0, kept.ptr);
     }
 
     // What makes the agent refuse to bind a tcp endpoint, each with one message naming the endpoint (or the key

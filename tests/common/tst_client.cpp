@@ -25,7 +25,11 @@
 #include <set>
 #include <thread>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace memscope;
 using namespace memscope::wire;
@@ -415,6 +419,18 @@ int changeUnseen(FakeAgent& agent, Send send)
     agent.alloc(A, 512, 512, send);
     agent.freeRequested(A + 4 * MiB, send);
     return 10;
+}
+
+// This process's peak resident memory (VmHWM, proc(5)), in KiB; 0 when /proc cannot say.
+long peakResidentKiB()
+{
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly))
+        return 0;
+    for (const QByteArray& line : status.readAll().split('\n'))
+        if (line.startsWith("VmHWM:"))
+            return line.mid(6).trimmed().split(' ').value(0).toLong();
+    return 0;
 }
 
 std::string ipcEndpoint(const QTemporaryDir& dir, const char* name)
@@ -892,6 +908,74 @@ private Q_SLOTS:
         QCOMPARE(probe.errors.front().kind, client::ErrorKind::BadEndpoint);
         QCOMPARE(probe.errors.front().message,
                  endpoint.toStdString() + ": " + wire::endpointProblem(endpoint.toStdString()));
+    }
+
+    // A hostile "agent" at the endpoint (a raw socket in a child process, speaking just enough ZMTP 3.0, ZeroMQ RFC
+    // 23) greets the viewer's SUB, then announces a 2 GiB command and streams zeros after it: the viewer closes the
+    // connection at the frame's header (ZMQ_MAXMSGSIZE, sized from the protocol's largest frame), so the peer can
+    // write only what the socket buffers take, and the viewer's memory stays flat.
+    void hugeFrameFromThePeerIsCut()
+    {
+        QTemporaryDir dir;
+        const std::string endpoint = ipcEndpoint(dir, "hostile");
+        const std::string path = endpoint.substr(6);
+        const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        QVERIFY(path.size() < sizeof addr.sun_path);
+        std::memcpy(addr.sun_path, path.c_str(), path.size());
+        QCOMPARE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        QCOMPARE(::listen(listener, 4), 0);
+        int fds[2];
+        QCOMPARE(::pipe(fds), 0);
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            ::close(fds[0]);
+            uint64_t written = 0;
+            const int fd = ::accept(listener, nullptr, nullptr);
+            uint8_t greeting[64] = {};
+            greeting[0] = 0xff;
+            greeting[9] = 0x7f;
+            greeting[10] = 3; // version 3.0
+            std::memcpy(greeting + 12, "NULL", 4);
+            greeting[32] = 1; // as-server
+            uint8_t header[9] = { 0x06 }; // LONG | COMMAND, then the size, big-endian
+            const uint64_t size = uint64_t(1) << 31;
+            for (int i = 0; i < 8; ++i)
+                header[1 + i] = uint8_t(size >> (56 - 8 * i));
+            if (fd >= 0 && ::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) == ssize_t(sizeof greeting)
+                && ::send(fd, header, sizeof header, MSG_NOSIGNAL) == ssize_t(sizeof header)) {
+                const std::vector<char> chunk(size_t(1) << 20, 0);
+                while (written < (uint64_t(512) << 20)) {
+                    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+                    if (n <= 0)
+                        break;
+                    written += uint64_t(n);
+                }
+            }
+            (void)!::write(fds[1], &written, sizeof written);
+            _exit(0);
+        }
+        ::close(fds[1]);
+        ::close(listener);
+        const long before = peakResidentKiB();
+        Probe probe;
+        client::ClientOptions o = fastOptions(endpoint);
+        o.answerTimeout = 500ms;
+        client::AgentClient c(o, probe);
+        QVERIFY(c.start());
+        uint64_t written = 0;
+        std::thread reader([&] { (void)!::read(fds[0], &written, sizeof written); });
+        pumpUntil(c, {}, [&] { return waitpid(child, nullptr, WNOHANG) == child; });
+        reader.join();
+        ::close(fds[0]);
+        const long peak = peakResidentKiB();
+        qInfo("a 2 GiB frame announced to the viewer's SUB: the peer wrote %llu KiB of it before being cut; the "
+              "viewer's peak grew %ld KiB",
+              static_cast<unsigned long long>(written >> 10), peak - before);
+        QVERIFY2(written < (uint64_t(64) << 20), qPrintable(QString::number(written)));
+        QVERIFY(!c.hasState());
     }
 
     void nobodyAnswers()
