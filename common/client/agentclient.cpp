@@ -66,6 +66,7 @@ struct AgentClient::Sockets {
     bool up = false; // ... and is connected now (ZMQ_EVENT_DISCONNECTED clears it)
     bool handshook = false; // ... and completed the ZMTP (CURVE) handshake
     int authStatus = 0; // a ZAP refusal's status code (RFC 27: 400), from ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+    bool mechanismMismatch = false; // the agent's security mechanism is not ours (CURVE on one side only)
 
     // Closing a monitored socket does not stop its monitor: libzmq's own PAIR stays behind in the I/O thread with
     // what it still had to send (libzmq issues #2083 and #3575: stop it with a null endpoint first, then close the
@@ -195,7 +196,7 @@ bool AgentClient::start()
             = "inproc://memscope-client-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
         if (zmq_socket_monitor(s.sub.handle(), monitorAddress.c_str(),
                                ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
-                                   | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                                   | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
             == 0) {
             s.monitor = zmq::socket_t(s.context, zmq::socket_type::pair);
             s.monitor.set(zmq::sockopt::linger, 0);
@@ -406,6 +407,9 @@ void AgentClient::readMonitor()
             s.handshook = true;
         } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             s.authStatus = int(value);
+        } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+            // The greetings named different security mechanisms (ZeroMQ RFC 23): CURVE on one side only.
+            s.mechanismMismatch = true;
         }
     }
 }
@@ -876,6 +880,13 @@ std::string AgentClient::noAnswerMessage() const
     if (s.authStatus != 0)
         return endpoint + ": the agent refused our CURVE key (status " + std::to_string(s.authStatus)
             + "): is our public key among its MEMSCOPE_CURVE_CLIENTS?";
+    if (s.mechanismMismatch && !curve())
+        return endpoint
+            + ": the agent uses CURVE and we do not: give its public key and our secret key (memscope-cli record "
+              "--curve-server-key FILE --curve-key FILE; docs/protocol.md, \"TCP and CURVE\")";
+    if (s.mechanismMismatch)
+        return endpoint + ": we use CURVE and the agent does not (its endpoint has no MEMSCOPE_CURVE_SECRET): record "
+                          "it without --curve-server-key and --curve-key";
     if (curve() && s.connected && !s.handshook)
         return endpoint
             + ": no memscope agent answered: the CURVE handshake never completed (is the server key the "

@@ -1010,6 +1010,11 @@ private Q_SLOTS:
             << QStringLiteral("empty") << false << QStringLiteral("client.key: no key in the file");
         QTest::newRow("only one of the two files")
             << QStringLiteral("half") << false << QStringLiteral("CURVE needs both");
+        QTest::newRow("no keys, the agent uses CURVE")
+            << QStringLiteral("no-keys") << false
+            << QStringLiteral(": the agent uses CURVE and we do not: give its public key and our secret key");
+        QTest::newRow("keys, the agent does not use CURVE")
+            << QStringLiteral("plain-agent") << false << QStringLiteral(": we use CURVE and the agent does not");
     }
     void curve()
     {
@@ -1038,13 +1043,15 @@ private Q_SLOTS:
             f.write("# nothing but a comment\n\n");
         }
 
-        FakeAgent agent(ipcEndpoint(dir, "secure"), 100, &curve);
+        FakeAgent agent(ipcEndpoint(dir, "secure"), 100, setup == QLatin1String("plain-agent") ? nullptr : &curve);
         setUp(agent);
         Probe probe;
         client::ClientOptions o = fastOptions(agent.endpoint());
         o.answerTimeout = 1000ms;
         o.curveServerKeyFile = folder + (setup == QLatin1String("wrong-server") ? "/other.pub" : "/server.pub");
         o.curveSecretKeyFile = setup == QLatin1String("half") ? std::string() : secretFile;
+        if (setup == QLatin1String("no-keys"))
+            o.curveServerKeyFile = o.curveSecretKeyFile = std::string();
         client::AgentClient c(o, probe);
         const bool started = c.start();
         if (joins) {
