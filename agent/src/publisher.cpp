@@ -202,7 +202,8 @@ bool Publisher::start(std::string* error)
     std::string why;
     const std::optional<BindPlan> plan
         = planEndpoint(m_endpoint, fileFromEnvironment(m_options.curveSecretFile, "MEMSCOPE_CURVE_SECRET"),
-                       fileFromEnvironment(m_options.curveClientsFile, "MEMSCOPE_CURVE_CLIENTS"), &why);
+                       fileFromEnvironment(m_options.curveClientsFile, "MEMSCOPE_CURVE_CLIENTS"),
+                       insecureTcpFromEnvironment(), &why);
     if (!plan)
         return fail(why);
     m_endpoint = plan->endpoint;

@@ -357,6 +357,8 @@ private Q_SLOTS:
             env.remove(QStringLiteral("MEMSCOPE_COMPRESS"));
         else
             env.insert(QStringLiteral("MEMSCOPE_COMPRESS"), compress);
+        if (tcp)
+            env.insert(QStringLiteral("MEMSCOPE_INSECURE_TCP"), QStringLiteral("1")); // loopback without keys
         demo.process->setProcessEnvironment(env);
         // The default rate (20 k/s, 15 s) for the plain run; the other transports at 200 k/s.
         const QString rate = compress.isEmpty() && !tcp ? QStringLiteral("20000") : QStringLiteral("200000");

@@ -17,6 +17,7 @@
 
 #include <QElapsedTimer>
 #include <QFile>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -882,6 +883,8 @@ private Q_SLOTS:
             qunsetenv("MEMSCOPE_COMPRESS");
         else
             qputenv("MEMSCOPE_COMPRESS", setting);
+        qputenv("MEMSCOPE_INSECURE_TCP", "1"); // (a loopback tcp endpoint without keys)
+        const auto unset = qScopeGuard([] { qunsetenv("MEMSCOPE_INSECURE_TCP"); });
         HostBackend backend;
         CachingAllocator allocator(backend, {});
         PublisherOptions options;
@@ -903,9 +906,27 @@ private Q_SLOTS:
         QCOMPARE(publisher.compressing(), compressing);
     }
 
-    // tcp://:PORT binds 127.0.0.1 and needs no keys; a viewer on this host gets events and the state.
+    // tcp://:PORT binds 127.0.0.1. Without CURVE keys any local user could connect, so it is refused, naming the
+    // endpoint and the remedies, unless the user accepts that with MEMSCOPE_INSECURE_TCP=1; then a viewer on this
+    // host gets events and the state.
+    void tcpLoopbackWithoutKeys_data()
+    {
+        QTest::addColumn<QByteArray>("insecure"); // MEMSCOPE_INSECURE_TCP; empty: unset
+        QTest::addColumn<bool>("binds");
+        QTest::newRow("refused without MEMSCOPE_INSECURE_TCP") << QByteArray() << false;
+        QTest::newRow("refused with MEMSCOPE_INSECURE_TCP=yes (not 1)") << QByteArray("yes") << false;
+        QTest::newRow("refused with MEMSCOPE_INSECURE_TCP=0") << QByteArray("0") << false;
+        QTest::newRow("bound with MEMSCOPE_INSECURE_TCP=1") << QByteArray("1") << true;
+    }
     void tcpLoopbackWithoutKeys()
     {
+        QFETCH(QByteArray, insecure);
+        QFETCH(bool, binds);
+        if (insecure.isEmpty())
+            qunsetenv("MEMSCOPE_INSECURE_TCP");
+        else
+            qputenv("MEMSCOPE_INSECURE_TCP", insecure);
+        const auto unset = qScopeGuard([] { qunsetenv("MEMSCOPE_INSECURE_TCP"); });
         const int port = freePortPair();
         QVERIFY(port > 0);
         HostBackend backend;
@@ -914,7 +935,18 @@ private Q_SLOTS:
         options.endpoint = "tcp://:" + std::to_string(port);
         Publisher publisher(allocator, options);
         std::string error;
-        QVERIFY2(publisher.start(&error), error.c_str());
+        const bool started = publisher.start(&error);
+        if (!binds) {
+            QVERIFY(!started);
+            QCOMPARE(QString::fromStdString(error),
+                     QStringLiteral("refusing to bind tcp://:%1 without CURVE keys: any local user could connect to it "
+                                    "and read the job's events; use an ipc:// endpoint (the default: only you can "
+                                    "connect; from another machine, over SSH), set MEMSCOPE_CURVE_SECRET and "
+                                    "MEMSCOPE_CURVE_CLIENTS, or set MEMSCOPE_INSECURE_TCP=1 to accept the risk")
+                         .arg(port));
+            return;
+        }
+        QVERIFY2(started, error.c_str());
         QCOMPARE(publisher.endpoint(), "tcp://127.0.0.1:" + std::to_string(port));
         QCOMPARE(publisher.stateEndpoint(), "tcp://127.0.0.1:" + std::to_string(port + 1));
         QVERIFY(!publisher.curve());
