@@ -939,6 +939,57 @@ private Q_SLOTS:
         QVERIFY(!QFile::exists(out));
     }
 
+    // `record --follow` (as another user, nobody) follows a job of its own user; the next run at the endpoint is
+    // another user's (root's, its sockets made reachable for everyone, as an impostor's would be): the recording
+    // stops there, says whose socket it is, and the file it keeps says it
+    // stopped because the socket belongs to another user, not because of an incompatible message. (Needs root to
+    // switch users; skipped otherwise.)
+    void foreignRestartRefused()
+    {
+        if (::geteuid() != 0)
+            QSKIP("running record as another user needs root");
+        QTemporaryDir shared(QDir::tempPath() + QStringLiteral("/memscope-sharedXXXXXX"));
+        QVERIFY(shared.isValid());
+        QCOMPARE(::chmod(shared.path().toLocal8Bit().constData(), 01777), 0); // a sticky folder anyone may write
+        const QString e = QStringLiteral("ipc://") + shared.path() + QStringLiteral("/job");
+        const QString out = shared.path() + QStringLiteral("/followed.pickle");
+        const QStringList demoArgs { QStringLiteral("demo"),   QStringLiteral("--endpoint"), e,
+                                     QStringLiteral("--events"), QStringLiteral("30000"),  QStringLiteral("--rate"),
+                                     QStringLiteral("30000"),  QStringLiteral("--delay"),  QStringLiteral("300"),
+                                     QStringLiteral("--no-stacks") };
+        auto asNobody = [] {
+            if (::setgid(65534) != 0 || ::setuid(65534) != 0)
+                ::_exit(99);
+        };
+        Cli first, second, record;
+        first.process->setChildProcessModifier(asNobody);
+        first.start(demoArgs);
+        QVERIFY(waitBound(first));
+        record.process->setChildProcessModifier(asNobody);
+        record.start(recordArgs(e, out) << QStringLiteral("--follow"));
+        QVERIFY(first.finish(30000));
+        QCOMPARE(first.status(), 0);
+        QTest::qWait(500);
+        QCOMPARE(record.process->state(), QProcess::Running); // following: waiting for the next run
+        second.start(demoArgs); // root's, its sockets opened to everyone (an impostor's would be)
+        QVERIFY(waitBound(second));
+        const QByteArray path = e.mid(6).toLocal8Bit();
+        QCOMPARE(::chmod(path.constData(), 0666), 0);
+        QCOMPARE(::chmod(QByteArray(path + "-state").constData(), 0666), 0);
+        QVERIFY(record.finish(15000));
+        second.process->kill();
+        second.finish(5000);
+        const QString recordOut = record.out(), recordErr = record.err();
+        QCOMPARE(record.status(), 1);
+        QVERIFY2(recordErr.contains(e + QStringLiteral(": the socket belongs to another user (uid 0), not to you")),
+                 qPrintable(recordErr));
+        QVERIFY2(recordOut.contains(QStringLiteral("(stopped: the endpoint's socket belongs to another user)")),
+                 qPrintable(recordOut + recordErr));
+        QVERIFY2(!recordOut.contains(QStringLiteral("incompatible")), qPrintable(recordOut));
+        const QByteArray info = cliOutput(QStringLiteral("info"), out);
+        QVERIFY2(info.contains("the endpoint's socket belongs to another user"), info.constData());
+    }
+
     // Bad frames from the job: an event batch of another protocol version or of garbage costs that frame only; it
     // is skipped with one warning naming the endpoint and the reason, and the recording goes on (here until the fake
     // job goes away) and is written, status 0. A state reply of another version means an incompatible job: status

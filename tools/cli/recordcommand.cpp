@@ -126,8 +126,10 @@ public:
     void onSilence(std::chrono::milliseconds) override { silent = true; }
     void onError(const client::ClientError& e) override
     {
-        if (e.fatal)
+        if (e.fatal) {
             fatal = e.message;
+            fatalKind = e.kind;
+        }
         else if (e.kind == client::ErrorKind::NoAnswer)
             noAnswer = e.message;
         else
@@ -137,6 +139,7 @@ public:
     std::string m_endpoint;
     bool goodbyes = false, silent = false;
     std::string fatal, noAnswer;
+    client::ErrorKind fatalKind = client::ErrorKind::Socket;
 
 private:
     std::FILE* m_err;
@@ -310,8 +313,19 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
             if (!agent.hasState())
                 return 1;
-            // What came before it is the job's: kept (the exit status still says the recording was cut short).
-            stopReason = "stopped by an incompatible message";
+            // What came before it is the job's: kept (the exit status still says the recording was cut short), and
+            // the file says what stopped it.
+            switch (listener.fatalKind) {
+            case client::ErrorKind::Incompatible:
+                stopReason = "stopped by an incompatible message";
+                break;
+            case client::ErrorKind::Untrusted:
+                stopReason = "stopped: the endpoint's socket belongs to another user";
+                break;
+            default:
+                stopReason = "stopped by an error at the endpoint";
+                break;
+            }
             status = 1;
             break;
         }
