@@ -28,6 +28,8 @@ namespace {
     // zmq_setsockopt(3)), so a bounded message size is what turns that count into bytes (viewerQueueMessages).
     constexpr size_t MaxBatchRecords = 1024;
     constexpr size_t MaxBatchBytes = sizeof(wire::BatchHeader) + MaxBatchRecords * sizeof(wire::EventRecord);
+    // How long records may wait in the ring to fill a batch: at 100 k records/s and more every batch is full.
+    constexpr unsigned BatchFillMs = 10;
 
     int64_t steadyNs()
     {
@@ -420,18 +422,31 @@ void Publisher::sendHeartbeat()
     sendFrame(&heartbeat, 1);
 }
 
-bool Publisher::drain(const uint64_t* upTo)
+bool Publisher::drain(const uint64_t* upTo, bool fill)
 {
     bool any = false;
+    const int64_t now = fill && !upTo ? steadyNs() : 0;
     for (size_t d = 0; d < m_channels.size(); ++d) {
-        EventRing& ring = m_channels[d]->ring;
+        Channel& c = *m_channels[d];
+        EventRing& ring = c.ring;
         const uint64_t limit = upTo ? upTo[d] : UINT64_MAX;
         // At most one ring's worth per call, so that a producer faster than the socket cannot keep this thread
         // from the other devices, the state requests and the stop flag.
         for (size_t round = 0; round <= ring.capacity() / MaxBatchRecords; ++round) {
             const size_t n = std::min(ring.available(limit), MaxBatchRecords);
-            if (n == 0)
+            if (n == 0) {
+                c.partialSince = 0;
                 break;
+            }
+            if (now != 0 && n < MaxBatchRecords) {
+                // A batch that is not full waits up to BatchFillMs for more records: a viewer's share is counted in
+                // messages (viewerQueueMessages), so full batches under load are what make it hold its bytes.
+                if (c.partialSince == 0)
+                    c.partialSince = now;
+                if (now - c.partialSince < int64_t(BatchFillMs) * 1000000)
+                    break;
+            }
+            c.partialSince = 0;
             sendNewStacks(d); // every stack these records name (interned before they entered the ring), before them
             m_clock.anchor();
             if (!sendBatch(ring, n, limit))
@@ -650,7 +665,7 @@ void Publisher::run()
     }
     if (!m_forked.load()) {
         sendNotes();
-        drain();
+        drain(nullptr, false);
         wire::Goodbye goodbye {};
         goodbye.magic = wire::Magic;
         goodbye.version = wire::ProtocolVersion;

@@ -1333,6 +1333,69 @@ private Q_SLOTS:
     // Two hundred peers in another process ask for the state over and over and never read the replies, while the
     // job runs: a real viewer that asks once is served with the next state taken (one state serves every peer
     // waiting, up to 1,024 of them), not turned away because the askers filled the waiting list.
+    // A viewer that does not read (its socket buffers made tiny) while the job publishes ~150 k records/s for 3 s:
+    // what the job keeps queued for it is its share, MEMSCOPE_VIEWER_BUFFER_MB (PublisherOptions::viewerBufferBytes,
+    // here 8 MiB) of records, not that many batches' worth of whatever size batches happened to have; the viewer
+    // then reads exactly that before its first gap.
+    void viewerShareHoldsItsBytes()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        options.viewerBufferBytes = size_t(8) << 20;
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        zmq::context_t context;
+        zmq::socket_t sub(context, zmq::socket_type::sub);
+        sub.set(zmq::sockopt::linger, 0);
+        sub.set(zmq::sockopt::rcvhwm, 1);
+        sub.set(zmq::sockopt::rcvbuf, 4096);
+        sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
+        sub.connect(publisher.endpoint());
+        std::this_thread::sleep_for(200ms); // the subscription in effect
+        const uint64_t first = publisher.lastPublished() + 1;
+        const auto start = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - start < 3s) {
+            for (int i = 0; i < 40; ++i)
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(1ms);
+        }
+        const uint64_t published = publisher.lastPublished() - first + 1;
+        // Read what was queued: records from `first` on, up to the first jump.
+        uint64_t next = 0, queued = 0, batches = 0;
+        sub.set(zmq::sockopt::rcvtimeo, 500);
+        for (;;) {
+            zmq::message_t topic, body;
+            if (!sub.recv(topic) || !sub.recv(body))
+                break;
+            const viewer::DecodedBatch batch
+                = viewer::decodeBatch({ static_cast<const uint8_t*>(body.data()), body.size() });
+            QVERIFY(batch.ok());
+            const uint64_t firstSequence = batch.header.firstSequence;
+            if (firstSequence < first)
+                continue;
+            if (next != 0 && firstSequence != next)
+                break; // the first gap: what did not fit in the share
+            next = firstSequence + batch.events.size();
+            queued += batch.events.size();
+            ++batches;
+        }
+        const double share = double(options.viewerBufferBytes);
+        qInfo("a viewer not reading for 3 s: the job published %llu records (%.0f/s) and kept %llu for it in %llu "
+              "batches, %.1f MiB of its %.0f MiB share",
+              static_cast<unsigned long long>(published), double(published) / 3.0,
+              static_cast<unsigned long long>(queued), static_cast<unsigned long long>(batches),
+              double(queued * sizeof(wire::EventRecord)) / 1048576.0, share / 1048576.0);
+        QVERIFY(published * sizeof(wire::EventRecord) > 2 * share); // more than the share went out
+        QVERIFY2(double(queued * sizeof(wire::EventRecord)) >= 0.75 * share, qPrintable(QString::number(queued)));
+        QVERIFY2(double(queued * sizeof(wire::EventRecord)) <= share + 1048576.0, qPrintable(QString::number(queued)));
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
     void silentAskersDoNotLockViewersOut()
     {
         HostBackend backend;
