@@ -61,8 +61,15 @@ void StateServer::collect(void* router)
         frames.pop_back(); // the routing frames stay: identity [, delimiter]
         std::string key = keyOf(frames);
         if (goodbye) {
-            if (m_goodbyeWatchers.size() < MaxGoodbyeWatchers && m_watcherKeys.insert(std::move(key)).second)
-                m_goodbyeWatchers.push_back(std::move(frames));
+            // The most recent MaxGoodbyeWatchers connections: a viewer asks on every new DEALER (one per state
+            // request), so its latest connection is among them and those it closed drop out first.
+            if (!m_watcherKeys.insert(key).second)
+                continue;
+            if (m_goodbyeWatchers.size() >= MaxGoodbyeWatchers) {
+                m_watcherKeys.erase(keyOf(m_goodbyeWatchers.front()));
+                m_goodbyeWatchers.pop_front();
+            }
+            m_goodbyeWatchers.push_back(std::move(frames));
             continue;
         }
         if (m_waitingKeys.count(key))

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -23,7 +24,7 @@ public:
     // replies share one buffer, so the bound is only the routing frames kept (at most 256 B each): large enough that
     // peers asking and never reading cannot crowd a real viewer out (tst_publisher silentAskersDoNotLockViewersOut).
     static constexpr size_t MaxRequesters = 1024;
-    // Connections that asked for the job's Goodbye (Request{Goodbye}); later ones are not remembered.
+    // Connections that asked for the job's Goodbye (Request{Goodbye}): the most recent ones.
     static constexpr size_t MaxGoodbyeWatchers = 1024;
     static constexpr unsigned MinStateIntervalMs = 100; // between two states taken once a burst is spent
     static constexpr int StateBurst = 4; // states taken at once before the interval applies
@@ -62,7 +63,7 @@ public:
 private:
     std::vector<std::vector<std::string>> m_requesters; // routing frames of waiting peers
     std::unordered_set<std::string> m_waitingKeys; // their routing frames joined: one entry per waiting peer
-    std::vector<std::vector<std::string>> m_goodbyeWatchers; // routing frames of peers that asked for the Goodbye
+    std::deque<std::vector<std::string>> m_goodbyeWatchers; // routing frames of peers that asked for the Goodbye
     std::unordered_set<std::string> m_watcherKeys;
     bool m_stacksAsked = false; // a Request{Stacks} came since the definitions were last sent again
     int64_t m_lastRefillNs = 0; // steady clock, the last time the bucket was filled

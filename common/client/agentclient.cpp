@@ -248,6 +248,7 @@ void AgentClient::trySendRequest(Clock::time_point now)
         fail(ErrorKind::Socket, m_stateEndpoint + ": " + e.what());
         return;
     }
+    askForGoodbye(); // on every new DEALER: the agent sends its Goodbye to the latest ones
     ++m_stats.stateRequests;
     m_requestOutstanding = true;
     m_lastRequest = m_requestSent = now;
@@ -729,7 +730,6 @@ void AgentClient::onStateReply(std::span<const uint8_t> frame)
     }
     m_stateWanted = false;
     const uint64_t last = state.header.lastSequence;
-    askForGoodbye();
 
     StateChange change;
     if (!m_hasState) {
