@@ -42,6 +42,16 @@ namespace {
         return text;
     }
 
+    // The connection's own end (getsockname's bytes): an accepted connection's is the listening socket's address.
+    std::string localOf(int fd)
+    {
+        sockaddr_storage ss {};
+        socklen_t len = sizeof ss;
+        if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+            return {};
+        return std::string(reinterpret_cast<const char*>(&ss), len);
+    }
+
     bool samePeer(const std::string& connection, const std::string& property)
     {
         if (connection.empty() || property.empty())
@@ -113,7 +123,7 @@ void SubscriptionGuard::readMonitor()
         const int fd = int(value);
         if (id == ZMQ_EVENT_ACCEPTED) {
             std::erase_if(m_connections, [fd](const Connection& c) { return c.fd == fd; });
-            m_connections.push_back(Connection { fd, peerOf(fd) });
+            m_connections.push_back(Connection { fd, peerOf(fd), localOf(fd) });
         } else if (id == ZMQ_EVENT_DISCONNECTED || id == ZMQ_EVENT_CLOSED) {
             std::erase_if(m_connections, [fd](const Connection& c) { return c.fd == fd; });
         }
@@ -149,9 +159,11 @@ void SubscriptionGuard::readSubscriptions(void* xpub)
 void SubscriptionGuard::disconnect(const std::string& peerAddress)
 {
     // shutdown(2), not close: the descriptor stays libzmq's, which sees the connection end and cleans up after it.
-    // Only descriptors the monitor reported as accepted by this socket and still open, whose peer is the one named.
+    // Only descriptors the monitor reported as accepted by this socket, whose peer is the one named, and which
+    // still have the same two ends (a number libzmq closed and the host reused since is left alone).
     for (auto it = m_connections.begin(); it != m_connections.end();) {
-        if (samePeer(it->peer, peerAddress) && peerOf(it->fd) == it->peer) {
+        if (samePeer(it->peer, peerAddress) && peerOf(it->fd) == it->peer && !it->local.empty()
+            && localOf(it->fd) == it->local) {
             ::shutdown(it->fd, SHUT_RDWR);
             m_disconnected.fetch_add(1, std::memory_order_relaxed);
             it = m_connections.erase(it);

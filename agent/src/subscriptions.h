@@ -41,6 +41,7 @@ private:
     struct Connection {
         int fd;
         std::string peer; // as libzmq names it in "Peer-Address"; empty when it could not be told
+        std::string local; // its own end's address (getsockname), the listening socket's
     };
     std::vector<Connection> m_connections; // accepted and not yet closed
     std::atomic<uint64_t> m_applied { 0 };
