@@ -128,6 +128,17 @@ public:
         m_pub.send(zmq::buffer(std::string_view(GoodbyeTopic)), zmq::send_flags::sndmore);
         m_pub.send(zmq::buffer(encodeGoodbye(m_sequence, m_lostTotal)));
     }
+    // The goodbye as the agent sends it on the state connection, to every connection that asked (Request{Goodbye}).
+    void goodbyeOnStateConnection()
+    {
+        m_ending = true; // the requests that came: state requests go unanswered now
+        pump();
+        m_ending = false;
+        for (const std::string& identity : m_goodbyeWatchers) {
+            m_router.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+            m_router.send(zmq::buffer(encodeGoodbye(m_sequence, m_lostTotal)));
+        }
+    }
     void sendRaw(std::string_view topic, const std::vector<uint8_t>& frame)
     {
         m_pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
@@ -148,8 +159,12 @@ public:
                 ++m_stacksRequests; // no reply
                 continue;
             }
-            if (decoded.request.type != uint16_t(RequestType::State))
-                continue; // Request{Goodbye}: answered at the end only (this fake never ends that way)
+            if (decoded.request.type == uint16_t(RequestType::Goodbye)) {
+                m_goodbyeWatchers.emplace_back(identity.data<char>(), identity.size()); // goodbyeOnStateConnection
+                continue;
+            }
+            if (decoded.request.type != uint16_t(RequestType::State) || m_ending)
+                continue;
             ++m_requests;
             std::vector<SegmentRecord> segments;
             for (const auto& [address, s] : m_segments)
@@ -261,6 +276,8 @@ private:
     uint16_t m_stateVersion = ProtocolVersion;
     int m_requests = 0;
     int m_stacksRequests = 0;
+    std::vector<std::string> m_goodbyeWatchers; // identities of the connections that sent Request{Goodbye}
+    bool m_ending = false;
 };
 
 // What the client reported, besides the recording.
@@ -600,16 +617,20 @@ private Q_SLOTS:
     {
         QTest::addColumn<int>("jumped"); // records never published before the last one published
         QTest::addColumn<int>("atEnd"); // records never published after it
-        QTest::addColumn<bool>("goodbye"); // the job says goodbye (else the recording ends with flush())
-        QTest::newRow("flush over a jump") << 2 << 0 << false;
-        QTest::newRow("goodbye after records not received") << 0 << 3 << true;
-        QTest::newRow("goodbye while waiting for a state") << 2 << 3 << true;
+        QTest::addColumn<int>("goodbyeOn"); // 0: none (the recording ends with flush()), 1: the PUB, 2: only the
+                                            // state connection (the PUB's dropped), the job then gone
+        QTest::newRow("flush over a jump") << 2 << 0 << 0;
+        QTest::newRow("goodbye after records not received") << 0 << 3 << 1;
+        QTest::newRow("goodbye while waiting for a state") << 2 << 3 << 1;
+        QTest::newRow("goodbye on the state connection only, the job gone") << 0 << 3 << 2;
+        QTest::newRow("goodbye on the state connection only, while waiting for a state") << 2 << 3 << 2;
     }
     void missingWithoutAState()
     {
         QFETCH(int, jumped);
         QFETCH(int, atEnd);
-        QFETCH(bool, goodbye);
+        QFETCH(int, goodbyeOn);
+        const bool goodbye = goodbyeOn != 0;
         QTemporaryDir dir;
         FakeAgent agent(ipcEndpoint(dir, "missing"), 100);
         setUp(agent);
@@ -623,8 +644,12 @@ private Q_SLOTS:
         const uint64_t lastPublished = agent.sequence();
         for (int i = 0; i < atEnd; ++i)
             agent.heartbeat(Send::Skip);
-        if (goodbye)
+        if (goodbyeOn == 1)
             agent.goodbye();
+        if (goodbyeOn == 2) {
+            agent.goodbyeOnStateConnection();
+            agent.close();
+        }
         // The agent answers no state request: a jump keeps its records waiting until flush() or the goodbye.
         const auto end = std::chrono::steady_clock::now() + 5s;
         auto arrived = [&] {
@@ -647,6 +672,7 @@ private Q_SLOTS:
         QVERIFY(st.resyncNeeded());
         QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
         QCOMPARE(c.stats().resyncs, 0ULL);
+        QCOMPARE(probe.silences, 0); // the job said goodbye: no silence, no closed connection blamed
     }
 
     // Gaps over and over while records keep coming (a flood the viewer cannot keep up with): each wait ends in a
