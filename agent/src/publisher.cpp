@@ -202,10 +202,9 @@ bool Publisher::start(std::string* error)
             return fail(why);
     }
     std::string why;
-    const std::optional<BindPlan> plan
-        = planEndpoint(m_endpoint, fileFromEnvironment(m_options.curveSecretFile, "MEMSCOPE_CURVE_SECRET"),
-                       fileFromEnvironment(m_options.curveClientsFile, "MEMSCOPE_CURVE_CLIENTS"),
-                       insecureTcpFromEnvironment(), &why);
+    const std::optional<BindPlan> plan = planEndpoint(
+        m_endpoint, fileFromEnvironment(m_options.curveSecretFile, "MEMSCOPE_CURVE_SECRET"),
+        fileFromEnvironment(m_options.curveClientsFile, "MEMSCOPE_CURVE_CLIENTS"), insecureTcpFromEnvironment(), &why);
     if (!plan)
         return fail(why);
     m_endpoint = plan->endpoint;

@@ -885,8 +885,9 @@ std::string AgentClient::noAnswerMessage() const
             + ": the agent uses CURVE and we do not: give its public key and our secret key (memscope-cli record "
               "--curve-server-key FILE --curve-key FILE; docs/protocol.md, \"TCP and CURVE\")";
     if (s.mechanismMismatch)
-        return endpoint + ": we use CURVE and the agent does not (its endpoint has no MEMSCOPE_CURVE_SECRET): record "
-                          "it without --curve-server-key and --curve-key";
+        return endpoint
+            + ": we use CURVE and the agent does not (its endpoint has no MEMSCOPE_CURVE_SECRET): record "
+              "it without --curve-server-key and --curve-key";
     if (curve() && s.connected && !s.handshook)
         return endpoint
             + ": no memscope agent answered: the CURVE handshake never completed (is the server key the "

@@ -810,8 +810,7 @@ private Q_SLOTS:
         QVERIFY2(r.parsed, qPrintable(recordOut));
         qInfo("recorder stopped %lld ms across the end of a %d events/s job (%.0f events/s measured): the job "
               "published %llu records, the recorder received up to %llu and counts %llu missing; job peak %lld KiB",
-              stoppedMs, rate, double(d.events) / std::max(d.seconds, 1e-3), d.events, r.last, r.missing,
-              jobPeakKiB);
+              stoppedMs, rate, double(d.events) / std::max(d.seconds, 1e-3), d.events, r.last, r.missing, jobPeakKiB);
         QVERIFY2(recordOut.contains(QStringLiteral("(the job said goodbye)")), qPrintable(recordOut + recordErr));
         QVERIFY2(!recordErr.contains(QStringLiteral("without a goodbye")), qPrintable(recordErr));
         QVERIFY2(r.last < d.events, qPrintable(recordOut)); // the tail was dropped for the stopped recorder
@@ -846,8 +845,8 @@ private Q_SLOTS:
         QVERIFY2(record.status() == 0, qPrintable(recordErr));
         const RecordSummary r = parseRecord(recordOut);
         QVERIFY2(r.parsed, qPrintable(recordOut));
-        qInfo("%llu records at %.0f/s recorded in parts of 40 MiB: %llu missing, %llu gaps",
-              d.events, double(d.events) / std::max(d.seconds, 1e-3), r.missing, r.gaps);
+        qInfo("%llu records at %.0f/s recorded in parts of 40 MiB: %llu missing, %llu gaps", d.events,
+              double(d.events) / std::max(d.seconds, 1e-3), r.missing, r.gaps);
         QVERIFY2(recordErr.contains(QStringLiteral("part 3 of the recording written")), qPrintable(recordErr));
         if (d.lost != 0)
             QSKIP("the agent dropped events on this machine");
@@ -984,10 +983,12 @@ private Q_SLOTS:
         QCOMPARE(::chmod(shared.path().toLocal8Bit().constData(), 01777), 0); // a sticky folder anyone may write
         const QString e = QStringLiteral("ipc://") + shared.path() + QStringLiteral("/job");
         const QString out = shared.path() + QStringLiteral("/followed.pickle");
-        const QStringList demoArgs { QStringLiteral("demo"),   QStringLiteral("--endpoint"), e,
-                                     QStringLiteral("--events"), QStringLiteral("30000"),  QStringLiteral("--rate"),
-                                     QStringLiteral("30000"),  QStringLiteral("--delay"),  QStringLiteral("300"),
-                                     QStringLiteral("--no-stacks") };
+        const QStringList demoArgs {
+            QStringLiteral("demo"),       QStringLiteral("--endpoint"), e,
+            QStringLiteral("--events"),   QStringLiteral("30000"),      QStringLiteral("--rate"),
+            QStringLiteral("30000"),      QStringLiteral("--delay"),    QStringLiteral("300"),
+            QStringLiteral("--no-stacks")
+        };
         auto asNobody = [] {
             if (::setgid(65534) != 0 || ::setuid(65534) != 0)
                 ::_exit(99);

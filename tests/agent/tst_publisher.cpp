@@ -26,21 +26,20 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
 #include <optional>
-#include <csignal>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1466,8 +1465,8 @@ private Q_SLOTS:
               "away meanwhile, %llu before; the job published %.0f records/s and grew %ld KiB",
               qint64(ms), static_cast<unsigned long long>(takenSince),
               static_cast<unsigned long long>(publisher.stateRequestsDropped() - dropsBefore),
-              static_cast<unsigned long long>(dropsBefore),
-              double(publisher.lastPublished() - publishedBefore) / 1.2, residentKiB() - rssBefore);
+              static_cast<unsigned long long>(dropsBefore), double(publisher.lastPublished() - publishedBefore) / 1.2,
+              residentKiB() - rssBefore);
         QVERIFY(state);
         // Served by one of the first states taken after it asked, not after the askers' next rounds.
         QVERIFY2(takenSince <= 3, qPrintable(QString::number(takenSince)));
@@ -1591,7 +1590,8 @@ private Q_SLOTS:
                     sub.connect(eventsAt);
                     for (int i = 0; i < each; ++i)
                         sub.set(zmq::sockopt::subscribe,
-                                "topic-" + std::to_string(c) + "-" + std::to_string(i) + "-" + std::to_string(i * 7919));
+                                "topic-" + std::to_string(c) + "-" + std::to_string(i) + "-"
+                                    + std::to_string(i * 7919));
                     std::this_thread::sleep_for(connections > 1 ? 150ms : 3s);
                 }
             }

@@ -400,11 +400,11 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             partWrite.failedOver = false;
             recorder.dropHistory();
             parts = n;
-            partWrite.thread = std::thread([&partWrite, &writeTo, path = partPath(o.output, n),
-                                            snapshot = partWrite.snapshot]() mutable {
-                partWrite.written = writeTo(*snapshot, path, partWrite.failedOver);
-                snapshot.reset(); // (the loop sees the write is over: only its own reference is left)
-            });
+            partWrite.thread = std::thread(
+                [&partWrite, &writeTo, path = partPath(o.output, n), snapshot = partWrite.snapshot]() mutable {
+                    partWrite.written = writeTo(*snapshot, path, partWrite.failedOver);
+                    snapshot.reset(); // (the loop sees the write is over: only its own reference is left)
+                });
         }
         if (o.follow)
             continue; // a goodbye or silence waits for the job's next run
