@@ -50,7 +50,8 @@ The agent reads its environment when it is first used:
     ``lz4`` or ``none``: LZ4-compressed event batches (default: on for ``tcp://`` endpoints, off for ``ipc://``).
 ``MEMSCOPE_CURVE_SECRET``, ``MEMSCOPE_CURVE_CLIENTS``
     the agent's CURVE secret key file (mode 0600) and the authorised viewers' public keys; required for a
-    ``tcp://`` endpoint that is not loopback (``tcp://:PORT`` binds 127.0.0.1 and needs none). See docs/protocol.md.
+    ``tcp://`` endpoint that is not loopback (``tcp://:PORT`` binds 127.0.0.1, which every local user can reach:
+    without keys only with ``MEMSCOPE_INSECURE_TCP=1``). See docs/protocol.md.
 ``MEMSCOPE_RING_RECORDS``
     records buffered per device between the allocator and the publisher thread (default 131072, 9 MiB).
 

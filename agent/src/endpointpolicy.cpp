@@ -70,7 +70,7 @@ std::string defaultEndpoint(std::string* error)
 }
 
 std::optional<BindPlan> planEndpoint(const std::string& endpoint, const std::string& secretFile,
-                                     const std::string& clientsFile, std::string* error)
+                                     const std::string& clientsFile, bool insecureTcp, std::string* error)
 {
     // ipc:///PATH or tcp://HOST:PORT, as the viewers' rule (wire/endpoint.h) is.
     if (const std::string why = wire::endpointProblem(endpoint); !why.empty()) {
@@ -85,6 +85,15 @@ std::optional<BindPlan> planEndpoint(const std::string& endpoint, const std::str
         plan.endpoint = tcp.bind;
         plan.ipv6 = tcp.ipv6;
         const bool curve = !tcp.loopback || !secretFile.empty() || !clientsFile.empty();
+        // Loopback is no boundary between the users of one machine: any of them may connect, read every event,
+        // stack, host name and pid, and send the job data. Without keys only when the user says so.
+        if (!curve && !insecureTcp) {
+            *error = "refusing to bind " + endpoint
+                + " without CURVE keys: any local user could connect to it and read the job's events; use an ipc:// "
+                  "endpoint (the default: only you can connect; from another machine, over SSH), set "
+                  "MEMSCOPE_CURVE_SECRET and MEMSCOPE_CURVE_CLIENTS, or set MEMSCOPE_INSECURE_TCP=1 to accept the risk";
+            return std::nullopt;
+        }
         if (curve) {
             const std::string refuse = "refusing to bind " + endpoint + ": ";
             const std::string what = tcp.loopback ? "CURVE (asked for by MEMSCOPE_CURVE_SECRET/_CLIENTS) needs"

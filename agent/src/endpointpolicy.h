@@ -30,10 +30,11 @@ struct BindPlan {
     std::vector<std::array<uint8_t, 32>> clientKeys; // CURVE on: the authorised clients' public keys (binary)
 };
 // The plan for `endpoint`, CURVE on when it is tcp and not loopback, or when a key file is named; `secretFile` and
-// `clientsFile` as MEMSCOPE_CURVE_SECRET and MEMSCOPE_CURVE_CLIENTS give them. Empty optional, and *error says
-// why in one line naming the endpoint or the key file, when the endpoint must not be bound.
+// `clientsFile` as MEMSCOPE_CURVE_SECRET and MEMSCOPE_CURVE_CLIENTS give them. A loopback tcp endpoint without keys
+// only with `insecureTcp` (MEMSCOPE_INSECURE_TCP=1). Empty optional, and *error says why in one line naming the
+// endpoint or the key file and the remedy, when the endpoint must not be bound.
 std::optional<BindPlan> planEndpoint(const std::string& endpoint, const std::string& secretFile,
-                                     const std::string& clientsFile, std::string* error);
+                                     const std::string& clientsFile, bool insecureTcp, std::string* error);
 
 // Binds `socket` to `endpoint` so that only this user can connect, from the first moment (ipc: see the .cpp);
 // *inode gets the socket file's (0 for non-ipc endpoints), for removing it at exit. False, and *error says why.

@@ -59,6 +59,17 @@ bool compressionFromEnvironment(const std::string& endpoint)
     return tcp;
 }
 
+bool insecureTcpFromEnvironment()
+{
+    const char* value = std::getenv("MEMSCOPE_INSECURE_TCP");
+    if (!value || !*value || std::strcmp(value, "0") == 0)
+        return false;
+    if (std::strcmp(value, "1") == 0)
+        return true;
+    std::fprintf(stderr, "memscope: MEMSCOPE_INSECURE_TCP=%s is neither 1 nor 0; taken as unset\n", value);
+    return false;
+}
+
 std::string fileFromEnvironment(const std::string& given, const char* name)
 {
     if (!given.empty())

@@ -17,6 +17,9 @@ size_t viewerBufferFromEnvironment(size_t fallback);
 // MEMSCOPE_COMPRESS=lz4|none; unset or bad: LZ4 on tcp:// endpoints only (the bytes cross a network there; on ipc
 // the copy is cheaper than the compression).
 bool compressionFromEnvironment(const std::string& endpoint);
+// MEMSCOPE_INSECURE_TCP=1: the user accepts a loopback tcp endpoint without CURVE keys (every local user can
+// connect to it); any other value is named on stderr and counts as unset.
+bool insecureTcpFromEnvironment();
 // `given` when not empty, else the variable `name` (MEMSCOPE_CURVE_SECRET, MEMSCOPE_CURVE_CLIENTS), else "".
 std::string fileFromEnvironment(const std::string& given, const char* name);
 

@@ -28,6 +28,8 @@ namespace {
     // zmq_setsockopt(3)), so a bounded message size is what turns that count into bytes (viewerQueueMessages).
     constexpr size_t MaxBatchRecords = 1024;
     constexpr size_t MaxBatchBytes = sizeof(wire::BatchHeader) + MaxBatchRecords * sizeof(wire::EventRecord);
+    // How long records may wait in the ring to fill a batch: at 100 k records/s and more every batch is full.
+    constexpr unsigned BatchFillMs = 10;
 
     int64_t steadyNs()
     {
@@ -200,9 +202,9 @@ bool Publisher::start(std::string* error)
             return fail(why);
     }
     std::string why;
-    const std::optional<BindPlan> plan
-        = planEndpoint(m_endpoint, fileFromEnvironment(m_options.curveSecretFile, "MEMSCOPE_CURVE_SECRET"),
-                       fileFromEnvironment(m_options.curveClientsFile, "MEMSCOPE_CURVE_CLIENTS"), &why);
+    const std::optional<BindPlan> plan = planEndpoint(
+        m_endpoint, fileFromEnvironment(m_options.curveSecretFile, "MEMSCOPE_CURVE_SECRET"),
+        fileFromEnvironment(m_options.curveClientsFile, "MEMSCOPE_CURVE_CLIENTS"), insecureTcpFromEnvironment(), &why);
     if (!plan)
         return fail(why);
     m_endpoint = plan->endpoint;
@@ -419,18 +421,31 @@ void Publisher::sendHeartbeat()
     sendFrame(&heartbeat, 1);
 }
 
-bool Publisher::drain(const uint64_t* upTo)
+bool Publisher::drain(const uint64_t* upTo, bool fill)
 {
     bool any = false;
+    const int64_t now = fill && !upTo ? steadyNs() : 0;
     for (size_t d = 0; d < m_channels.size(); ++d) {
-        EventRing& ring = m_channels[d]->ring;
+        Channel& c = *m_channels[d];
+        EventRing& ring = c.ring;
         const uint64_t limit = upTo ? upTo[d] : UINT64_MAX;
         // At most one ring's worth per call, so that a producer faster than the socket cannot keep this thread
         // from the other devices, the state requests and the stop flag.
         for (size_t round = 0; round <= ring.capacity() / MaxBatchRecords; ++round) {
             const size_t n = std::min(ring.available(limit), MaxBatchRecords);
-            if (n == 0)
+            if (n == 0) {
+                c.partialSince = 0;
                 break;
+            }
+            if (now != 0 && n < MaxBatchRecords) {
+                // A batch that is not full waits up to BatchFillMs for more records: a viewer's share is counted in
+                // messages (viewerQueueMessages), so full batches under load are what make it hold its bytes.
+                if (c.partialSince == 0)
+                    c.partialSince = now;
+                if (now - c.partialSince < int64_t(BatchFillMs) * 1000000)
+                    break;
+            }
+            c.partialSince = 0;
             sendNewStacks(d); // every stack these records name (interned before they entered the ring), before them
             m_clock.anchor();
             if (!sendBatch(ring, n, limit))
@@ -610,12 +625,19 @@ void Publisher::run()
     auto lastSettings = lastCalibration;
     auto lastSend = std::chrono::steady_clock::now();
 
-    zmq_pollitem_t items[] = { { m_sockets.router, 0, ZMQ_POLLIN, 0 }, { m_sockets.zap, 0, ZMQ_POLLIN, 0 } };
-    const int polled = m_sockets.zap ? 2 : 1;
+    zmq_pollitem_t items[] = { { m_sockets.router, 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.pub, 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.subscriptions.monitor(), 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.zap, 0, ZMQ_POLLIN, 0 } };
+    const int polled = m_sockets.zap ? 4 : 3;
     while (!m_stopRequested.load(std::memory_order_acquire)) {
         if (zmq_poll(items, polled, long(m_options.drainIntervalMs)) > 0) {
-            if (polled > 1 && (items[1].revents & ZMQ_POLLIN))
+            if (polled > 3 && (items[3].revents & ZMQ_POLLIN))
                 m_zapHandler.answer(m_sockets.zap);
+            if (items[2].revents & ZMQ_POLLIN)
+                m_sockets.subscriptions.readMonitor();
+            if (items[1].revents & ZMQ_POLLIN)
+                m_sockets.subscriptions.readSubscriptions(m_sockets.pub);
             if (items[0].revents & ZMQ_POLLIN)
                 answerRequests();
         }
@@ -642,7 +664,7 @@ void Publisher::run()
     }
     if (!m_forked.load()) {
         sendNotes();
-        drain();
+        drain(nullptr, false);
         wire::Goodbye goodbye {};
         goodbye.magic = wire::Magic;
         goodbye.version = wire::ProtocolVersion;
@@ -650,12 +672,19 @@ void Publisher::run()
         goodbye.lost = lost();
         zmq_send(m_sockets.pub, wire::GoodbyeTopic, 1, ZMQ_SNDMORE);
         zmq_send(m_sockets.pub, &goodbye, sizeof goodbye, 0);
+        // The PUB drops what does not fit in a viewer's share, the Goodbye included, for a viewer that is behind
+        // (stopped, or writing a file) when the job ends. Its state connection is idle, so the same Goodbye sent
+        // there reaches it (kept in its socket's buffers after the job is gone): it learns the run's last sequence
+        // and counts what it missed (docs/protocol.md, "Goodbye").
+        m_stateServer.collect(m_sockets.router);
+        m_stateServer.sendGoodbye(m_sockets.router, &goodbye, sizeof goodbye);
     }
     // Whatever stop() still waits for (less a margin to finish) may go to flushing what is queued for a slow
     // viewer; at least LingerMs for the Goodbye.
     const int64_t left = m_stopDeadlineNs.load() - steadyNs();
     const int linger = std::max<int>(LingerMs, int(std::min<int64_t>(left / 1000000 - 50, 60000)));
     zmq_setsockopt(m_sockets.pub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(m_sockets.router, ZMQ_LINGER, &linger, sizeof linger);
     m_sockets.closeSockets();
     if (!m_forked.load())
         removeOwnSockets(); // a clean exit leaves no socket file to look like a dead job

@@ -144,6 +144,11 @@ public:
     uint64_t statesTaken() const { return m_stateServer.statesTaken(); }
     uint64_t statesReplied() const { return m_stateServer.statesReplied(); }
     uint64_t stateRequestsDropped() const { return m_stateServer.requestsDropped(); }
+    // Subscriptions allowed and refused on the events socket, and peer connections cut for a refused one
+    // (subscriptions.h). Any thread.
+    uint64_t subscriptionsApplied() const { return m_sockets.subscriptions.applied(); }
+    uint64_t subscriptionsRefused() const { return m_sockets.subscriptions.refused(); }
+    uint64_t subscribersDisconnected() const { return m_sockets.subscriptions.disconnected(); }
     unsigned stackDepth() const { return m_stackDepth; }
     bool pythonStacks() const { return m_pythonStacks; }
     bool compressing() const { return m_compress; } // after start()
@@ -192,8 +197,9 @@ private:
     // batch (compressed when m_compress). False when there was no memory for the message.
     bool sendBatch(EventRing& ring, size_t count, uint64_t upTo);
     void sendFrame(const wire::EventRecord* records, size_t count); // publisher thread: a batch as it is
-    // Publisher thread: drains every ring (ring d only up to upTo[d] when given) into batches; true if any.
-    bool drain(const uint64_t* upTo = nullptr);
+    // Publisher thread: drains every ring (ring d only up to upTo[d] when given) into batches; true if any. With
+    // `fill` (and no upTo), a ring holding less than a full batch keeps it for up to BatchFillMs (publisher.cpp).
+    bool drain(const uint64_t* upTo = nullptr, bool fill = true);
     void answerRequests(); // publisher thread: the state server's requests, answered with a state taken now
     void sendHeartbeat();
     void removeOwnSockets(); // the ipc socket files this publisher bound, if still the same files
@@ -224,6 +230,7 @@ private:
         uint32_t lastStackId = 0;
         std::unique_ptr<StackTable> stacks; // when stacks are on
         size_t stacksSent = 0; // publisher thread: entries of `stacks` already sent
+        int64_t partialSince = 0; // publisher thread: steady ns since the ring held a batch that is not full
     };
     std::vector<std::unique_ptr<Channel>> m_channels;
     // Allocator thread, under the device lock: the caller's stack, interned in c's table (kept out of line: the

@@ -13,7 +13,7 @@ bool PublisherSockets::open(const BindPlan& plan, int pubHwm, std::string* error
         return false;
     }
     zmq_ctx_set(context, ZMQ_IO_THREADS, 1);
-    pub = zmq_socket(context, ZMQ_PUB);
+    pub = zmq_socket(context, ZMQ_XPUB);
     router = zmq_socket(context, ZMQ_ROUTER);
     if (!pub || !router) {
         *error = std::string("zmq_socket: ") + zmq_strerror(zmq_errno());
@@ -29,9 +29,23 @@ bool PublisherSockets::open(const BindPlan& plan, int pubHwm, std::string* error
     // ZeroMQ RFC 26). A larger message closes that peer's connection as soon as its header is read, before libzmq
     // allocates for it, during the handshake too (zmq_setsockopt(3), ZMQ_MAXMSGSIZE): no peer can spend the job's
     // memory.
-    const int64_t maxInbound = MaxInboundBytes;
-    zmq_setsockopt(pub, ZMQ_MAXMSGSIZE, &maxInbound, sizeof maxInbound);
+    // The events socket takes subscriptions only (2 bytes at most: the empty prefix or a one-byte topic) and the
+    // handshake; CURVE's INITIATE with its metadata, the largest command, stays under 600 bytes with the longest
+    // identity a peer may give (255 bytes, RFC 23 / RFC 26), so 1 KiB there.
+    const int64_t maxInbound = MaxInboundBytes, maxInboundPub = MaxInboundPubBytes;
+    zmq_setsockopt(pub, ZMQ_MAXMSGSIZE, &maxInboundPub, sizeof maxInboundPub);
     zmq_setsockopt(router, ZMQ_MAXMSGSIZE, &maxInbound, sizeof maxInbound);
+    // Every subscription comes up to the publisher thread (zmq_setsockopt(3), ZMQ_XPUB_VERBOSE), which disconnects
+    // a peer that subscribes to anything but the empty prefix or a one-byte topic (subscriptions.h), so no peer can
+    // grow the socket's subscription trie by more than the few it sent before being read. Few are queued per peer.
+    const int verbose = 1, pubRcvHwm = PubRcvHwm;
+    if (zmq_setsockopt(pub, ZMQ_XPUB_VERBOSE, &verbose, sizeof verbose) != 0) {
+        *error = std::string("ZMQ_XPUB_VERBOSE: ") + zmq_strerror(zmq_errno());
+        return false;
+    }
+    zmq_setsockopt(pub, ZMQ_RCVHWM, &pubRcvHwm, sizeof pubRcvHwm);
+    if (!subscriptions.open(context, pub, error))
+        return false;
     if (plan.ipv6) {
         const int on = 1;
         zmq_setsockopt(pub, ZMQ_IPV6, &on, sizeof on);
@@ -82,6 +96,7 @@ std::vector<std::string> receiveMessage(void* socket, size_t keep)
 
 void PublisherSockets::closeSockets() noexcept
 {
+    subscriptions.close(pub);
     for (void** socket : { &pub, &router, &zap }) {
         if (*socket)
             zmq_close(*socket);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "endpointpolicy.h"
+#include "subscriptions.h"
 
 #include <csignal>
 #include <cstddef>
@@ -18,6 +19,10 @@ namespace memscope::agent {
 
 constexpr int LingerMs = 150; // what close may wait to flush the Goodbye unless stop() allows more
 constexpr int64_t MaxInboundBytes = 4096; // the largest message the agent accepts from a peer (sockets.cpp)
+// The events socket's: a subscription is at most 2 bytes, and a handshake command at most ~600 (sockets.cpp).
+constexpr int64_t MaxInboundPubBytes = 1024;
+// Subscription messages queued per peer before the publisher thread reads them (SubscriptionGuard).
+constexpr int PubRcvHwm = 16;
 constexpr int RouterHwm = 2; // state replies queued per peer; a peer that asks and never reads holds no more
 
 // Blocks every signal of the calling thread while it lives; threads started meanwhile inherit the full mask.
@@ -43,8 +48,9 @@ std::vector<std::string> receiveMessage(void* socket, size_t keep = SIZE_MAX);
 
 struct PublisherSockets {
     void* context = nullptr;
-    void* pub = nullptr;
+    void* pub = nullptr; // an XPUB, verbose: `subscriptions` sees every subscription
     void* router = nullptr;
+    SubscriptionGuard subscriptions;
     void* zap = nullptr; // REP on inproc://zeromq.zap.01 when CURVE is on
 
     // Makes the context (one I/O thread) and the sockets with their options: LingerMs, the send high-water marks

@@ -18,6 +18,17 @@
 namespace memscope::agent {
 namespace {
 
+    std::string keyOf(const std::vector<std::string>& routing)
+    {
+        std::string key;
+        for (const std::string& frame : routing) {
+            key += std::to_string(frame.size());
+            key += ':';
+            key += frame;
+        }
+        return key;
+    }
+
     void copyString(char* dst, size_t capacity, const char* src)
     {
         const size_t n = strnlen(src, capacity - 1);
@@ -44,15 +55,30 @@ void StateServer::collect(void* router)
             m_stacksAsked = true; // however many ask, one resend (Publisher::answerRequests)
             continue;
         }
-        if (request.type != uint16_t(wire::RequestType::State))
+        const bool goodbye = request.type == uint16_t(wire::RequestType::Goodbye);
+        if (request.type != uint16_t(wire::RequestType::State) && !goodbye)
             continue;
         frames.pop_back(); // the routing frames stay: identity [, delimiter]
-        if (std::find(m_requesters.begin(), m_requesters.end(), frames) != m_requesters.end())
+        std::string key = keyOf(frames);
+        if (goodbye) {
+            // The most recent MaxGoodbyeWatchers connections: a viewer asks on every new DEALER (one per state
+            // request), so its latest connection is among them and those it closed drop out first.
+            if (!m_watcherKeys.insert(key).second)
+                continue;
+            if (m_goodbyeWatchers.size() >= MaxGoodbyeWatchers) {
+                m_watcherKeys.erase(keyOf(m_goodbyeWatchers.front()));
+                m_goodbyeWatchers.pop_front();
+            }
+            m_goodbyeWatchers.push_back(std::move(frames));
+            continue;
+        }
+        if (m_waitingKeys.count(key))
             continue; // asked twice before being answered: one answer
         if (m_requesters.size() >= MaxRequesters) {
             ++m_requestsDropped; // it asks again after its timeout
             continue;
         }
+        m_waitingKeys.insert(std::move(key));
         m_requesters.push_back(std::move(frames));
     }
 }
@@ -96,7 +122,7 @@ void StateServer::reply(void* router, uint16_t deviceCount, uint64_t clockBaseNs
     const size_t bytes = sizeof hello + sizeof state + segments.size() * sizeof(wire::SegmentRecord)
         + size_t(state.blockCount) * sizeof(wire::BlockRecord);
     if (zmq_msg_init_size(&reply, bytes) != 0) {
-        m_requesters.clear(); // no memory now: they ask again
+        forget(); // no memory now: they ask again
         return;
     }
     char* out = static_cast<char*>(zmq_msg_data(&reply));
@@ -141,8 +167,17 @@ void StateServer::reply(void* router, uint16_t deviceCount, uint64_t clockBaseNs
             zmq_msg_close(&copy); // that peer's queue is full: it asked and does not read
     }
     zmq_msg_close(&reply);
-    m_requesters.clear();
+    forget();
     m_statesReplied.fetch_add(1, std::memory_order_release);
+}
+
+void StateServer::sendGoodbye(void* router, const void* goodbye, size_t bytes)
+{
+    for (const std::vector<std::string>& routing : m_goodbyeWatchers) {
+        for (const std::string& frame : routing)
+            zmq_send(router, frame.data(), frame.size(), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        zmq_send(router, goodbye, bytes, ZMQ_DONTWAIT);
+    }
 }
 
 } // namespace memscope::agent

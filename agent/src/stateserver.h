@@ -11,14 +11,21 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace memscope::agent {
 
 class StateServer {
 public:
-    static constexpr size_t MaxRequesters = 64; // distinct peers waiting for one state; more are dropped (they retry)
+    // Distinct peers waiting for one state; more are dropped (they retry). One state serves them all and their
+    // replies share one buffer, so the bound is only the routing frames kept (at most 256 B each): large enough that
+    // peers asking and never reading cannot crowd a real viewer out (tst_publisher silentAskersDoNotLockViewersOut).
+    static constexpr size_t MaxRequesters = 1024;
+    // Connections that asked for the job's Goodbye (Request{Goodbye}): the most recent ones.
+    static constexpr size_t MaxGoodbyeWatchers = 1024;
     static constexpr unsigned MinStateIntervalMs = 100; // between two states taken once a burst is spent
     static constexpr int StateBurst = 4; // states taken at once before the interval applies
 
@@ -39,7 +46,14 @@ public:
     void reply(void* router, uint16_t deviceCount, uint64_t clockBaseNs, uint64_t lastSequence,
                const std::vector<SegmentInfo>& segments);
     // No state this time: those waiting ask again after their timeout.
-    void forget() { m_requesters.clear(); }
+    void forget()
+    {
+        m_requesters.clear();
+        m_waitingKeys.clear();
+    }
+    // The job's Goodbye (wire::Goodbye) to every connection that asked for it, without blocking: a peer whose queue
+    // is full, or which is gone, misses it.
+    void sendGoodbye(void* router, const void* goodbye, size_t bytes);
 
     uint64_t statesTaken() const { return m_statesTaken.load(std::memory_order_relaxed); }
     // State replies sent so far (any thread).
@@ -48,6 +62,9 @@ public:
 
 private:
     std::vector<std::vector<std::string>> m_requesters; // routing frames of waiting peers
+    std::unordered_set<std::string> m_waitingKeys; // their routing frames joined: one entry per waiting peer
+    std::deque<std::vector<std::string>> m_goodbyeWatchers; // routing frames of peers that asked for the Goodbye
+    std::unordered_set<std::string> m_watcherKeys;
     bool m_stacksAsked = false; // a Request{Stacks} came since the definitions were last sent again
     int64_t m_lastRefillNs = 0; // steady clock, the last time the bucket was filled
     double m_tokens = StateBurst; // states that may be taken now

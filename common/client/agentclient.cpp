@@ -28,6 +28,17 @@ namespace {
     // SUB messages handled per poll() at most, so a caller's own work (a periodic hand-over) runs under a flood.
     constexpr int MessagesPerPoll = 2000;
 
+    // The largest message a peer at the endpoint may send us (zmq_setsockopt(3), ZMQ_MAXMSGSIZE: a larger one
+    // closes that connection at its header, during the handshake too), from the protocol's own bounds
+    // (docs/protocol.md). On the SUB: a compressed batch of MaxCompressedBatchRecords records, the largest frame the
+    // decoder takes (its LZ4 block at most LZ4_COMPRESSBOUND of the records, lz4.h: n + n/255 + 16), ~72.3 MiB;
+    // every other topic's frame is far smaller. On the DEALER: a state reply lists every segment and block of the
+    // job, 40 bytes each after 144: 1 GiB holds 26.8 million, beyond any job's allocator.
+    constexpr uint64_t MaxBatchRecordBytes = uint64_t(wire::MaxCompressedBatchRecords) * sizeof(wire::EventRecord);
+    constexpr int64_t MaxSubMessageBytes
+        = int64_t(sizeof(wire::BatchHeader) + MaxBatchRecordBytes + MaxBatchRecordBytes / 255 + 16);
+    constexpr int64_t MaxStateReplyBytes = int64_t(1) << 30;
+
     std::span<const uint8_t> bytesOf(const zmq::message_t& m) { return { m.data<uint8_t>(), m.size() }; }
 
     uint64_t wallClockNs()
@@ -55,6 +66,7 @@ struct AgentClient::Sockets {
     bool up = false; // ... and is connected now (ZMQ_EVENT_DISCONNECTED clears it)
     bool handshook = false; // ... and completed the ZMTP (CURVE) handshake
     int authStatus = 0; // a ZAP refusal's status code (RFC 27: 400), from ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+    bool mechanismMismatch = false; // the agent's security mechanism is not ours (CURVE on one side only)
 
     // Closing a monitored socket does not stop its monitor: libzmq's own PAIR stays behind in the I/O thread with
     // what it still had to send (libzmq issues #2083 and #3575: stop it with a null endpoint first, then close the
@@ -167,6 +179,7 @@ bool AgentClient::start()
         Sockets& s = *m_sockets;
         s.sub = zmq::socket_t(s.context, zmq::socket_type::sub);
         s.sub.set(zmq::sockopt::linger, 0);
+        s.sub.set(zmq::sockopt::maxmsgsize, MaxSubMessageBytes);
         // One subscription to every topic (events, goodbyes, stack definitions, notes, settings; topics this
         // client does not know are skipped on arrival), so that the first message of any topic proves all of it is
         // in effect: with one subscription per topic, a heartbeat would prove only its own topic's, and the stack
@@ -183,7 +196,7 @@ bool AgentClient::start()
             = "inproc://memscope-client-monitor-" + std::to_string(reinterpret_cast<uintptr_t>(this));
         if (zmq_socket_monitor(s.sub.handle(), monitorAddress.c_str(),
                                ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
-                                   | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+                                   | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
             == 0) {
             s.monitor = zmq::socket_t(s.context, zmq::socket_type::pair);
             s.monitor.set(zmq::sockopt::linger, 0);
@@ -210,6 +223,7 @@ bool AgentClient::openDealer()
     Sockets& s = *m_sockets;
     s.dealer = zmq::socket_t(s.context, zmq::socket_type::dealer);
     s.dealer.set(zmq::sockopt::linger, 0);
+    s.dealer.set(zmq::sockopt::maxmsgsize, MaxStateReplyBytes);
     if (curve()) {
         s.dealer.set(zmq::sockopt::curve_serverkey, m_serverKey);
         s.dealer.set(zmq::sockopt::curve_publickey, m_publicKey);
@@ -234,6 +248,7 @@ void AgentClient::trySendRequest(Clock::time_point now)
         fail(ErrorKind::Socket, m_stateEndpoint + ": " + e.what());
         return;
     }
+    askForGoodbye(); // on every new DEALER: the agent sends its Goodbye to the latest ones
     ++m_stats.stateRequests;
     m_requestOutstanding = true;
     m_lastRequest = m_requestSent = now;
@@ -258,6 +273,19 @@ void AgentClient::trySendStacksRequest()
     }
     m_stacksWanted = false;
     ++m_stats.stacksRequests;
+}
+
+// The agent sends its Goodbye on this DEALER's connection too when the job ends (docs/protocol.md, "Goodbye"): the
+// PUB drops it with the rest of what does not fit in our share when we are behind. An agent older than
+// Request{Goodbye} ignores it.
+void AgentClient::askForGoodbye()
+{
+    try {
+        const std::vector<uint8_t> request = viewer::encodeRequest(wire::RequestType::Goodbye);
+        (void)m_sockets->dealer.send(zmq::buffer(request), zmq::send_flags::dontwait); // no reply until the end
+    } catch (const zmq::error_t&) {
+        // Not fatal: the PUB's goodbye still comes to a viewer that keeps up.
+    }
 }
 
 void AgentClient::wantState(Clock::time_point now)
@@ -296,8 +324,15 @@ void AgentClient::poll(std::chrono::milliseconds timeout)
                 if (!frame.more())
                     break;
             }
-            if (got)
+            if (got && frame.size() == sizeof(wire::Goodbye)) {
+                // The job's Goodbye again, on the state connection (Request{Goodbye}): it ends the run once the
+                // events queued before it have been read (timers()).
+                const viewer::DecodedGoodbye bye = viewer::decodeGoodbye(bytesOf(frame));
+                if (bye.ok() && m_hasState && !m_goodbye)
+                    m_lateGoodbye = bye;
+            } else if (got) {
                 onStateReply(bytesOf(frame));
+            }
             if (m_failed)
                 return;
         }
@@ -373,6 +408,9 @@ void AgentClient::readMonitor()
             s.handshook = true;
         } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
             s.authStatus = int(value);
+        } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
+            // The greetings named different security mechanisms (ZeroMQ RFC 23): CURVE on one side only.
+            s.mechanismMismatch = true;
         }
     }
 }
@@ -448,25 +486,7 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
         const viewer::DecodedGoodbye bye = viewer::decodeGoodbye(body);
         if (!bye.ok())
             malformed(2, bye.error.toString(m_options.endpoint) + " (taken as a goodbye)");
-        if (m_goodbye)
-            return;
-        // Nothing follows a goodbye (docs/protocol.md): records held for a state that will not come go out as
-        // they are, then the goodbye. Whatever is heard next comes from another run of the job.
-        if (m_hasState) {
-            flush();
-            // The goodbye carries the run's last sequence: what is beyond the last record delivered never came.
-            if (bye.ok() && bye.goodbye.lastSequence > m_applied)
-                m_listener.onMissing(1, bye.goodbye.lastSequence - m_applied);
-        }
-        if (bye.ok())
-            m_listener.onGoodbye(bye.goodbye);
-        m_goodbye = true;
-        m_holding = true;
-        m_stateWanted = false;
-        m_requestOutstanding = false;
-        m_held.clear();
-        m_heldRecords = 0;
-        setLink(Link::Gone);
+        endOfRun(bye);
     } else if (topic.size() == 1) {
         // A topic of a newer agent (topics are one byte, docs/protocol.md): not for us, skipped without a word.
         ++m_stats.unknownTopics;
@@ -475,6 +495,30 @@ void AgentClient::onSubMessage(std::string_view topic, bool hasBody, std::span<c
                   m_options.endpoint + ": unexpected message on topic '"
                       + std::string(topic.substr(0, std::min<size_t>(topic.size(), 16))) + "' (skipped)");
     }
+}
+
+void AgentClient::endOfRun(const viewer::DecodedGoodbye& bye)
+{
+    m_lateGoodbye.reset();
+    if (m_goodbye)
+        return;
+    // Nothing follows a goodbye (docs/protocol.md): records held for a state that will not come go out as they
+    // are, then the goodbye. Whatever is heard next comes from another run of the job.
+    if (m_hasState) {
+        flush();
+        // The goodbye carries the run's last sequence: what is beyond the last record delivered never came.
+        if (bye.ok() && bye.goodbye.lastSequence > m_applied)
+            m_listener.onMissing(1, bye.goodbye.lastSequence - m_applied);
+    }
+    if (bye.ok())
+        m_listener.onGoodbye(bye.goodbye);
+    m_goodbye = true;
+    m_holding = true;
+    m_stateWanted = false;
+    m_requestOutstanding = false;
+    m_held.clear();
+    m_heldRecords = 0;
+    setLink(Link::Gone);
 }
 
 void AgentClient::malformed(int kind, const std::string& message)
@@ -766,6 +810,8 @@ void AgentClient::applyState(const viewer::DecodedState& state, StateChange chan
             ++m_stats.restarts;
     }
     m_pendingState.clear();
+    if (change.kind == StateKind::Restarted)
+        m_lateGoodbye.reset(); // another run's
     m_hasState = true;
     m_pid = state.hello.pid;
     m_applied = m_stateSequence = last;
@@ -810,6 +856,13 @@ void AgentClient::timers(Clock::time_point now)
     if (m_quietAt == Clock::time_point {} || m_quietAt < m_lastHeard)
         return; // the SUB had messages at the last poll (see poll())
     const Clock::duration quiet = m_quietAt - m_lastHeard;
+    if (m_lateGoodbye && quiet >= DisconnectGrace) {
+        // The Goodbye came on the state connection and nothing more on the SUB for a moment: every event the PUB
+        // still had for us was read first (it sent them before the Goodbye); what did not come was dropped.
+        const viewer::DecodedGoodbye bye = *m_lateGoodbye;
+        endOfRun(bye);
+        return;
+    }
     const bool closed = m_closedWithoutGoodbye && !m_sockets->up && m_options.endpoint.rfind("ipc://", 0) == 0
         && quiet >= DisconnectGrace;
     if (m_hasState && !m_goodbye && !m_silenceReported && (closed || quiet >= m_options.silenceLimit)) {
@@ -827,6 +880,14 @@ std::string AgentClient::noAnswerMessage() const
     if (s.authStatus != 0)
         return endpoint + ": the agent refused our CURVE key (status " + std::to_string(s.authStatus)
             + "): is our public key among its MEMSCOPE_CURVE_CLIENTS?";
+    if (s.mechanismMismatch && !curve())
+        return endpoint
+            + ": the agent uses CURVE and we do not: give its public key and our secret key (memscope-cli record "
+              "--curve-server-key FILE --curve-key FILE; docs/protocol.md, \"TCP and CURVE\")";
+    if (s.mechanismMismatch)
+        return endpoint
+            + ": we use CURVE and the agent does not (its endpoint has no MEMSCOPE_CURVE_SECRET): record "
+              "it without --curve-server-key and --curve-key";
     if (curve() && s.connected && !s.handshook)
         return endpoint
             + ": no memscope agent answered: the CURVE handshake never completed (is the server key the "

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -201,6 +202,9 @@ private:
     void trySendRequest(std::chrono::steady_clock::time_point now);
     // Asks the agent for its stack definitions again once the subscription is in effect, when m_stacksWanted.
     void trySendStacksRequest();
+    void askForGoodbye(); // Request{Goodbye} on the current DEALER
+    // The run ended (a Goodbye on the SUB, or on the state connection): held records out, what never came counted.
+    void endOfRun(const viewer::DecodedGoodbye& bye);
     void readMonitor();
     // Moves the silence and answer timers past time this client did not listen (poll's own overrun, the caller away).
     void notListened(std::chrono::steady_clock::time_point before, std::chrono::steady_clock::time_point after,
@@ -259,6 +263,8 @@ private:
     std::deque<Held> m_held;
     size_t m_heldRecords = 0;
     std::vector<uint8_t> m_pendingState; // a state reply waiting for records in flight (onStateReply)
+    // The job's Goodbye as it came on the state connection, waiting for the events queued before it (timers()).
+    std::optional<viewer::DecodedGoodbye> m_lateGoodbye;
     uint32_t m_reportedKinds = 0;
     std::chrono::steady_clock::time_point m_start, m_lastHeard, m_requestSent, m_lastRequest, m_pendingSince;
     ClientStats m_stats;

@@ -106,7 +106,10 @@ static_assert(sizeof(Hello) == 128);
 // A viewer's request on the ROUTER socket (one frame after the identity envelope). State: the state reply below.
 // Stacks: every stack definition so far published again on topic "S", no reply (a viewer whose subscription may
 // have taken effect after those sent with its state, docs/protocol.md "Late join"); rate-limited with the states.
-enum class RequestType : uint16_t { State = 1, Stacks = 2, Count };
+// Goodbye: no reply now; when the job ends, its Goodbye goes to this connection too, after the one on topic "G", so
+// that a viewer whose share of the PUB overflowed (stopped, or busy) still learns the run's last sequence
+// (docs/protocol.md, "Goodbye").
+enum class RequestType : uint16_t { State = 1, Stacks = 2, Goodbye = 3, Count };
 #pragma pack(push, 1)
 struct Request {
     uint32_t magic;

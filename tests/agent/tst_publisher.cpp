@@ -15,7 +15,9 @@
 #include "wire/endpoint.h"
 #include "wire/protocol.h"
 
+#include <QElapsedTimer>
 #include <QFile>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -24,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,8 +36,10 @@
 #include <thread>
 #include <vector>
 
-#include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -411,6 +416,43 @@ private:
     zmq::socket_t m_sub;
     zmq::socket_t m_dealer;
 };
+
+// A peer that speaks just enough ZMTP 3.0 (ZeroMQ RFC 23) to get past the greeting, naming `mechanism`, then
+// announces a command of 2 GiB (flags LONG | COMMAND, an 8-byte size) and streams zeros after it, as a hostile peer
+// would before any key is checked. Returns the bytes of the frame it could write before the connection was cut
+// (at most `maxBytes`).
+uint64_t sendHugeHandshakeFrame(uint16_t port, const char* mechanism, uint64_t maxBytes)
+{
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to {};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+        return 0;
+    uint8_t greeting[64] = {};
+    greeting[0] = 0xff;
+    greeting[9] = 0x7f;
+    greeting[10] = 3; // version 3.0
+    std::memcpy(greeting + 12, mechanism, std::strlen(mechanism)); // 20 bytes, NUL-padded; as-server 0
+    uint8_t header[9] = { 0x06 }; // LONG | COMMAND
+    const uint64_t size = uint64_t(1) << 31;
+    for (int i = 0; i < 8; ++i)
+        header[1 + i] = uint8_t(size >> (56 - 8 * i));
+    uint64_t written = 0;
+    if (::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) == ssize_t(sizeof greeting)
+        && ::send(fd, header, sizeof header, MSG_NOSIGNAL) == ssize_t(sizeof header)) {
+        const std::vector<char> chunk(size_t(1) << 20, 0);
+        while (written < maxBytes) {
+            const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+            if (n <= 0)
+                break;
+            written += uint64_t(n);
+        }
+    }
+    ::close(fd);
+    return written;
+}
 
 size_t countNonHeartbeat(const std::vector<wire::EventRecord>& events)
 {
@@ -840,6 +882,8 @@ private Q_SLOTS:
             qunsetenv("MEMSCOPE_COMPRESS");
         else
             qputenv("MEMSCOPE_COMPRESS", setting);
+        qputenv("MEMSCOPE_INSECURE_TCP", "1"); // (a loopback tcp endpoint without keys)
+        const auto unset = qScopeGuard([] { qunsetenv("MEMSCOPE_INSECURE_TCP"); });
         HostBackend backend;
         CachingAllocator allocator(backend, {});
         PublisherOptions options;
@@ -861,9 +905,27 @@ private Q_SLOTS:
         QCOMPARE(publisher.compressing(), compressing);
     }
 
-    // tcp://:PORT binds 127.0.0.1 and needs no keys; a viewer on this host gets events and the state.
+    // tcp://:PORT binds 127.0.0.1. Without CURVE keys any local user could connect, so it is refused, naming the
+    // endpoint and the remedies, unless the user accepts that with MEMSCOPE_INSECURE_TCP=1; then a viewer on this
+    // host gets events and the state.
+    void tcpLoopbackWithoutKeys_data()
+    {
+        QTest::addColumn<QByteArray>("insecure"); // MEMSCOPE_INSECURE_TCP; empty: unset
+        QTest::addColumn<bool>("binds");
+        QTest::newRow("refused without MEMSCOPE_INSECURE_TCP") << QByteArray() << false;
+        QTest::newRow("refused with MEMSCOPE_INSECURE_TCP=yes (not 1)") << QByteArray("yes") << false;
+        QTest::newRow("refused with MEMSCOPE_INSECURE_TCP=0") << QByteArray("0") << false;
+        QTest::newRow("bound with MEMSCOPE_INSECURE_TCP=1") << QByteArray("1") << true;
+    }
     void tcpLoopbackWithoutKeys()
     {
+        QFETCH(QByteArray, insecure);
+        QFETCH(bool, binds);
+        if (insecure.isEmpty())
+            qunsetenv("MEMSCOPE_INSECURE_TCP");
+        else
+            qputenv("MEMSCOPE_INSECURE_TCP", insecure);
+        const auto unset = qScopeGuard([] { qunsetenv("MEMSCOPE_INSECURE_TCP"); });
         const int port = freePortPair();
         QVERIFY(port > 0);
         HostBackend backend;
@@ -872,7 +934,18 @@ private Q_SLOTS:
         options.endpoint = "tcp://:" + std::to_string(port);
         Publisher publisher(allocator, options);
         std::string error;
-        QVERIFY2(publisher.start(&error), error.c_str());
+        const bool started = publisher.start(&error);
+        if (!binds) {
+            QVERIFY(!started);
+            QCOMPARE(QString::fromStdString(error),
+                     QStringLiteral("refusing to bind tcp://:%1 without CURVE keys: any local user could connect to it "
+                                    "and read the job's events; use an ipc:// endpoint (the default: only you can "
+                                    "connect; from another machine, over SSH), set MEMSCOPE_CURVE_SECRET and "
+                                    "MEMSCOPE_CURVE_CLIENTS, or set MEMSCOPE_INSECURE_TCP=1 to accept the risk")
+                         .arg(port));
+            return;
+        }
+        QVERIFY2(started, error.c_str());
         QCOMPARE(publisher.endpoint(), "tcp://127.0.0.1:" + std::to_string(port));
         QCOMPARE(publisher.stateEndpoint(), "tcp://127.0.0.1:" + std::to_string(port + 1));
         QVERIFY(!publisher.curve());
@@ -935,6 +1008,78 @@ private Q_SLOTS:
         QVERIFY(publisher.curveRefused() >= 2); // the stranger's SUB and DEALER
         publisher.stop();
         allocator.setTraceObserver(nullptr);
+    }
+
+    // An unauthenticated peer of a CURVE endpoint announces a 2 GiB command during the handshake (before any key is
+    // checked) to each socket and streams zeros after it, from a child process: the agent closes the connection at
+    // the frame's header (ZMQ_MAXMSGSIZE applies to handshake commands too), so the peer can write only what the
+    // socket buffers take, and the job's memory stays flat; an authorised viewer still gets its state.
+    void unauthenticatedHugeHandshakeFrameIsCut()
+    {
+        const auto [serverPublic, serverSecret] = curveKeyPair();
+        const auto [clientPublic, clientSecret] = curveKeyPair();
+        QVERIFY(!serverPublic.empty() && !clientPublic.empty());
+        const QString secretFile = m_dir.filePath(QStringLiteral("huge.key_secret"));
+        const QString clientsFile = m_dir.filePath(QStringLiteral("huge.keys"));
+        writeFile(secretFile, QByteArray::fromStdString(serverSecret) + "\n", QFile::ReadOwner | QFile::WriteOwner);
+        writeFile(clientsFile, QByteArray::fromStdString(clientPublic) + "\n", QFile::ReadOwner | QFile::WriteOwner);
+        const int port = freePortPair();
+        QVERIFY(port > 0);
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = "tcp://0.0.0.0:" + std::to_string(port);
+        options.curveSecretFile = secretFile.toStdString();
+        options.curveClientsFile = clientsFile.toStdString();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        QVERIFY(publisher.curve());
+        allocator.setTraceObserver(&publisher);
+        const MallocResult kept = allocator.malloc(0, 4096, StreamId {});
+        std::this_thread::sleep_for(20ms);
+        const bool peakResets = QFile(QStringLiteral("/proc/self/clear_refs")).open(QIODevice::WriteOnly);
+        if (peakResets) {
+            QFile reset(QStringLiteral("/proc/self/clear_refs"));
+            QVERIFY(reset.open(QIODevice::WriteOnly));
+            reset.write("5"); // resets VmHWM to the current resident size (proc(5))
+        }
+        const long before = residentKiB();
+        int fds[2];
+        QCOMPARE(::pipe(fds), 0);
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            ::close(fds[0]);
+            uint64_t written[2] = { sendHugeHandshakeFrame(uint16_t(port), "CURVE", uint64_t(512) << 20),
+                                    sendHugeHandshakeFrame(uint16_t(port + 1), "CURVE", uint64_t(512) << 20) };
+            (void)!::write(fds[1], written, sizeof written);
+            _exit(0);
+        }
+        ::close(fds[1]);
+        uint64_t written[2] = {};
+        QCOMPARE(::read(fds[0], written, sizeof written), ssize_t(sizeof written));
+        ::close(fds[0]);
+        QCOMPARE(waitpid(child, nullptr, 0), child);
+        const std::string at = "tcp://127.0.0.1:" + std::to_string(port);
+        const std::string stateAt = "tcp://127.0.0.1:" + std::to_string(port + 1);
+        const CurveClient authorised { serverPublic, clientPublic, clientSecret };
+        Client good(at, stateAt, &authorised);
+        QVERIFY(good.requestState(5000));
+        const long peak = peakResidentKiB();
+        qInfo("a 2 GiB CURVE handshake command to each socket, unauthenticated: the peer wrote %llu KiB and %llu KiB "
+              "of it before being cut; the job's peak grew %ld KiB",
+              static_cast<unsigned long long>(written[0] >> 10), static_cast<unsigned long long>(written[1] >> 10),
+              peak - before);
+        QVERIFY2(written[0] < (uint64_t(64) << 20) && written[1] < (uint64_t(64) << 20),
+                 qPrintable(QStringLiteral("%1, %2 bytes").arg(written[0]).arg(written[1])));
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
+        if (peakResets)
+            QVERIFY2(peak - before < 8 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(peak - before)));
+#endif
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+        allocator.free(0, kept.ptr);
     }
 
     // What makes the agent refuse to bind a tcp endpoint, each with one message naming the endpoint (or the key
@@ -1184,6 +1329,154 @@ private Q_SLOTS:
             allocator.free(0, p);
     }
 
+    // Two hundred peers in another process ask for the state over and over and never read the replies, while the
+    // job runs: a real viewer that asks once is served with the next state taken (one state serves every peer
+    // waiting, up to 1,024 of them), not turned away because the askers filled the waiting list.
+    // A viewer that does not read (its socket buffers made tiny) while the job publishes ~200 k records/s for 3 s:
+    // what the job keeps queued for it is its share, MEMSCOPE_VIEWER_BUFFER_MB (PublisherOptions::viewerBufferBytes,
+    // here 8 MiB) of records, not that many batches' worth of whatever size batches happened to have; the viewer
+    // then reads exactly that before its first gap.
+    void viewerShareHoldsItsBytes()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        options.viewerBufferBytes = size_t(8) << 20;
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        zmq::context_t context;
+        zmq::socket_t sub(context, zmq::socket_type::sub);
+        sub.set(zmq::sockopt::linger, 0);
+        sub.set(zmq::sockopt::rcvhwm, 1);
+        sub.set(zmq::sockopt::rcvbuf, 4096);
+        sub.set(zmq::sockopt::subscribe, wire::EventsTopic);
+        sub.connect(publisher.endpoint());
+        std::this_thread::sleep_for(200ms); // the subscription in effect
+        const uint64_t first = publisher.lastPublished() + 1;
+        const auto start = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - start < 3s) {
+            for (int i = 0; i < 80; ++i) // 320 records per turn: at least ~150 k/s on a loaded machine
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(1ms);
+        }
+        const uint64_t published = publisher.lastPublished() - first + 1;
+        // Read what was queued: records from `first` on, up to the first jump.
+        uint64_t next = 0, queued = 0, batches = 0;
+        sub.set(zmq::sockopt::rcvtimeo, 500);
+        for (;;) {
+            zmq::message_t topic, body;
+            if (!sub.recv(topic) || !sub.recv(body))
+                break;
+            const viewer::DecodedBatch batch
+                = viewer::decodeBatch({ static_cast<const uint8_t*>(body.data()), body.size() });
+            QVERIFY(batch.ok());
+            const uint64_t firstSequence = batch.header.firstSequence;
+            if (firstSequence < first)
+                continue;
+            if (next != 0 && firstSequence != next)
+                break; // the first gap: what did not fit in the share
+            next = firstSequence + batch.events.size();
+            queued += batch.events.size();
+            ++batches;
+        }
+        const double share = double(options.viewerBufferBytes);
+        qInfo("a viewer not reading for 3 s: the job published %llu records (%.0f/s) and kept %llu for it in %llu "
+              "batches, %.1f MiB of its %.0f MiB share",
+              static_cast<unsigned long long>(published), double(published) / 3.0,
+              static_cast<unsigned long long>(queued), static_cast<unsigned long long>(batches),
+              double(queued * sizeof(wire::EventRecord)) / 1048576.0, share / 1048576.0);
+        QVERIFY(published * sizeof(wire::EventRecord) > 2 * share); // more than the share went out
+        QVERIFY2(double(queued * sizeof(wire::EventRecord)) >= 0.75 * share, qPrintable(QString::number(queued)));
+        QVERIFY2(double(queued * sizeof(wire::EventRecord)) <= share + 1048576.0, qPrintable(QString::number(queued)));
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
+    void silentAskersDoNotLockViewersOut()
+    {
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        // The job as it runs: its ring's pages (committed as records reach them) and its batches in use.
+        for (int round = 0; round < 20; ++round) {
+            for (int i = 0; i < 2000; ++i)
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(5ms);
+        }
+        std::this_thread::sleep_for(50ms);
+        const long rssBefore = residentKiB();
+        const std::string stateAt = publisher.stateEndpoint();
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            {
+                zmq::context_t context;
+                std::vector<zmq::socket_t> askers;
+                const wire::Request request { wire::Magic, wire::ProtocolVersion, uint16_t(wire::RequestType::State) };
+                for (int i = 0; i < 200; ++i) {
+                    askers.emplace_back(context, zmq::socket_type::dealer);
+                    askers.back().set(zmq::sockopt::linger, 0);
+                    askers.back().set(zmq::sockopt::rcvhwm, 1);
+                    askers.back().connect(stateAt);
+                }
+                const auto end = std::chrono::steady_clock::now() + 4s;
+                while (std::chrono::steady_clock::now() < end) {
+                    for (zmq::socket_t& asker : askers)
+                        asker.send(zmq::buffer(&request, sizeof request), zmq::send_flags::dontwait);
+                    std::this_thread::sleep_for(10ms);
+                }
+            }
+            _exit(0);
+        }
+        auto work = [&](std::chrono::milliseconds howLong) {
+            const auto end = std::chrono::steady_clock::now() + howLong;
+            while (std::chrono::steady_clock::now() < end) {
+                for (int i = 0; i < 200; ++i)
+                    allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+                std::this_thread::sleep_for(1ms);
+            }
+        };
+        const uint64_t publishedBefore = publisher.lastPublished();
+        work(1000ms); // the askers connected and asking
+        const uint64_t dropsBefore = publisher.stateRequestsDropped();
+        Client viewer(publisher.endpoint(), publisher.stateEndpoint());
+        const uint64_t takenBefore = publisher.statesTaken();
+        QElapsedTimer asked;
+        asked.start();
+        std::optional<StateReply> state;
+        std::atomic<qint64> ms { -1 };
+        std::atomic<uint64_t> takenSince { 0 };
+        std::thread viewerThread([&] {
+            state = viewer.requestState(5000);
+            ms = asked.elapsed();
+            takenSince = publisher.statesTaken() - takenBefore;
+        });
+        work(200ms);
+        viewerThread.join();
+        qInfo("200 silent askers: the viewer's state came after %lld ms and %llu states taken; %llu requests turned "
+              "away meanwhile, %llu before; the job published %.0f records/s and grew %ld KiB",
+              qint64(ms), static_cast<unsigned long long>(takenSince),
+              static_cast<unsigned long long>(publisher.stateRequestsDropped() - dropsBefore),
+              static_cast<unsigned long long>(dropsBefore), double(publisher.lastPublished() - publishedBefore) / 1.2,
+              residentKiB() - rssBefore);
+        QVERIFY(state);
+        // Served by one of the first states taken after it asked, not after the askers' next rounds.
+        QVERIFY2(takenSince <= 3, qPrintable(QString::number(takenSince)));
+        QCOMPARE(publisher.stateRequestsDropped(), uint64_t(0));
+        ::kill(child, SIGKILL);
+        waitpid(child, nullptr, 0);
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
+    }
+
     void oversizedPeerMessagesAreRefused()
     {
         // Peers that can connect send what no viewer sends: 16 MiB "requests" to the ROUTER and a 16 MiB
@@ -1245,6 +1538,94 @@ private Q_SLOTS:
         publisher.stop();
         allocator.setTraceObserver(nullptr);
         allocator.free(0, kept.ptr);
+    }
+
+    // A peer adding distinct subscriptions as fast as it can, from a child process: 100,000 on one connection, or
+    // 5,000 on each of 20 connections one after another. The events socket allows only the empty prefix and
+    // one-byte topics and cuts a peer that sends anything else (subscriptions.h), so the job's memory does not take
+    // them in; meanwhile the job publishes on, and a real viewer gets its state and the events.
+    void subscriptionsAreBounded_data()
+    {
+        QTest::addColumn<int>("connections");
+        QTest::addColumn<int>("each");
+        QTest::newRow("100,000 on one connection") << 1 << 100000;
+        QTest::newRow("5,000 on each of 20 connections") << 20 << 5000;
+    }
+    void subscriptionsAreBounded()
+    {
+        QFETCH(int, connections);
+        QFETCH(int, each);
+        HostBackend backend;
+        CachingAllocator allocator(backend, AllocatorConfig {});
+        PublisherOptions options;
+        options.endpoint = nextEndpoint();
+        Publisher publisher(allocator, options);
+        std::string error;
+        QVERIFY2(publisher.start(&error), error.c_str());
+        allocator.setTraceObserver(&publisher);
+        // The job as it runs: its ring's pages (committed as records reach them) and its batches in use.
+        for (int round = 0; round < 20; ++round) {
+            for (int i = 0; i < 2000; ++i)
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(5ms);
+        }
+        std::this_thread::sleep_for(50ms);
+        const bool peakResets = QFile(QStringLiteral("/proc/self/clear_refs")).open(QIODevice::WriteOnly);
+        if (peakResets) {
+            QFile reset(QStringLiteral("/proc/self/clear_refs"));
+            QVERIFY(reset.open(QIODevice::WriteOnly));
+            reset.write("5"); // resets VmHWM to the current resident size (proc(5))
+        }
+        const long before = residentKiB();
+        const std::string eventsAt = publisher.endpoint();
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            {
+                zmq::context_t context;
+                for (int c = 0; c < connections; ++c) {
+                    zmq::socket_t sub(context, zmq::socket_type::sub);
+                    sub.set(zmq::sockopt::linger, 0);
+                    sub.set(zmq::sockopt::sndhwm, 0); // every subscription queued, none dropped on this side
+                    sub.connect(eventsAt);
+                    for (int i = 0; i < each; ++i)
+                        sub.set(zmq::sockopt::subscribe,
+                                "topic-" + std::to_string(c) + "-" + std::to_string(i) + "-"
+                                    + std::to_string(i * 7919));
+                    std::this_thread::sleep_for(connections > 1 ? 150ms : 3s);
+                }
+            }
+            _exit(0);
+        }
+        // The job runs meanwhile: allocations published as fast as this thread makes them.
+        const auto start = std::chrono::steady_clock::now();
+        uint64_t calls = 0;
+        while (waitpid(child, nullptr, WNOHANG) == 0) {
+            for (int i = 0; i < 200; ++i, ++calls)
+                allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr);
+            std::this_thread::sleep_for(1ms);
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        Client viewer(publisher.endpoint(), publisher.stateEndpoint());
+        QVERIFY(viewer.requestState(5000));
+        allocator.free(0, allocator.malloc(0, 4096, StreamId {}).ptr); // (from the cache: no segment event)
+        QVERIFY(viewer.receive([&] { return countNonHeartbeat(viewer.events) >= 3; }));
+        const long peak = peakResidentKiB();
+        qInfo("a peer adding %d x %d distinct subscriptions: %llu refused, %llu allowed, its connections cut %llu "
+              "times; the job published %.0f events/s meanwhile (%llu dropped), its peak grew %ld KiB",
+              connections, each, static_cast<unsigned long long>(publisher.subscriptionsRefused()),
+              static_cast<unsigned long long>(publisher.subscriptionsApplied()),
+              static_cast<unsigned long long>(publisher.subscribersDisconnected()), double(calls * 4) / seconds,
+              static_cast<unsigned long long>(publisher.lost()), peak - before);
+        QVERIFY(publisher.subscriptionsRefused() > 0);
+        QVERIFY(publisher.subscribersDisconnected() >= uint64_t(connections));
+        QVERIFY(2 * publisher.lastPublished() >= calls * 4); // publishing went on (drops are counted above)
+#if !defined(__SANITIZE_ADDRESS__) // (AddressSanitizer's quarantine keeps freed memory resident)
+        if (peakResets)
+            QVERIFY2(peak - before < 8 * 1024, qPrintable(QStringLiteral("grew %1 KiB").arg(peak - before)));
+#endif
+        publisher.stop();
+        allocator.setTraceObserver(nullptr);
     }
 
     void defaultEndpointFolder()

@@ -25,7 +25,11 @@
 #include <set>
 #include <thread>
 
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace memscope;
 using namespace memscope::wire;
@@ -124,6 +128,17 @@ public:
         m_pub.send(zmq::buffer(std::string_view(GoodbyeTopic)), zmq::send_flags::sndmore);
         m_pub.send(zmq::buffer(encodeGoodbye(m_sequence, m_lostTotal)));
     }
+    // The goodbye as the agent sends it on the state connection, to every connection that asked (Request{Goodbye}).
+    void goodbyeOnStateConnection()
+    {
+        m_ending = true; // the requests that came: state requests go unanswered now
+        pump();
+        m_ending = false;
+        for (const std::string& identity : m_goodbyeWatchers) {
+            m_router.send(zmq::buffer(identity), zmq::send_flags::sndmore);
+            m_router.send(zmq::buffer(encodeGoodbye(m_sequence, m_lostTotal)));
+        }
+    }
     void sendRaw(std::string_view topic, const std::vector<uint8_t>& frame)
     {
         m_pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
@@ -144,6 +159,12 @@ public:
                 ++m_stacksRequests; // no reply
                 continue;
             }
+            if (decoded.request.type == uint16_t(RequestType::Goodbye)) {
+                m_goodbyeWatchers.emplace_back(identity.data<char>(), identity.size()); // goodbyeOnStateConnection
+                continue;
+            }
+            if (decoded.request.type != uint16_t(RequestType::State) || m_ending)
+                continue;
             ++m_requests;
             std::vector<SegmentRecord> segments;
             for (const auto& [address, s] : m_segments)
@@ -255,6 +276,8 @@ private:
     uint16_t m_stateVersion = ProtocolVersion;
     int m_requests = 0;
     int m_stacksRequests = 0;
+    std::vector<std::string> m_goodbyeWatchers; // identities of the connections that sent Request{Goodbye}
+    bool m_ending = false;
 };
 
 // What the client reported, besides the recording.
@@ -413,6 +436,18 @@ int changeUnseen(FakeAgent& agent, Send send)
     agent.alloc(A, 512, 512, send);
     agent.freeRequested(A + 4 * MiB, send);
     return 10;
+}
+
+// This process's peak resident memory (VmHWM, proc(5)), in KiB; 0 when /proc cannot say.
+long peakResidentKiB()
+{
+    QFile status(QStringLiteral("/proc/self/status"));
+    if (!status.open(QIODevice::ReadOnly))
+        return 0;
+    for (const QByteArray& line : status.readAll().split('\n'))
+        if (line.startsWith("VmHWM:"))
+            return line.mid(6).trimmed().split(' ').value(0).toLong();
+    return 0;
 }
 
 std::string ipcEndpoint(const QTemporaryDir& dir, const char* name)
@@ -582,16 +617,20 @@ private Q_SLOTS:
     {
         QTest::addColumn<int>("jumped"); // records never published before the last one published
         QTest::addColumn<int>("atEnd"); // records never published after it
-        QTest::addColumn<bool>("goodbye"); // the job says goodbye (else the recording ends with flush())
-        QTest::newRow("flush over a jump") << 2 << 0 << false;
-        QTest::newRow("goodbye after records not received") << 0 << 3 << true;
-        QTest::newRow("goodbye while waiting for a state") << 2 << 3 << true;
+        QTest::addColumn<int>("goodbyeOn"); // 0: none (the recording ends with flush()), 1: the PUB, 2: only the
+                                            // state connection (the PUB's dropped), the job then gone
+        QTest::newRow("flush over a jump") << 2 << 0 << 0;
+        QTest::newRow("goodbye after records not received") << 0 << 3 << 1;
+        QTest::newRow("goodbye while waiting for a state") << 2 << 3 << 1;
+        QTest::newRow("goodbye on the state connection only, the job gone") << 0 << 3 << 2;
+        QTest::newRow("goodbye on the state connection only, while waiting for a state") << 2 << 3 << 2;
     }
     void missingWithoutAState()
     {
         QFETCH(int, jumped);
         QFETCH(int, atEnd);
-        QFETCH(bool, goodbye);
+        QFETCH(int, goodbyeOn);
+        const bool goodbye = goodbyeOn != 0;
         QTemporaryDir dir;
         FakeAgent agent(ipcEndpoint(dir, "missing"), 100);
         setUp(agent);
@@ -605,8 +644,12 @@ private Q_SLOTS:
         const uint64_t lastPublished = agent.sequence();
         for (int i = 0; i < atEnd; ++i)
             agent.heartbeat(Send::Skip);
-        if (goodbye)
+        if (goodbyeOn == 1)
             agent.goodbye();
+        if (goodbyeOn == 2) {
+            agent.goodbyeOnStateConnection();
+            agent.close();
+        }
         // The agent answers no state request: a jump keeps its records waiting until flush() or the goodbye.
         const auto end = std::chrono::steady_clock::now() + 5s;
         auto arrived = [&] {
@@ -629,6 +672,7 @@ private Q_SLOTS:
         QVERIFY(st.resyncNeeded());
         QCOMPARE(describe(probe.recorder().snapshot()), agent.describe());
         QCOMPARE(c.stats().resyncs, 0ULL);
+        QCOMPARE(probe.silences, 0); // the job said goodbye: no silence, no closed connection blamed
     }
 
     // Gaps over and over while records keep coming (a flood the viewer cannot keep up with): each wait ends in a
@@ -892,6 +936,74 @@ private Q_SLOTS:
                  endpoint.toStdString() + ": " + wire::endpointProblem(endpoint.toStdString()));
     }
 
+    // A hostile "agent" at the endpoint (a raw socket in a child process, speaking just enough ZMTP 3.0, ZeroMQ RFC
+    // 23) greets the viewer's SUB, then announces a 2 GiB command and streams zeros after it: the viewer closes the
+    // connection at the frame's header (ZMQ_MAXMSGSIZE, sized from the protocol's largest frame), so the peer can
+    // write only what the socket buffers take, and the viewer's memory stays flat.
+    void hugeFrameFromThePeerIsCut()
+    {
+        QTemporaryDir dir;
+        const std::string endpoint = ipcEndpoint(dir, "hostile");
+        const std::string path = endpoint.substr(6);
+        const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        QVERIFY(path.size() < sizeof addr.sun_path);
+        std::memcpy(addr.sun_path, path.c_str(), path.size());
+        QCOMPARE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        QCOMPARE(::listen(listener, 4), 0);
+        int fds[2];
+        QCOMPARE(::pipe(fds), 0);
+        const pid_t child = fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            ::close(fds[0]);
+            uint64_t written = 0;
+            const int fd = ::accept(listener, nullptr, nullptr);
+            uint8_t greeting[64] = {};
+            greeting[0] = 0xff;
+            greeting[9] = 0x7f;
+            greeting[10] = 3; // version 3.0
+            std::memcpy(greeting + 12, "NULL", 4);
+            greeting[32] = 1; // as-server
+            uint8_t header[9] = { 0x06 }; // LONG | COMMAND, then the size, big-endian
+            const uint64_t size = uint64_t(1) << 31;
+            for (int i = 0; i < 8; ++i)
+                header[1 + i] = uint8_t(size >> (56 - 8 * i));
+            if (fd >= 0 && ::send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) == ssize_t(sizeof greeting)
+                && ::send(fd, header, sizeof header, MSG_NOSIGNAL) == ssize_t(sizeof header)) {
+                const std::vector<char> chunk(size_t(1) << 20, 0);
+                while (written < (uint64_t(512) << 20)) {
+                    const ssize_t n = ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+                    if (n <= 0)
+                        break;
+                    written += uint64_t(n);
+                }
+            }
+            (void)!::write(fds[1], &written, sizeof written);
+            _exit(0);
+        }
+        ::close(fds[1]);
+        ::close(listener);
+        const long before = peakResidentKiB();
+        Probe probe;
+        client::ClientOptions o = fastOptions(endpoint);
+        o.answerTimeout = 500ms;
+        client::AgentClient c(o, probe);
+        QVERIFY(c.start());
+        uint64_t written = 0;
+        std::thread reader([&] { (void)!::read(fds[0], &written, sizeof written); });
+        pumpUntil(c, {}, [&] { return waitpid(child, nullptr, WNOHANG) == child; });
+        reader.join();
+        ::close(fds[0]);
+        const long peak = peakResidentKiB();
+        qInfo("a 2 GiB frame announced to the viewer's SUB: the peer wrote %llu KiB of it before being cut; the "
+              "viewer's peak grew %ld KiB",
+              static_cast<unsigned long long>(written >> 10), peak - before);
+        QVERIFY2(written < (uint64_t(64) << 20), qPrintable(QString::number(written)));
+        QVERIFY(!c.hasState());
+    }
+
     void nobodyAnswers()
     {
         QTemporaryDir dir;
@@ -924,6 +1036,11 @@ private Q_SLOTS:
             << QStringLiteral("empty") << false << QStringLiteral("client.key: no key in the file");
         QTest::newRow("only one of the two files")
             << QStringLiteral("half") << false << QStringLiteral("CURVE needs both");
+        QTest::newRow("no keys, the agent uses CURVE")
+            << QStringLiteral("no-keys") << false
+            << QStringLiteral(": the agent uses CURVE and we do not: give its public key and our secret key");
+        QTest::newRow("keys, the agent does not use CURVE")
+            << QStringLiteral("plain-agent") << false << QStringLiteral(": we use CURVE and the agent does not");
     }
     void curve()
     {
@@ -952,13 +1069,15 @@ private Q_SLOTS:
             f.write("# nothing but a comment\n\n");
         }
 
-        FakeAgent agent(ipcEndpoint(dir, "secure"), 100, &curve);
+        FakeAgent agent(ipcEndpoint(dir, "secure"), 100, setup == QLatin1String("plain-agent") ? nullptr : &curve);
         setUp(agent);
         Probe probe;
         client::ClientOptions o = fastOptions(agent.endpoint());
         o.answerTimeout = 1000ms;
         o.curveServerKeyFile = folder + (setup == QLatin1String("wrong-server") ? "/other.pub" : "/server.pub");
         o.curveSecretKeyFile = setup == QLatin1String("half") ? std::string() : secretFile;
+        if (setup == QLatin1String("no-keys"))
+            o.curveServerKeyFile = o.curveSecretKeyFile = std::string();
         client::AgentClient c(o, probe);
         const bool started = c.start();
         if (joins) {

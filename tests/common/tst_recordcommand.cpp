@@ -113,8 +113,9 @@ private:
             zmq::message_t identity, request;
             while (router.recv(identity, zmq::recv_flags::dontwait)) {
                 while (identity.more() && router.recv(request, zmq::recv_flags::dontwait) && request.more()) { }
-                if (!decodeRequest({ request.data<uint8_t>(), request.size() }).ok())
-                    continue;
+                const DecodedRequest decoded = decodeRequest({ request.data<uint8_t>(), request.size() });
+                if (!decoded.ok() || decoded.request.type != uint16_t(RequestType::State))
+                    continue; // Request{Stacks} and Request{Goodbye} have no reply
                 SegmentRecord seg {};
                 seg.address = m_script.base;
                 seg.size = 20 * MiB;

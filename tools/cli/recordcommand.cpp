@@ -15,7 +15,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string_view>
+#include <thread>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -126,8 +128,10 @@ public:
     void onSilence(std::chrono::milliseconds) override { silent = true; }
     void onError(const client::ClientError& e) override
     {
-        if (e.fatal)
+        if (e.fatal) {
             fatal = e.message;
+            fatalKind = e.kind;
+        }
         else if (e.kind == client::ErrorKind::NoAnswer)
             noAnswer = e.message;
         else
@@ -137,6 +141,7 @@ public:
     std::string m_endpoint;
     bool goodbyes = false, silent = false;
     std::string fatal, noAnswer;
+    client::ErrorKind fatalKind = client::ErrorKind::Socket;
 
 private:
     std::FILE* m_err;
@@ -273,8 +278,9 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         return viewer::recordingExtras(info);
     };
     // Writes `snapshot` to `path`, else (the disk filled up, the folder went away) to the temporary folder: the
-    // path written, or empty when neither took it (the reasons are on `err`).
-    auto writeOut = [&](model::Snapshot& snapshot, const std::string& path) -> std::string {
+    // path written, or empty when neither took it (the reasons are on `err`). Any thread: it sets `status` only
+    // through the flag it is given.
+    auto writeTo = [err](model::Snapshot& snapshot, const std::string& path, bool& failedOver) -> std::string {
         if (io::Error e = io::saveSnapshot(snapshot, path)) {
             // Never lose the recording: the temporary folder may still take it (saveSnapshot writes beside the
             // target and renames, so the target itself is never left half written).
@@ -286,10 +292,46 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             }
             std::fprintf(err, "memscope-cli: %s; the recording was written to %s instead\n", e.toString().c_str(),
                          fallback.c_str());
-            status = 1;
+            failedOver = true;
             return fallback;
         }
         return path;
+    };
+    auto writeOut = [&](model::Snapshot& snapshot, const std::string& path) {
+        bool failedOver = false;
+        std::string written = writeTo(snapshot, path, failedOver);
+        if (failedOver)
+            status = 1;
+        return written;
+    };
+    // A part is written on a thread of its own while this one goes on reading: a job that ends meanwhile (or
+    // floods) is not kept waiting on the disk. One part at a time: the next one waits for it.
+    struct PartWrite {
+        std::thread thread;
+        std::shared_ptr<model::Snapshot> snapshot;
+        uint64_t number = 0;
+        std::string written;
+        bool failedOver = false;
+        ~PartWrite()
+        {
+            if (thread.joinable())
+                thread.join();
+        }
+    } partWrite;
+    // Waits for the part being written, reports it; false when it could not be written at all.
+    auto finishPart = [&]() -> bool {
+        if (!partWrite.thread.joinable())
+            return true;
+        partWrite.thread.join();
+        partWrite.snapshot.reset();
+        if (partWrite.failedOver)
+            status = 1;
+        if (partWrite.written.empty())
+            return false;
+        std::fprintf(err, "memscope-cli: %s: part %llu of the recording written to %s (--max-memory %g MiB)\n",
+                     o.endpoint.c_str(), static_cast<unsigned long long>(partWrite.number), partWrite.written.c_str(),
+                     o.maxMemoryMiB);
+        return true;
     };
     // Bounded memory: past --max-memory the recording so far is written as a part, and goes on from its state.
     const uint64_t partEntries = std::max<uint64_t>(1000, uint64_t(o.maxMemoryMiB * 1048576.0) / BytesPerEntry);
@@ -310,8 +352,19 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             std::fprintf(err, "memscope-cli: %s\n", listener.fatal.c_str());
             if (!agent.hasState())
                 return 1;
-            // What came before it is the job's: kept (the exit status still says the recording was cut short).
-            stopReason = "stopped by an incompatible message";
+            // What came before it is the job's: kept (the exit status still says the recording was cut short), and
+            // the file says what stopped it.
+            switch (listener.fatalKind) {
+            case client::ErrorKind::Incompatible:
+                stopReason = "stopped by an incompatible message";
+                break;
+            case client::ErrorKind::Untrusted:
+                stopReason = "stopped: the endpoint's socket belongs to another user";
+                break;
+            default:
+                stopReason = "stopped by an error at the endpoint";
+                break;
+            }
             status = 1;
             break;
         }
@@ -328,20 +381,30 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             stopReason = "event limit reached";
             break;
         }
+        if (partWrite.thread.joinable() && partWrite.snapshot.use_count() == 1 && !finishPart()) {
+            stopReason = "a part could not be written";
+            status = 1;
+            break;
+        }
         if (recorder.entryCount() >= partEntries && agent.hasState()) {
-            model::Snapshot part = recorder.snapshot();
-            const uint64_t n = parts + 1;
-            part.topLevelExtras = recordingInfo(int64_t(n), "");
-            const std::string written = writeOut(part, partPath(o.output, n));
-            if (written.empty()) {
+            if (!finishPart()) {
                 stopReason = "a part could not be written";
                 status = 1;
                 break;
             }
-            parts = n;
+            const uint64_t n = parts + 1;
+            partWrite.snapshot = std::make_shared<model::Snapshot>(recorder.snapshot());
+            partWrite.snapshot->topLevelExtras = recordingInfo(int64_t(n), "");
+            partWrite.number = n;
+            partWrite.written.clear();
+            partWrite.failedOver = false;
             recorder.dropHistory();
-            std::fprintf(err, "memscope-cli: %s: part %llu of the recording written to %s (--max-memory %g MiB)\n",
-                         o.endpoint.c_str(), static_cast<unsigned long long>(n), written.c_str(), o.maxMemoryMiB);
+            parts = n;
+            partWrite.thread = std::thread(
+                [&partWrite, &writeTo, path = partPath(o.output, n), snapshot = partWrite.snapshot]() mutable {
+                    partWrite.written = writeTo(*snapshot, path, partWrite.failedOver);
+                    snapshot.reset(); // (the loop sees the write is over: only its own reference is left)
+                });
         }
         if (o.follow)
             continue; // a goodbye or silence waits for the job's next run
@@ -355,6 +418,10 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                                                  : "the agent went silent";
             break;
         }
+    }
+    if (!finishPart() && status == 0) {
+        stopReason = "a part could not be written";
+        status = 1;
     }
     if (!agent.hasState()) {
         std::fprintf(err, "memscope-cli: %s: interrupted before the agent answered\n", o.endpoint.c_str());
