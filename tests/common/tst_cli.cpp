@@ -223,6 +223,15 @@ void TestCli::info()
     QVERIFY2(r.out.contains("trace device 0:") && r.out.contains("trace device 1:"), r.out.constData());
     QVERIFY2(r.out.contains("complete (starts with no memory in use)"), r.out.constData());
     QVERIFY2(!r.out.contains("recording:"), r.out.constData()); // PyTorch's own snapshot
+    QVERIFY2(!r.out.contains("skip_actions"), r.out.constData());
+    // A trace recorded with skip_actions=["free_requested"] (a real one, made on an H200) says so.
+    const Run skipped = runCli({ QStringLiteral("info"),
+                                 QString::fromStdString(test::dataPath("corpus/skip_free_requested.pickle")) });
+    QCOMPARE(skipped.status, 0);
+    QVERIFY2(skipped.out.contains("complete (starts with no memory in use); recorded without free_requested entries "
+                                  "(skip_actions): each free counts from its completion"),
+             skipped.out.constData());
+    QVERIFY2(skipped.err.isEmpty(), skipped.err.constData()); // no "does not replay" warning
 
     // A memscope recording (the app's Save) says where it came from: a real snapshot with the key added.
     io::LoadResult loaded = io::loadSnapshot(snapshot("two_device.pickle").toStdString());

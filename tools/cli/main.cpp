@@ -406,6 +406,9 @@ std::string info(const std::string& path, const model::Snapshot& s, std::vector<
                      "ended without its goodbye: records after the last one received may be missing";
             else
                 v += "; complete (starts with no memory in use)";
+            if (replay.freeRequestedSkipped())
+                v += "; recorded without free_requested entries (skip_actions): each free counts from its "
+                     "completion";
         }
         line("trace device " + std::to_string(d), v);
     }
