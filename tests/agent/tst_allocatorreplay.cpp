@@ -53,8 +53,7 @@ size_t nthAlloc(const model::Snapshot& s, int device, size_t n)
 // The cap a corpus trace was made under (tests/data/corpus/X.meta.json: allowed_memory_maximum), 0 for none.
 qlonglong corpusCap(const QString& pickle)
 {
-    QString meta = pickle;
-    meta.replace(QLatin1String(".pickle"), QLatin1String(".meta.json"));
+    QString meta = pickle.left(pickle.lastIndexOf(QLatin1String(".pickle"))) + QLatin1String(".meta.json");
     QFile f(meta);
     if (!f.open(QIODevice::ReadOnly))
         qFatal("cannot read %s", qPrintable(meta));
@@ -125,7 +124,8 @@ void TestAllocatorReplay::everyCorpusTraceMatches_data()
     QTest::addColumn<qlonglong>("cap");
     QTest::addColumn<bool>("capGiven");
     const QDir dir(QString::fromStdString(test::dataPath("corpus")));
-    const QStringList files = dir.entryList({ QStringLiteral("*.pickle") }, QDir::Files, QDir::Name);
+    const QStringList files
+        = dir.entryList({ QStringLiteral("*.pickle"), QStringLiteral("*.pickle.xz") }, QDir::Files, QDir::Name);
     QVERIFY(files.size() >= 17);
     for (const QString& name : files) {
         const QString path = dir.filePath(name);

@@ -105,10 +105,11 @@ void TestParity::corpus_data()
     QTest::addColumn<QString>("kind");
     QTest::addColumn<QString>("reference");
     const QDir dir(QString::fromStdString(test::dataPath("corpus")));
-    const QStringList files = dir.entryList({ QStringLiteral("*.pickle") }, QDir::Files, QDir::Name);
+    const QStringList files
+        = dir.entryList({ QStringLiteral("*.pickle"), QStringLiteral("*.pickle.xz") }, QDir::Files, QDir::Name);
     QVERIFY2(files.size() >= 17, "the corpus is missing");
     for (const QString& file : files) {
-        const QString base = dir.filePath(file.chopped(int(qstrlen(".pickle"))));
+        const QString base = dir.filePath(file.left(file.indexOf(QLatin1String(".pickle"))));
         for (const char* kind : { "segsum", "trace", "segments", "memory" })
             QTest::addRow("%s %s", qPrintable(file), kind)
                 << dir.filePath(file) << QString::fromLatin1(kind) << base + referenceSuffix(kind);

@@ -310,6 +310,39 @@ def whatif_workloads():
 whatif_workloads()
 
 
+def gpt2_varlen_job(torch, name):
+    """A real model's training under each allocator setting: GPT-2 (transformers, from its config) with a batch of
+    another sequence length every step (padding-free batching), the same seed, no cap and no OOM. Its requests do not
+    depend on the allocator, so the what-if replay of one run predicts the others' peak reservation exactly or not."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    record(torch)
+    torch.manual_seed(0)
+    rng = random.Random(5)
+    cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=1024)
+    m = GPT2LMHeadModel(cfg).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    for i in range(12):
+        n = rng.choice([96, 200, 333, 512, 700, 1000])
+        ids = torch.randint(0, 8192, (8, n), device='cuda')
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = m(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step(); opt.zero_grad(set_to_none=True)
+        del loss, ids
+    print(name, 'peak reserved', torch.cuda.max_memory_reserved(), flush=True)
+    dump(torch, name)
+
+
+for _tag, _conf in {'default': '', 'expandable': 'expandable_segments:True', 'max_split128': 'max_split_size_mb:128',
+                    'roundup4': 'roundup_power2_divisions:4'}.items():
+    def _job(torch, name='gpt2_varlen_' + _tag):
+        gpt2_varlen_job(torch, name)
+    _job.__name__ = 'gpt2_varlen_' + _tag
+    _job.env = {'PYTORCH_CUDA_ALLOC_CONF': _conf} if _conf else {}
+    _job.fraction = None
+    WORKLOADS[_job.__name__] = _job
+
+
 # --- private pools: MemPool, CUDA graphs, torch.compile's CUDA graphs in training -----------------------------------
 
 @workload()
