@@ -152,7 +152,7 @@ void TestAllocatorReplay::everyCorpusTraceMatches()
     QVERIFY2(last.rfind("matched ", 0) == 0 && slash != std::string::npos, last.c_str());
     const std::string matched = last.substr(8, slash - 8);
     QCOMPARE(last, "matched " + matched + "/" + matched + " allocations, final state identical: yes");
-    QVERIFY(std::stoul(matched) > 100);
+    QVERIFY(std::stoul(matched) >= 30); // graph_pool, the smallest, makes 35
     // The scripted garbage-collection traces need the cap (their collections free segments no OOM explains):
     // without it the output says which one it replayed under. (The what-if job's gc06 runs collect only on the way
     // to an OOM, which replays without a cap.)

@@ -541,6 +541,23 @@ namespace {
             }
         }
 
+        void endAllCaptures(size_t entry)
+        {
+            for (auto& [pool, streams] : m_captures) {
+                for (uintptr_t stream : *streams) {
+                    JobCall c;
+                    c.kind = JobCall::Kind::PoolStreamEnd;
+                    c.stream = stream;
+                    c.poolFirst = pool.first;
+                    c.poolSecond = pool.second;
+                    c.entry = entry;
+                    log(c);
+                }
+                m_allocator.endAllocateToPool(m_device, agent::PoolId { pool.first, pool.second });
+            }
+            m_captures.clear();
+        }
+
         bool replayAll()
         {
             while (m_next < m_entries.size()) {
@@ -607,6 +624,10 @@ namespace {
                     while (end < j && m_entries[end].action != Action::SegmentAlloc
                            && m_entries[end].action != Action::SegmentMap)
                         ++end;
+                    // No capture is underway at an empty_cache (release_cached_blocks asserts captures_underway is
+                    // empty, c10/cuda/CUDACachingAllocator.cpp synchronize_and_free_events): a pool's window that
+                    // spans one was two captures, and ends here; the next private allocation begins it again.
+                    endAllCaptures(m_entries[m_next].index);
                     JobCall c;
                     c.kind = JobCall::Kind::EmptyCache;
                     c.entry = m_entries[m_next].index;
