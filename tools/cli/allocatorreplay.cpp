@@ -504,13 +504,8 @@ namespace {
             }
             if (std::find(streams->begin(), streams->end(), alloc.stream) == streams->end()) {
                 streams->push_back(alloc.stream);
-                JobCall c;
-                c.kind = JobCall::Kind::PoolStreamBegin;
-                c.stream = alloc.stream;
-                c.poolFirst = alloc.pool.first;
-                c.poolSecond = alloc.pool.second;
-                c.entry = alloc.index;
-                log(c);
+                logPoolStream(JobCall::Kind::PoolStreamBegin, alloc.pool.first, alloc.pool.second, alloc.stream,
+                              alloc.index);
             }
             return true;
         }
@@ -528,13 +523,7 @@ namespace {
                 return;
             auto& streams = *it->second;
             streams.erase(std::remove(streams.begin(), streams.end(), alloc.stream), streams.end());
-            JobCall c;
-            c.kind = JobCall::Kind::PoolStreamEnd;
-            c.stream = alloc.stream;
-            c.poolFirst = alloc.pool.first;
-            c.poolSecond = alloc.pool.second;
-            c.entry = alloc.index;
-            log(c);
+            logPoolStream(JobCall::Kind::PoolStreamEnd, alloc.pool.first, alloc.pool.second, alloc.stream, alloc.index);
             if (streams.empty()) {
                 m_allocator.endAllocateToPool(m_device, alloc.pool);
                 m_captures.erase(it);
@@ -544,15 +533,8 @@ namespace {
         void endAllCaptures(size_t entry)
         {
             for (auto& [pool, streams] : m_captures) {
-                for (uintptr_t stream : *streams) {
-                    JobCall c;
-                    c.kind = JobCall::Kind::PoolStreamEnd;
-                    c.stream = stream;
-                    c.poolFirst = pool.first;
-                    c.poolSecond = pool.second;
-                    c.entry = entry;
-                    log(c);
-                }
+                for (uintptr_t stream : *streams)
+                    logPoolStream(JobCall::Kind::PoolStreamEnd, pool.first, pool.second, stream, entry);
                 m_allocator.endAllocateToPool(m_device, agent::PoolId { pool.first, pool.second });
             }
             m_captures.clear();
@@ -814,6 +796,16 @@ namespace {
         size_t m_requests = 0; // Malloc calls so far
 
         void log(JobCall c) { calls.push_back(c); }
+        void logPoolStream(JobCall::Kind kind, int64_t poolFirst, int64_t poolSecond, uintptr_t stream, size_t entry)
+        {
+            JobCall c;
+            c.kind = kind;
+            c.stream = stream;
+            c.poolFirst = poolFirst;
+            c.poolSecond = poolSecond;
+            c.entry = entry;
+            log(c);
+        }
         void logCompletion(uintptr_t addr)
         {
             auto it = m_pendingUse.find(addr);
