@@ -36,11 +36,16 @@ namespace {
 namespace cca = c10::cuda::CUDACachingAllocator;
 using c10::CachingDeviceAllocator::TraceEntry;
 
-// Contexts in flight per device (between the tracker and the publisher thread), a quarter of the records the agent's
-// ring holds by default (agent/src/publisher.h, DefaultRingRecords): only allocations carry one, and the publisher
+// Contexts in flight per device (between the tracker and the publisher thread), by default a quarter of the records
+// the agent's ring holds (agent/src/publisher.h, DefaultRingRecords): only allocations carry one, and the publisher
 // frees a batch's slots every 25 ms (1.3 M allocations a second before one goes without its stack). A context is
-// (device << 24) | (slot + 1).
-constexpr uint32_t SlotCount = 1u << 15;
+// (device << 24) | (slot + 1). MEMSCOPE_OBSERVER_SLOTS (a power of two, 1,024 to 2^22) sets another count: a
+// slot's context is dropped when the slot comes round again, so fewer slots drop contexts sooner after use.
+const uint32_t SlotCount = [] {
+    const char* v = std::getenv("MEMSCOPE_OBSERVER_SLOTS");
+    const unsigned long n = v ? std::strtoul(v, nullptr, 10) : 0;
+    return n >= 1024 && n <= (1ul << 22) && (n & (n - 1)) == 0 ? uint32_t(n) : (1u << 15);
+}();
 
 struct Slot {
     std::shared_ptr<c10::GatheredContext> context;
@@ -54,6 +59,7 @@ struct Slot {
 struct DeviceSlots {
     std::unique_ptr<Slot[]> slots { new Slot[SlotCount] };
     uint64_t next = 0; // under the device's allocator lock
+    std::atomic<uint64_t> full { 0 }; // events sent without their context: the next slot was still busy
 };
 
 std::vector<std::unique_ptr<DeviceSlots>> g_devices;
@@ -66,6 +72,16 @@ std::shared_ptr<c10::GatheredContext> g_backwardStacks[BackwardStacks];
 std::atomic<int> g_backwardCurrent { -1 };
 int g_backwardNext = 0;
 std::atomic<bool> g_stopping { false };
+// Measurement only (tools/gpu-proof): while false the tracker returns at once, so one process can alternate steps
+// with and without memscope's part of observing (PyTorch's own history stays on). A viewer attached meanwhile misses
+// those events.
+std::atomic<bool> g_tracking { true };
+// Whether frees carry contexts of their own (observe(context="all")). Otherwise PyTorch hands a free the context of
+// the block's allocation (CUDACachingAllocator.cpp, free(): record_trace(FREE_REQUESTED, ..., context ? context :
+// block->context_when_allocated), and free_block's FREE_COMPLETED the same): memscope's viewers know that stack
+// from the allocation already (model::EventTrace gives a free without a stack its block's), so the tracker copies
+// no context for a block's frees, two of the three events of every allocation.
+bool g_freeContexts = false;
 bool g_trackerAttached = false;
 
 Slot* slotOf(uint32_t context)
@@ -95,6 +111,8 @@ bool actionOf(TraceEntry::Action action, uint8_t& out)
 
 void track(const TraceEntry& te)
 {
+    if (!g_tracking.load(std::memory_order_relaxed))
+        return;
     memscope_observed_event e {};
     if (!actionOf(te.action_, e.action) || te.device_ < 0 || size_t(te.device_) >= g_devices.size())
         return;
@@ -105,9 +123,10 @@ void track(const TraceEntry& te)
     e.pool_first = int64_t(te.mempool_.first);
     e.pool_second = int64_t(te.mempool_.second);
     Slot* slot = nullptr;
-    if (te.context_ && e.action != MEMSCOPE_OBSERVED_SNAPSHOT) {
+    const bool blockFree = e.action == MEMSCOPE_OBSERVED_FREE_REQUESTED || e.action == MEMSCOPE_OBSERVED_FREE_COMPLETED;
+    if (te.context_ && e.action != MEMSCOPE_OBSERVED_SNAPSHOT && (g_freeContexts || !blockFree)) {
         DeviceSlots& d = *g_devices[e.device];
-        const uint32_t index = uint32_t(d.next % SlotCount);
+        const uint32_t index = uint32_t(d.next & (SlotCount - 1));
         Slot& s = d.slots[index];
         if (!s.busy.load(std::memory_order_acquire)) { // else the publisher is that far behind: no stack
             // Assigning drops what the slot held before on this thread (lazy release, below).
@@ -121,6 +140,8 @@ void track(const TraceEntry& te)
             slot = &s;
             e.context = (uint32_t(e.device) << 24) | (index + 1);
             ++d.next;
+        } else {
+            d.full.store(d.full.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); // one writer
         }
     }
     if (!memscope_observe_event(&e) && slot) {
@@ -361,7 +382,7 @@ void annotate(const at::RecordFunction& fn, int start)
 }
 
 // Starts observing every device of this process; returns the endpoint. Call after CUDA is initialised.
-std::string start(const std::string& endpoint)
+std::string start(const std::string& endpoint, bool freeContexts)
 {
     const int devices = int(c10::cuda::device_count());
     if (devices < 1)
@@ -375,6 +396,7 @@ std::string start(const std::string& endpoint)
         g_trackerAttached = true;
     }
     g_stopping.store(false);
+    g_freeContexts = freeContexts;
     const memscope_observer_hooks hooks { nullptr, &stateHook, &symbolizeHook, &releaseHook, &pythonExtra };
     int rc = 0;
     {
@@ -408,6 +430,8 @@ void stop()
 
 uint64_t lost() { return memscope_observe_lost(); }
 
+void setTracking(bool on) { g_tracking.store(on, std::memory_order_relaxed); }
+
 // What observing has cost so far (memscope_observe_statistics), for the job to print or a proof to record.
 pybind11::dict stats()
 {
@@ -427,6 +451,10 @@ pybind11::dict stats()
     d["frames_late"] = s.frames_late;
     d["without_stack"] = s.without_stack;
     d["symbolize_ms"] = double(s.symbolize_ns) / 1e6;
+    uint64_t full = 0;
+    for (const auto& device : g_devices)
+        full += device->full.load(std::memory_order_relaxed);
+    d["slots_full"] = full; // events sent without a stack because the publisher thread was that far behind
     return d;
 }
 
@@ -451,9 +479,11 @@ void backwardEnd(int token)
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
-    m.def("start", &start, "observe PyTorch's CUDA caching allocator; returns the endpoint");
+    m.def("start", &start, "observe PyTorch's CUDA caching allocator; returns the endpoint", pybind11::arg("endpoint"),
+          pybind11::arg("free_contexts") = false);
     m.def("stop", &stop, "publish what is queued and a goodbye, then stop");
     m.def("lost", &lost, "events dropped because the ring was full");
+    m.def("_set_tracking", &setTracking, "measurement only: with False the tracker ignores every event");
     m.def("stats", &stats, "what observing has cost so far: symbolisation, the interpreter lock, stacks");
     m.def("backward_begin", &backwardBegin, "the calling Python stack is the autograd engine's until backward_end");
     m.def("backward_end", &backwardEnd, "ends what backward_begin(token) began");

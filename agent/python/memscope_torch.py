@@ -218,7 +218,9 @@ def observe(endpoint=None, stacks="python", context="alloc", path=None, verbose=
         torch.cuda.memory._record_memory_history(enabled="all", context=context, stacks=stacks, max_entries=1)
     if stacks and not getattr(torch.autograd.backward, "_memscope", False):
         _attribute_backward(torch, _observer.backward_begin, _observer.backward_end)
-    _observer_endpoint = _observer.start(endpoint or os.environ.get("MEMSCOPE_ENDPOINT", ""))
+    # Frees carry stacks of their own only under context="all"; else the allocation's, which the viewers know.
+    _observer_endpoint = _observer.start(endpoint or os.environ.get("MEMSCOPE_ENDPOINT", ""),
+                                         bool(stacks) and context == "all")
     atexit.register(stop_observing)
     print("memscope: observing PyTorch's allocator at %s" % _observer_endpoint, file=sys.stderr)
     return _observer_endpoint

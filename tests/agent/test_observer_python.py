@@ -293,6 +293,16 @@ class ObserverPythonStacksTest(unittest.TestCase):
             with self.subTest(size=size):
                 self.assertEqual([frames_of(e) for e in by_size[size]], [frames])
         self.assertEqual(result["expected"][0][1][0][0], "layer")
+        # The host hands frees no context (PyTorch gives them the allocation's): the recording's frees carry the
+        # stack of their allocation, as PyTorch's own trace does.
+        live, frees = {}, 0
+        for e in snapshot["device_traces"][0]:
+            if e["action"] == "alloc":
+                live[e["addr"]] = frames_of(e)
+            elif e["action"] in ("free_requested", "free_completed"):
+                frees += 1
+                self.assertEqual(frames_of(e), live[e["addr"]])
+        self.assertEqual(frees, 2 * 20 * 70)
         for segment in snapshot["segments"]:  # everything freed at the end
             for block in segment["blocks"]:
                 self.assertEqual(block["state"], "inactive")

@@ -880,7 +880,8 @@ private Q_SLOTS:
                      QStringLiteral("--delay"), QStringLiteral("300"), QStringLiteral("--no-stacks") });
         QVERIFY(waitBound(demo));
         record.start(recordArgs(e, out));
-        QTest::qWait(1500);
+        // Long enough for the state's answer on a loaded machine (1.5 s was not, once, beside a whole-tree build).
+        QTest::qWait(3000);
         ::kill(pid_t(record.process->processId()), signal);
         QVERIFY(record.finish(20000));
         demo.process->kill();

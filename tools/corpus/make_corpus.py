@@ -343,6 +343,46 @@ for _tag, _conf in {'default': '', 'expandable': 'expandable_segments:True', 'ma
     WORKLOADS[_job.__name__] = _job
 
 
+def gpt2_varlen_oom_job(torch, name):
+    """The same training under a memory cap, as a job that meets real OOMs: a step that runs out of memory is
+    skipped (its tensors dropped, its gradients zeroed) and training goes on, the way training loops survive a
+    too-long batch. Run under the default settings and expandable_segments:True with caps between the two settings'
+    peaks, so that one run of a pair fails steps the other does not."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    record(torch)
+    torch.manual_seed(0)
+    rng = random.Random(5)
+    cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=1024)
+    m = GPT2LMHeadModel(cfg).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+    skipped = []
+    for i in range(12):
+        n = rng.choice([96, 200, 333, 512, 700, 1000])
+        ids = torch.randint(0, 8192, (8, n), device='cuda')
+        try:
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                loss = m(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            del loss
+        except torch.OutOfMemoryError:
+            skipped.append(i)
+        opt.zero_grad(set_to_none=True)
+        del ids
+    print(name, 'skipped steps', skipped, 'peak reserved', torch.cuda.max_memory_reserved(), flush=True)
+    dump(torch, name)
+
+
+for _cap in (2850, 2950, 3050):
+    for _tag, _conf in {'default': '', 'expandable': 'expandable_segments:True'}.items():
+        def _job(torch, name=f'gpt2_oom{_cap}_{_tag}'):
+            gpt2_varlen_oom_job(torch, name)
+        _job.__name__ = f'gpt2_oom{_cap}_{_tag}'
+        _job.env = {'PYTORCH_CUDA_ALLOC_CONF': _conf} if _conf else {}
+        _job.fraction = ('bytes', _cap * 1_000_000)
+        WORKLOADS[_job.__name__] = _job
+
+
 # --- private pools: MemPool, CUDA graphs, torch.compile's CUDA graphs in training -----------------------------------
 
 @workload()
@@ -528,6 +568,8 @@ def run_one(name):
     fraction = fn.fraction
     if fraction == 'whatif':
         fraction = WHATIF_CAP / torch.cuda.mem_get_info()[1]
+    elif isinstance(fraction, tuple):  # ('bytes', N): a cap of N bytes
+        fraction = fraction[1] / torch.cuda.mem_get_info()[1]
     if fraction:
         torch.cuda.set_per_process_memory_fraction(fraction)
     t0 = time.time()

@@ -1,6 +1,6 @@
 """The observer proof on a GPU machine: memscope_torch.observe() on varied jobs, recorded live.
 
-Usage (from the repository root): python3 tools/gpu-proof/observe.py OUTDIR [correct] [timing]
+Usage (from the repository root): python3 tools/gpu-proof/observe.py OUTDIR [correct] [timing] [ab]
 Environment: MEMSCOPE_CLI (memscope-cli), MEMSCOPE_AGENT_LIB (libmemscope-agent.so), PYTHONPATH with agent/python.
 
 correct: each workload of observe_workloads.py in a fresh process under observe() (Python stacks) with
@@ -13,7 +13,10 @@ timing: llama, vit and the 1 MiB alloc/free loop, each mode in a fresh process, 
 native, native_hist (PyTorch's own history with Python stacks), observe_none, observe_python; the median step
 time of steps 10 and later. OBSERVE_TIMED=w:steps,... picks the workloads, OBSERVE_ROUNDS the rounds (2),
 OBSERVE_EAGER=1 adds observe() with contexts released on the publisher thread; OBSERVE_MODES=a,b picks the modes.
-OBSERVE_ONLY=w1,w2 limits the correct phase to those workloads. Prints a summary and writes
+OBSERVE_ONLY=w1,w2 limits the correct phase to those workloads.
+ab: PyTorch's own history against observe() inside one process (observe_workloads.py observe_ab: memscope's
+tracker off on even steps, on on odd ones), median of steps 10 and later and the median of adjacent pairs' ratios;
+OBSERVE_AB=w:steps,... (llama:60,loop:30), OBSERVE_SLOTS=n,... runs each once per MEMSCOPE_OBSERVER_SLOTS value. Prints a summary and writes
 OUTDIR/observe-results.json.
 """
 import json
@@ -233,6 +236,33 @@ if "timing" in PHASES:
                     base["observe_python_eager"] / base["native_hist"], 4)
             if workload == "loop":  # 20,000 alloc/free pairs a step, 3 trace events each
                 results["loop.ns_per_pair"] = {m: round(base[m] * 1e6 / 20000, 1) for m in modes}
+
+if "ab" in PHASES:
+    # One process a run: PyTorch's own history on every step, memscope's tracker on odd steps only
+    # (observe_workloads.py observe_ab). Steps 10 and later; each odd step is paired with the even step before it.
+    # OBSERVE_SLOTS=a,b runs each workload once per slot count (MEMSCOPE_OBSERVER_SLOTS; "" = the default).
+    slots_list = os.environ.get("OBSERVE_SLOTS", "").split(",")
+    for workload, steps in [(w, int(n)) for w, n in (x.split(":") for x in os.environ.get(
+            "OBSERVE_AB", "llama:60,loop:30").split(","))]:
+        for rnd in range(int(os.environ.get("OBSERVE_ROUNDS", "1"))):
+            for slots in slots_list:
+                tag = "%s.ab.s%s.r%d" % (workload, slots or "default", rnd)
+                if slots:
+                    os.environ["MEMSCOPE_OBSERVER_SLOTS"] = slots
+                else:
+                    os.environ.pop("MEMSCOPE_OBSERVER_SLOTS", None)
+                run_job(workload, "observe_ab", steps, tag=tag)
+                path = "%s/%s.observe_ab.ab.json" % (OUT, workload)
+                if not os.path.exists(path):
+                    continue
+                ab = json.load(open(path))
+                h, o = ab["history"][5:], ab["observe"][5:]
+                pairs = [b / a for a, b in zip(h, o)]
+                results[tag] = {"history_ms": round(statistics.median(h), 3), "observe_ms": round(statistics.median(o), 3),
+                                "ratio_of_medians": round(statistics.median(o) / statistics.median(h), 4),
+                                "paired_median": round(statistics.median(pairs), 4), "pairs": len(pairs)}
+                print(tag, results[tag], flush=True)
+    os.environ.pop("MEMSCOPE_OBSERVER_SLOTS", None)
 
 json.dump(results, open("%s/observe-results.json" % OUT, "w"), indent=1)
 print(json.dumps({k: v for k, v in results.items() if not k.endswith(".job")}, indent=1)[:8000])

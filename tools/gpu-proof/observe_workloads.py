@@ -13,7 +13,9 @@ WORKLOAD:
   compile_ro  GPT-2 (4 layers) under torch.compile(mode="reduce-overhead"): CUDA graphs, private pools
   loop        a tight loop of 1 MiB alloc/free pairs (the per-event cost; steps are 20,000 pairs each)
 MODE: native, native_hist (PyTorch's own _record_memory_history(stacks="python")), observe_none
-(memscope_torch.observe(stacks=None)), observe_python (memscope_torch.observe()).
+(memscope_torch.observe(stacks=None)), observe_python (memscope_torch.observe()), observe_ab (observe(), with
+memscope's tracker switched off on even steps and on on odd ones: PyTorch's own history against observe() in one
+process, step by step, free of what differs between processes; OUTDIR/W.M.ab.json holds both lists).
 
 Writes OUTDIR/W.M.steps.json (per-step milliseconds), OUTDIR/W.M.final.pickle (torch.cuda.memory._snapshot() at the
 end) and, observed, OUTDIR/W.M.stats.json (memscope_torch.observer_stats()). With --pause-at, at that step it saves
@@ -40,6 +42,7 @@ if mode.startswith("observe"):
     endpoint = os.environ["MEMSCOPE_ENDPOINT"]
     got = memscope_torch.observe(endpoint=endpoint, stacks=None if mode == "observe_none" else "python")
     assert got == endpoint, got
+    set_tracking = memscope_torch._observer._set_tracking if mode == "observe_ab" else None
 
 torch.manual_seed(0)
 dev = "cuda"
@@ -168,6 +171,8 @@ def make_step():
 step = make_step()
 times = []
 for i in range(steps):
+    if set_tracking:
+        set_tracking(i % 2 == 1)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     with torch.profiler.record_function("step_%d" % i):
@@ -179,6 +184,9 @@ for i in range(steps):
         open(name + ".paused", "w").write("1")
         time.sleep(4)
 json.dump(times, open(name + ".steps.json", "w"))
+if set_tracking:
+    set_tracking(True)
+    json.dump({"history": times[0::2], "observe": times[1::2]}, open(name + ".ab.json", "w"))
 pickle.dump(torch.cuda.memory._snapshot(), open(name + ".final.pickle", "wb"))
 if mode.startswith("observe"):
     json.dump(memscope_torch.observer_stats(), open(name + ".stats.json", "w"))
