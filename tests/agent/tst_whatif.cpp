@@ -15,6 +15,8 @@
 #include <QJsonObject>
 #include <QTest>
 
+#include <algorithm>
+
 using namespace memscope;
 
 namespace {
@@ -64,6 +66,7 @@ private Q_SLOTS:
     void predictsAnotherRun();
     void realModelPredictions_data();
     void realModelPredictions();
+    void realOomPair();
     void ownSettingsGiveTheFileBack_data();
     void ownSettingsGiveTheFileBack();
     void textAndJson();
@@ -168,6 +171,56 @@ void TestWhatIf::realModelPredictions()
     qInfo("%s: predicted %zu B, the run %zu B (the default run %zu B)", qPrintable(set), d.replayed.peakReserved, truth,
           d.original.peakReserved);
     QCOMPARE(d.replayed.peakReserved, truth);
+}
+
+// A real model meeting real OOMs: the same GPT-2 training under a 2.85 GB cap (make_corpus.py gpt2_oom2850_*), which
+// skips a step that runs out of memory. Under the default settings it skipped 7 steps; under expandable_segments it
+// skipped none. From the run without an OOM, the replay under the default settings names the other run's first OOM
+// (its request and size, read from that run's own file); from the run with OOMs, the replay under expandable
+// segments says the first would not happen, and says where the replay stops being exact.
+void TestWhatIf::realOomPair()
+{
+    const QString withOoms = corpus(QStringLiteral("gpt2_oom2850_default.pickle.xz"));
+    const QString without = corpus(QStringLiteral("gpt2_oom2850_expandable.pickle.xz"));
+    const size_t cap = size_t(meta(withOoms)[QLatin1String("allowed_memory_maximum")].toDouble());
+    QCOMPARE(cap, size_t(meta(without)[QLatin1String("allowed_memory_maximum")].toDouble()));
+
+    WhatIfOptions options;
+    options.original.memoryLimit = cap;
+    const WhatIfResult truth = whatIf(*load(withOoms), options); // the file's own OOMs, as recovered
+    QVERIFY2(truth.ok, truth.error.c_str());
+    const auto realOoms = oomsOf(truth.devices[0].original);
+    QCOMPARE(realOoms.size(), size_t(7));
+
+    options.sets = { "expandable_segments:False" };
+    const WhatIfResult fromWithout = whatIf(*load(without), options);
+    QVERIFY2(fromWithout.ok, fromWithout.error.c_str());
+    const WhatIfDevice& a = fromWithout.devices[0];
+    QVERIFY(a.original.ooms.empty());
+    QVERIFY(!a.replayed.ooms.empty());
+    qInfo("from the run without OOMs: first OOM predicted at request %zu (%zu B); the default run's first at %zu (%zu B)",
+          a.replayed.ooms[0].request, a.replayed.ooms[0].size, realOoms[0].first, realOoms[0].second);
+    QCOMPARE(oomsOf(a.replayed).front(), realOoms.front());
+    QCOMPARE(a.firstChangedOom, realOoms.front().first);
+
+    options.sets = { "expandable_segments:True" };
+    const WhatIfResult fromWith = whatIf(*load(withOoms), options);
+    QVERIFY2(fromWith.ok, fromWith.error.c_str());
+    const WhatIfDevice& b = fromWith.devices[0];
+    const auto after = oomsOf(b.replayed);
+    QVERIFY(std::find(after.begin(), after.end(), realOoms.front()) == after.end());
+    QCOMPARE(b.firstChangedOom, realOoms.front().first);
+    const std::string text = whatIfText(fromWith, "f");
+    std::string number = std::to_string(realOoms.front().first); // grouped by thousands, as the text prints it
+    for (int i = int(number.size()) - 3; i > 0; i -= 3)
+        number.insert(size_t(i), ",");
+    const std::string exactUpTo
+        = "exact up to request " + number + ": there the job as recorded met an OOM that would not happen";
+    QVERIFY2(text.find(exactUpTo) != std::string::npos, text.c_str());
+    const QJsonObject json = QJsonDocument::fromJson(QByteArray::fromStdString(whatIfJson({ fromWith }, "f"))).object();
+    QCOMPARE(json[QLatin1String("runs")].toArray()[0].toObject()[QLatin1String("devices")].toArray()[0].toObject()
+                 [QLatin1String("first_changed_oom_request")].toInteger(),
+             qint64(realOoms.front().first));
 }
 
 void TestWhatIf::ownSettingsGiveTheFileBack_data()

@@ -256,6 +256,14 @@ WhatIfResult whatIf(const model::Snapshot& snapshot, const WhatIfOptions& option
             w.requests += c.kind == JobCall::Kind::Malloc;
         w.baseline = run(d.calls, d.device, base, job.memoryLimit, options.original.deviceMemory);
         w.replayed = run(d.calls, d.device, config, result.cap, options.original.deviceMemory);
+        w.firstChangedOom = w.requests;
+        const std::set<size_t> before = requestsOf(w.original), after = requestsOf(w.replayed);
+        for (size_t q : before)
+            if (!after.count(q))
+                w.firstChangedOom = std::min(w.firstChangedOom, q);
+        for (size_t q : after)
+            if (!before.count(q))
+                w.firstChangedOom = std::min(w.firstChangedOom, q);
         result.devices.push_back(std::move(w));
     }
     result.ok = true;
@@ -311,6 +319,13 @@ std::string whatIfText(const WhatIfResult& r, const std::string& name)
                 out += "    new: request " + grouped(oom.request) + " (" + bytes(oom.size) + ", entry "
                     + grouped(oom.entry) + " of the file) would fail\n";
         }
+        if (d.firstChangedOom < d.requests) {
+            const bool avoided = before.count(d.firstChangedOom) != 0;
+            out += "  exact up to request " + grouped(d.firstChangedOom) + ": there the job as recorded "
+                + (avoided ? "met an OOM that would not happen" : "did not meet the OOM that would")
+                + "; the requests after it are those of a job that "
+                + (avoided ? "did" : "did not") + " and went on as it did\n";
+        }
         // The error bar: the file's own settings replayed the same way.
         const bool calibrated = d.baseline.peakReserved == d.original.peakReserved
             && requestsOf(d.baseline) == before;
@@ -338,6 +353,9 @@ std::string whatIfJson(const std::vector<WhatIfResult>& results, const std::stri
                 { "original", outcomeJson(d.original, r.originalSettings, r.originalCap) },
                 { "baseline", outcomeJson(d.baseline, r.originalSettings, r.originalCap) },
                 { "replayed", outcomeJson(d.replayed, r.newSettings, r.cap) },
+                // null when no OOM changes: the whole replay stands on requests either run makes
+                { "first_changed_oom_request",
+                  d.firstChangedOom < d.requests ? nlohmann::json(d.firstChangedOom) : nlohmann::json(nullptr) },
             };
             devices.push_back(std::move(dev));
         }

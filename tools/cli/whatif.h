@@ -33,6 +33,10 @@ struct WhatIfDevice {
     MemoryOutcome baseline; // the replay under the file's own settings on made-up addresses: the error bar
     MemoryOutcome replayed; // the replay under the new settings
     size_t requests = 0; // the job's Malloc calls
+    // The first request whose OOM the replay changes (one that would not happen, or a new one); `requests` when
+    // none. Up to it the job's recorded requests are what either run makes; after it they are those of a job that
+    // met (or did not meet) that OOM and went on as it did, which the other run may not repeat.
+    size_t firstChangedOom = 0;
 };
 
 struct WhatIfResult {

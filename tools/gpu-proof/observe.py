@@ -1,6 +1,6 @@
 """The observer proof on a GPU machine: memscope_torch.observe() on varied jobs, recorded live.
 
-Usage (from the repository root): python3 tools/gpu-proof/observe.py OUTDIR [correct] [timing] [ab]
+Usage (from the repository root): python3 tools/gpu-proof/observe.py OUTDIR [correct] [timing] [trace] [ab]
 Environment: MEMSCOPE_CLI (memscope-cli), MEMSCOPE_AGENT_LIB (libmemscope-agent.so), PYTHONPATH with agent/python.
 
 correct: each workload of observe_workloads.py in a fresh process under observe() (Python stacks) with
@@ -14,6 +14,8 @@ native, native_hist (PyTorch's own history with Python stacks), observe_none, ob
 time of steps 10 and later. OBSERVE_TIMED=w:steps,... picks the workloads, OBSERVE_ROUNDS the rounds (2),
 OBSERVE_EAGER=1 adds observe() with contexts released on the publisher thread; OBSERVE_MODES=a,b picks the modes.
 OBSERVE_ONLY=w1,w2 limits the correct phase to those workloads.
+trace: torch_only and mempool under observe() with PyTorch's own whole trace kept beside; the recording's trace
+equals PyTorch's entry by entry (action, address, size, frames).
 ab: PyTorch's own history against observe() inside one process (observe_workloads.py observe_ab: memscope's
 tracker off on even steps, on on odd ones), median of steps 10 and later and the median of adjacent pairs' ratios;
 OBSERVE_AB=w:steps,... (llama:60,loop:30), OBSERVE_SLOTS=n,... runs each once per MEMSCOPE_OBSERVER_SLOTS value. Prints a summary and writes
@@ -174,6 +176,30 @@ except Exception as e:
     json.dump(results, open("%s/observe-results.json" % OUT, "w"), indent=1)
     sys.exit(1)
 print("extension built in", round(time.time() - t0, 1), "s", flush=True)
+
+def compare_trace(name, recorded_path, expected_path):
+    """The recording's whole trace against PyTorch's own, entry by entry: action, address, size, stream and the
+    frames (what a user's stack names), for a job whose every allocation has Python frames (no backward)."""
+    if not (os.path.exists(recorded_path) and os.path.exists(expected_path)):
+        results[name] = {"missing": True}
+        return
+    rec = pickle.load(open(recorded_path, "rb"))["device_traces"][0]
+    exp = pickle.load(open(expected_path, "rb"))["device_traces"][0]
+    key = lambda e: (e["action"], e["addr"], e["size"], [(f["name"], f["filename"], f["line"])
+                                                         for f in e.get("frames", [])])
+    a, b = [key(e) for e in rec], [key(e) for e in exp]
+    first = next(({"index": i, "recorded": str(x)[:500], "pytorch": str(y)[:500]}
+                  for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    frees = sum(1 for e in exp if e["action"] in ("free_requested", "free_completed"))
+    results[name] = {"identical": a == b, "entries": [len(a), len(b)], "frees": frees, "first": first}
+    print(name, json.dumps(results[name])[:1200], flush=True)
+
+
+if "trace" in PHASES:
+    for workload, steps in [("torch_only", 6), ("mempool", 6)]:
+        tag = "%s.observe_trace" % workload
+        run_job(workload, "observe_trace", steps, record=True)
+        compare_trace(tag + ".trace", "%s/%s.rec.pickle" % (OUT, tag), "%s/%s.final.pickle" % (OUT, tag))
 
 if "correct" in PHASES:
     plan = [("torch_only", 20), ("mempool", 20), ("oom_retry", 12), ("llama", 24), ("vit", 20), ("lora", 20),

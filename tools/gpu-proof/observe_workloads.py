@@ -13,7 +13,8 @@ WORKLOAD:
   compile_ro  GPT-2 (4 layers) under torch.compile(mode="reduce-overhead"): CUDA graphs, private pools
   loop        a tight loop of 1 MiB alloc/free pairs (the per-event cost; steps are 20,000 pairs each)
 MODE: native, native_hist (PyTorch's own _record_memory_history(stacks="python")), observe_none
-(memscope_torch.observe(stacks=None)), observe_python (memscope_torch.observe()), observe_ab (observe(), with
+(memscope_torch.observe(stacks=None)), observe_python (memscope_torch.observe()), observe_trace (observe() with
+PyTorch's own whole trace kept too: the final pickle holds it), observe_ab (observe(), with
 memscope's tracker switched off on even steps and on on odd ones: PyTorch's own history against observe() in one
 process, step by step, free of what differs between processes; OUTDIR/W.M.ab.json holds both lists).
 
@@ -43,6 +44,9 @@ if mode.startswith("observe"):
     got = memscope_torch.observe(endpoint=endpoint, stacks=None if mode == "observe_none" else "python")
     assert got == endpoint, got
     set_tracking = memscope_torch._observer._set_tracking if mode == "observe_ab" else None
+    if mode == "observe_trace":  # PyTorch keeps its own whole trace beside: the oracle of the recording's
+        torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                 max_entries=1_000_000)
 
 torch.manual_seed(0)
 dev = "cuda"
