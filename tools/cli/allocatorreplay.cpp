@@ -13,9 +13,15 @@
 //    another stream (record_stream): the replay records a use on a stream of its own before freeing, and completes
 //    that stream's event where the trace shows the `free_completed`.
 //  - `segment_free`/`segment_unmap`/`free_completed` runs that no malloc explains are an empty_cache() call.
-//  - Allocations that land in a segment the final snapshot assigns to a private pool (CUDA graphs, pool (1, 0)...)
-//    were made during a capture: the replay begins allocating to that pool on their stream just before the first
-//    of them and ends after the last (beginAllocateToPool / endAllocateToPool).
+//  - Allocations that land in a segment of a private pool (CUDA graphs, pool (1, 0)...; a MemPool, (0, 1)...) were
+//    made during a capture or a use_mem_pool block: the replay begins allocating to that pool on their stream just
+//    before the first of a run of them and ends after the last, a run being the stream's allocations up to one that
+//    goes to another pool (beginAllocateToPool / endAllocateToPool; no capture spans an empty_cache either).
+//    A segment's pool is the final snapshot's for segments alive at the end. For one freed before, the trace does
+//    not say (PyTorch 2.11 writes no pool on trace entries): it is taken as the default pool until the replay shows
+//    it cannot be (a default request that PyTorch gave a new segment while this one had a block that fits), and the
+//    replay starts again with that segment in a pool of its own; a private pool whose segments the trace frees was
+//    released first (releasePool: its MemPool deleted, its graph reset).
 // Every event the allocator reports must equal the next trace entry (action, address, size, stream); only the
 // order of `free_completed` entries of one process_events pass may differ (PyTorch walks a hash map of streams).
 #include "allocatorreplay.h"
@@ -34,6 +40,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -224,18 +231,27 @@ namespace {
         std::string stateDifference;
         size_t segments = 0;
         size_t blocks = 0;
+        // When the divergence shows that a segment freed before the end was in a private pool: the trace index of
+        // its segment_alloc (a replay that knows it can go further).
+        std::optional<size_t> privateSegment;
     };
+
+    // Segments (by the trace index of their segment_alloc) found to be in a pool of their own, and that pool.
+    using PrivateSegments = std::map<size_t, agent::PoolId>;
 
     class DeviceReplay {
     public:
         DeviceReplay(int device, const model::Snapshot& s, agent::CachingAllocator& allocator,
-                     agent::HostBackend& backend, Recorder& recorder, size_t memoryLimit)
+                     agent::HostBackend& backend, Recorder& recorder, size_t memoryLimit,
+                     const PrivateSegments& privateSegments)
             : m_device(device)
             , m_snapshot(s)
             , m_allocator(allocator)
             , m_backend(backend)
             , m_recorder(recorder)
             , m_memoryLimit(memoryLimit)
+            , m_privateSegments(privateSegments)
+            , m_windows(allocator, device)
         {
         }
 
@@ -360,11 +376,75 @@ namespace {
                         e.pool = agent::PoolId { seg.poolId.first, seg.poolId.second };
                 }
             }
+            // Every segment's life in the trace (segment_alloc to its segment_free); those found private before
+            // put their allocations in their pool.
+            std::map<uintptr_t, size_t> alive; // address -> its Life
             for (size_t k = 0; k < m_entries.size(); ++k) {
                 const Entry& e = m_entries[k];
-                if (e.action == Action::Alloc && !e.pool.isDefault())
-                    m_lastPrivate[{ e.pool.first, e.pool.second, e.stream }] = k;
+                if (e.action == Action::SegmentAlloc) {
+                    alive[e.addr] = m_lives.size();
+                    m_lives.push_back(Life { k, m_entries.size(), e.addr, e.addr + e.size });
+                } else if (e.action == Action::SegmentFree) {
+                    if (auto it = alive.find(e.addr); it != alive.end()) {
+                        m_lives[it->second].end = k;
+                        alive.erase(it);
+                    }
+                }
             }
+            for (const Life& life : m_lives) {
+                auto hint = m_privateSegments.find(m_entries[life.begin].index);
+                if (hint == m_privateSegments.end())
+                    continue;
+                for (size_t k = life.begin; k < life.end; ++k) {
+                    Entry& e = m_entries[k];
+                    if (e.action == Action::Alloc && e.addr >= life.lo && e.addr < life.hi)
+                        e.pool = hint->second;
+                }
+            }
+            // A run of private allocations on a stream ends where the stream's next allocation goes to another pool.
+            std::map<uintptr_t, size_t> lastOnStream; // stream -> its latest allocation
+            for (size_t k = 0; k < m_entries.size(); ++k) {
+                const Entry& e = m_entries[k];
+                if (e.action != Action::Alloc)
+                    continue;
+                auto it = lastOnStream.find(e.stream);
+                if (it != lastOnStream.end() && !(m_entries[it->second].pool == e.pool)
+                    && !m_entries[it->second].pool.isDefault())
+                    m_runEnds.insert(it->second);
+                lastOnStream[e.stream] = k;
+            }
+            for (const auto& [stream, k] : lastOnStream)
+                if (!m_entries[k].pool.isDefault())
+                    m_runEnds.insert(k);
+        }
+
+        // The pool of the segment at `address` alive at entry k (default when unknown or none).
+        agent::PoolId poolAt(uintptr_t address, size_t k) const
+        {
+            for (const Life& life : m_lives) {
+                if (address >= life.lo && address < life.hi && life.begin <= k && k <= life.end) {
+                    auto hint = m_privateSegments.find(m_entries[life.begin].index);
+                    if (hint != m_privateSegments.end())
+                        return hint->second;
+                    if (life.end == m_entries.size()) {
+                        for (const model::Segment& seg : m_snapshot.segments)
+                            if (seg.device == m_device && uintptr_t(seg.address) == life.lo)
+                                return agent::PoolId { seg.poolId.first, seg.poolId.second };
+                    }
+                    return {};
+                }
+            }
+            return {};
+        }
+        // The life of the segment at `address` alive at entry k; SIZE_MAX when none.
+        size_t lifeAt(uintptr_t address, size_t k) const
+        {
+            for (size_t i = 0; i < m_lives.size(); ++i) {
+                const Life& life = m_lives[i];
+                if (address >= life.lo && address < life.hi && life.begin <= k && k <= life.end)
+                    return i;
+            }
+            return SIZE_MAX;
         }
 
         bool diverge(const Entry* expected, const std::string& why)
@@ -430,8 +510,22 @@ namespace {
                             }
                         }
                     }
-                    if (!swapped)
+                    if (ev.action == agent::TraceAction::SegmentFree && expected.action == Action::SegmentFree) {
+                        // One release_cached_blocks frees the freeable private pools in the order of a hash map
+                        // (graph_pools_freeable, an unordered_map), and the replay may split one pool in several.
+                        for (size_t k = m_next + 1; k < m_entries.size() && m_entries[k].action == Action::SegmentFree;
+                             ++k) {
+                            if (matches(ev, m_entries[k])) {
+                                std::swap(m_entries[m_next], m_entries[k]);
+                                swapped = true;
+                                break;
+                            }
+                        }
+                    }
+                    if (!swapped) {
+                        notePrivateSegment(ev, expected);
                         return diverge(&expected, explain(ev, expected));
+                    }
                 }
                 const Entry& e = m_entries[m_next];
                 if (e.action == Action::Alloc)
@@ -445,6 +539,42 @@ namespace {
             m_recorder.events.clear();
             watchOutcome(m_allocator, m_device, outcome);
             return true;
+        }
+
+        // PyTorch reserved a new segment (or used another) where memscope placed the block in a segment it had: the
+        // request and that segment were in different pools. A segment freed before the end whose pool is not known yet (taken as the
+        // default one) was private; else the request was, and so is the segment PyTorch reserved for it.
+        void notePrivateSegment(const agent::TraceEvent& got, const Entry& expected)
+        {
+            const size_t used = lifeAt(got.addr, m_next);
+            auto unknown = [&](size_t life) {
+                return life != SIZE_MAX && m_lives[life].end < m_entries.size()
+                    && !m_privateSegments.count(m_entries[m_lives[life].begin].index);
+            };
+            // memscope released a cached segment that PyTorch kept until later: it was in a pool not released yet.
+            if (got.action == agent::TraceAction::SegmentFree) {
+                if (unknown(used) && m_lives[used].end > m_next)
+                    m_result.privateSegment = m_entries[m_lives[used].begin].index;
+                return;
+            }
+            if (got.action != agent::TraceAction::Alloc
+                || (expected.action != Action::SegmentAlloc && expected.action != Action::Alloc))
+                return;
+            // PyTorch placed it in another segment it had: the one memscope chose was not the request's pool's.
+            if (expected.action == Action::Alloc) {
+                if (used != lifeAt(expected.addr, m_next) && unknown(used))
+                    m_result.privateSegment = m_entries[m_lives[used].begin].index;
+                return;
+            }
+            if (unknown(used)) {
+                m_result.privateSegment = m_entries[m_lives[used].begin].index;
+                return;
+            }
+            if (m_privateSegments.count(expected.index))
+                return;
+            for (const Life& life : m_lives)
+                if (life.begin == m_next && life.end < m_entries.size())
+                    m_result.privateSegment = expected.index;
         }
 
         bool isPendingCompletion(const Entry& e) const
@@ -483,61 +613,56 @@ namespace {
 
         bool beginCaptureFor(const Entry& alloc)
         {
-            // Is the stream inside a capture window of another pool, or of no pool while this alloc is private?
-            for (auto& [pool, streams] : m_captures) {
-                const bool here = std::find(streams->begin(), streams->end(), alloc.stream) != streams->end();
-                if (here && !(pool == std::make_pair(alloc.pool.first, alloc.pool.second)))
-                    return diverge(&alloc,
-                                   "cannot replay: this allocation on stream " + std::to_string(alloc.stream)
-                                       + " went to another pool while its stream was being captured into pool ("
-                                       + std::to_string(pool.first) + ", " + std::to_string(pool.second) + ")");
-            }
-            if (alloc.pool.isDefault())
+            std::pair<int64_t, int64_t> open;
+            const bool inWindow = m_windows.openOn(alloc.stream, open);
+            if (inWindow && open != std::make_pair(alloc.pool.first, alloc.pool.second))
+                return diverge(&alloc,
+                               "cannot replay: this allocation on stream " + std::to_string(alloc.stream)
+                                   + " went to another pool while its stream was being captured into pool ("
+                                   + std::to_string(open.first) + ", " + std::to_string(open.second) + ")");
+            if (alloc.pool.isDefault() || inWindow)
                 return true;
-            auto& streams = m_captures[{ alloc.pool.first, alloc.pool.second }];
-            if (!streams) {
-                streams = std::make_shared<std::vector<uintptr_t>>();
-                std::shared_ptr<std::vector<uintptr_t>> filterStreams = streams;
-                m_allocator.beginAllocateToPool(m_device, alloc.pool, [filterStreams](agent::StreamId s) {
-                    return std::find(filterStreams->begin(), filterStreams->end(), raw(s)) != filterStreams->end();
-                });
-            }
-            if (std::find(streams->begin(), streams->end(), alloc.stream) == streams->end()) {
-                streams->push_back(alloc.stream);
-                logPoolStream(JobCall::Kind::PoolStreamBegin, alloc.pool.first, alloc.pool.second, alloc.stream,
-                              alloc.index);
-            }
+            m_windows.begin(alloc.pool.first, alloc.pool.second, alloc.stream);
+            logPoolStream(JobCall::Kind::PoolStreamBegin, alloc.pool.first, alloc.pool.second, alloc.stream,
+                          alloc.index);
             return true;
         }
 
         void endCaptureAfter(size_t k)
         {
             const Entry& alloc = m_entries[k];
-            if (alloc.pool.isDefault())
+            if (alloc.pool.isDefault() || !m_runEnds.count(k))
                 return;
-            auto last = m_lastPrivate.find({ alloc.pool.first, alloc.pool.second, alloc.stream });
-            if (last == m_lastPrivate.end() || last->second != k)
-                return;
-            auto it = m_captures.find({ alloc.pool.first, alloc.pool.second });
-            if (it == m_captures.end())
-                return;
-            auto& streams = *it->second;
-            streams.erase(std::remove(streams.begin(), streams.end(), alloc.stream), streams.end());
+            m_windows.end(alloc.pool.first, alloc.pool.second, alloc.stream);
             logPoolStream(JobCall::Kind::PoolStreamEnd, alloc.pool.first, alloc.pool.second, alloc.stream, alloc.index);
-            if (streams.empty()) {
-                m_allocator.endAllocateToPool(m_device, alloc.pool);
-                m_captures.erase(it);
-            }
         }
 
         void endAllCaptures(size_t entry)
         {
-            for (auto& [pool, streams] : m_captures) {
-                for (uintptr_t stream : *streams)
-                    logPoolStream(JobCall::Kind::PoolStreamEnd, pool.first, pool.second, stream, entry);
-                m_allocator.endAllocateToPool(m_device, agent::PoolId { pool.first, pool.second });
+            m_windows.endAll([&](std::pair<int64_t, int64_t> pool, uintptr_t stream) {
+                logPoolStream(JobCall::Kind::PoolStreamEnd, pool.first, pool.second, stream, entry);
+            });
+        }
+
+        // Before an empty_cache that frees entries [from, to)'s segments: the private pools among them were released.
+        void releasePoolsFreedIn(size_t from, size_t to)
+        {
+            std::set<std::pair<int64_t, int64_t>> released;
+            for (size_t k = from; k < to; ++k) {
+                const Entry& e = m_entries[k];
+                if (e.action != Action::SegmentFree)
+                    continue;
+                const agent::PoolId pool = poolAt(e.addr, k);
+                if (pool.isDefault() || !released.insert({ pool.first, pool.second }).second)
+                    continue;
+                m_windows.release(pool.first, pool.second);
+                JobCall c;
+                c.kind = JobCall::Kind::ReleasePool;
+                c.poolFirst = pool.first;
+                c.poolSecond = pool.second;
+                c.entry = e.index;
+                log(c);
             }
-            m_captures.clear();
         }
 
         bool replayAll()
@@ -610,6 +735,7 @@ namespace {
                     // empty, c10/cuda/CUDACachingAllocator.cpp synchronize_and_free_events): a pool's window that
                     // spans one was two captures, and ends here; the next private allocation begins it again.
                     endAllCaptures(m_entries[m_next].index);
+                    releasePoolsFreedIn(m_next, end);
                     JobCall c;
                     c.kind = JobCall::Kind::EmptyCache;
                     c.entry = m_entries[m_next].index;
@@ -775,8 +901,14 @@ namespace {
         size_t m_next = 0;
         std::map<uintptr_t, agent::StreamId> m_pending; // deferred frees: block -> our use stream
         uintptr_t m_syntheticStreams = 0;
-        std::map<std::pair<int64_t, int64_t>, std::shared_ptr<std::vector<uintptr_t>>> m_captures;
-        std::map<std::tuple<int64_t, int64_t, uintptr_t>, size_t> m_lastPrivate;
+        struct Life {
+            size_t begin = 0, end = 0; // m_entries of its segment_alloc and segment_free (end: none)
+            uintptr_t lo = 0, hi = 0;
+        };
+        std::vector<Life> m_lives;
+        std::set<size_t> m_runEnds; // private allocations after which their pool's window on the stream ends
+        const PrivateSegments& m_privateSegments;
+        PoolWindows m_windows;
         std::vector<size_t> m_reservedBefore; // bytes reserved before each entry
         size_t m_peakReserved = 0;
         DeviceResult m_result;
@@ -823,9 +955,13 @@ namespace {
 
 namespace {
 
-    AllocatorReplayOutput replayOnce(const model::Snapshot& snapshot, const std::string& name,
-                                     const AllocatorReplayOptions& replayOptions, RecoveredJob* job = nullptr)
+    // One pass over every device with what is known of the pools of segments freed before the end; `retry` when it
+    // learnt more (a pass that knows it may go further).
+    AllocatorReplayOutput replayPass(const model::Snapshot& snapshot, const std::string& name,
+                                     const AllocatorReplayOptions& replayOptions, RecoveredJob* job,
+                                     std::vector<PrivateSegments>& privateSegments, bool& retry)
     {
+        static const PrivateSegments none;
         AllocatorReplayOutput out;
         std::string settingsProblem;
         const agent::AllocatorConfig config
@@ -856,9 +992,20 @@ namespace {
         size_t matched = 0, total = 0;
         bool identical = true;
         for (int d = 0; d < snapshot.deviceCount(); ++d) {
-            DeviceReplay replay(d, snapshot, allocator, backend, recorder, replayOptions.memoryLimit);
+            DeviceReplay replay(d, snapshot, allocator, backend, recorder, replayOptions.memoryLimit,
+                                privateSegments.size() > size_t(d) ? privateSegments[size_t(d)] : none);
             const DeviceResult r = replay.run();
             recorder.events.clear();
+            if (r.privateSegment) {
+                if (privateSegments.size() <= size_t(d))
+                    privateSegments.resize(size_t(d) + 1);
+                if (!privateSegments[size_t(d)].count(*r.privateSegment)) {
+                    // A pool of its own, numbered apart from PyTorch's (graphs (n, 0), MemPools (0, n)).
+                    privateSegments[size_t(d)][*r.privateSegment]
+                        = agent::PoolId { -1, int64_t(*r.privateSegment) + 1 };
+                    retry = true;
+                }
+            }
             matched += r.matchedAllocs;
             total += r.allocs;
             const bool ok = r.replayed && r.stateIdentical && r.matchedAllocs == r.allocs;
@@ -895,6 +1042,25 @@ namespace {
         out.out += "matched " + std::to_string(matched) + "/" + std::to_string(total)
             + " allocations, final state identical: " + (identical ? "yes" : "no") + "\n";
         out.exitCode = identical ? 0 : 1;
+        return out;
+    }
+
+    // Replays until a pass learns nothing more of the private pools (one pass per segment found private, at most
+    // MaxPasses).
+    AllocatorReplayOutput replayOnce(const model::Snapshot& snapshot, const std::string& name,
+                                     const AllocatorReplayOptions& replayOptions, RecoveredJob* job = nullptr)
+    {
+        constexpr int MaxPasses = 256;
+        std::vector<PrivateSegments> privateSegments;
+        AllocatorReplayOutput out;
+        for (int pass = 0; pass < MaxPasses; ++pass) {
+            bool retry = false;
+            if (job)
+                job->devices.clear();
+            out = replayPass(snapshot, name, replayOptions, job, privateSegments, retry);
+            if (out.exitCode == 0 || !retry)
+                break;
+        }
         return out;
     }
 
@@ -950,6 +1116,57 @@ AllocatorReplayOutput allocatorReplaySnapshot(const model::Snapshot& snapshot, c
           "the real one\n"
         + withCap.out;
     return withCap;
+}
+
+void PoolWindows::begin(int64_t poolFirst, int64_t poolSecond, uintptr_t stream)
+{
+    const auto key = std::make_pair(poolFirst, poolSecond);
+    auto it = m_windows.find(key);
+    if (it == m_windows.end()) {
+        Window w;
+        w.streams = std::make_shared<std::vector<uintptr_t>>();
+        std::shared_ptr<std::vector<uintptr_t>> filter = w.streams;
+        m_allocator.beginAllocateToPool(m_device, agent::PoolId { poolFirst, poolSecond }, [filter](agent::StreamId s) {
+            return std::find(filter->begin(), filter->end(), raw(s)) != filter->end();
+        });
+        w.extraUse = !m_made.insert(key).second;
+        it = m_windows.emplace(key, std::move(w)).first;
+    }
+    auto& streams = *it->second.streams;
+    if (std::find(streams.begin(), streams.end(), stream) == streams.end())
+        streams.push_back(stream);
+}
+
+void PoolWindows::end(int64_t poolFirst, int64_t poolSecond, uintptr_t stream)
+{
+    auto it = m_windows.find({ poolFirst, poolSecond });
+    if (it == m_windows.end())
+        return;
+    auto& streams = *it->second.streams;
+    streams.erase(std::remove(streams.begin(), streams.end(), stream), streams.end());
+    if (!streams.empty())
+        return;
+    m_allocator.endAllocateToPool(m_device, agent::PoolId { poolFirst, poolSecond });
+    if (it->second.extraUse)
+        m_allocator.releasePool(m_device, agent::PoolId { poolFirst, poolSecond });
+    m_windows.erase(it);
+}
+
+bool PoolWindows::openOn(uintptr_t stream, std::pair<int64_t, int64_t>& pool) const
+{
+    for (const auto& [key, w] : m_windows) {
+        if (std::find(w.streams->begin(), w.streams->end(), stream) != w.streams->end()) {
+            pool = key;
+            return true;
+        }
+    }
+    return false;
+}
+
+void PoolWindows::release(int64_t poolFirst, int64_t poolSecond)
+{
+    if (m_made.erase({ poolFirst, poolSecond }))
+        m_allocator.releasePool(m_device, agent::PoolId { poolFirst, poolSecond });
 }
 
 void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome)

@@ -9,7 +9,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memscope {
@@ -50,6 +54,7 @@ struct JobCall {
         EmptyCache, // torch.cuda.empty_cache()
         PoolStreamBegin, // allocations of `stream` go to `pool` from here (a capture, or use_mem_pool)
         PoolStreamEnd, // ... until here
+        ReleasePool, // the pool's owner is gone (a MemPool deleted, a graph reset): empty_cache may free it
     };
     Kind kind = Kind::Malloc;
     uint32_t block = 0;
@@ -75,6 +80,45 @@ struct MemoryOutcome {
         size_t size = 0; // the bytes asked for
     };
     std::vector<Oom> ooms; // the Malloc calls that failed
+};
+
+// The private-pool windows of a replay (a capture, or a use_mem_pool block: allocations of the window's streams go
+// to its pool), with the pool's users counted as PyTorch counts them (c10/cuda/CUDACachingAllocator.cpp,
+// create_or_incref_pool and releasePool): a pool's first window makes it and stands for its owner (the MemPool
+// object or the graph), each later window holds one more use while open; release() drops the owner's, after which
+// empty_cache may free the pool's segments (graph_pools_freeable).
+class PoolWindows {
+public:
+    PoolWindows(agent::CachingAllocator& allocator, int device)
+        : m_allocator(allocator)
+        , m_device(device)
+    {
+    }
+    void begin(int64_t poolFirst, int64_t poolSecond, uintptr_t stream);
+    void end(int64_t poolFirst, int64_t poolSecond, uintptr_t stream);
+    // The pool whose window holds `stream` now, if any.
+    bool openOn(uintptr_t stream, std::pair<int64_t, int64_t>& pool) const;
+    // Ends every window (no capture can be underway at an empty_cache); calls `each(pool, stream)` for each.
+    template <typename Each> void endAll(Each&& each)
+    {
+        while (!m_windows.empty()) {
+            const auto pool = m_windows.begin()->first;
+            const uintptr_t stream = m_windows.begin()->second.streams->front();
+            each(pool, stream);
+            end(pool.first, pool.second, stream);
+        }
+    }
+    void release(int64_t poolFirst, int64_t poolSecond);
+
+private:
+    struct Window {
+        std::shared_ptr<std::vector<uintptr_t>> streams; // shared with the allocator's filter
+        bool extraUse = false; // this window's begin counted a use beyond the owner's
+    };
+    agent::CachingAllocator& m_allocator;
+    int m_device;
+    std::map<std::pair<int64_t, int64_t>, Window> m_windows;
+    std::set<std::pair<int64_t, int64_t>> m_made; // pools made so far
 };
 
 // Updates `outcome` after a call: a new reserved peak takes the allocated bytes and the largest free block of that

@@ -86,7 +86,7 @@ namespace {
 
         MemoryOutcome out;
         std::vector<uintptr_t> where; // per block: its address now (0: not held)
-        std::map<std::pair<int64_t, int64_t>, std::shared_ptr<std::vector<uintptr_t>>> captures;
+        PoolWindows windows(allocator, device);
         size_t request = 0;
         for (const JobCall& c : calls) {
             switch (c.kind) {
@@ -126,32 +126,15 @@ namespace {
             case JobCall::Kind::EmptyCache:
                 allocator.emptyCache(device);
                 break;
-            case JobCall::Kind::PoolStreamBegin: {
-                auto& streams = captures[{ c.poolFirst, c.poolSecond }];
-                if (!streams) {
-                    streams = std::make_shared<std::vector<uintptr_t>>();
-                    std::shared_ptr<std::vector<uintptr_t>> filter = streams;
-                    allocator.beginAllocateToPool(device, agent::PoolId { c.poolFirst, c.poolSecond },
-                                                  [filter](agent::StreamId s) {
-                                                      return std::find(filter->begin(), filter->end(), raw(s))
-                                                          != filter->end();
-                                                  });
-                }
-                streams->push_back(c.stream);
+            case JobCall::Kind::PoolStreamBegin:
+                windows.begin(c.poolFirst, c.poolSecond, c.stream);
                 break;
-            }
-            case JobCall::Kind::PoolStreamEnd: {
-                auto it = captures.find({ c.poolFirst, c.poolSecond });
-                if (it == captures.end())
-                    break;
-                auto& streams = *it->second;
-                streams.erase(std::remove(streams.begin(), streams.end(), c.stream), streams.end());
-                if (streams.empty()) {
-                    allocator.endAllocateToPool(device, agent::PoolId { c.poolFirst, c.poolSecond });
-                    captures.erase(it);
-                }
+            case JobCall::Kind::PoolStreamEnd:
+                windows.end(c.poolFirst, c.poolSecond, c.stream);
                 break;
-            }
+            case JobCall::Kind::ReleasePool:
+                windows.release(c.poolFirst, c.poolSecond);
+                break;
             }
             watchOutcome(allocator, device, out);
         }
