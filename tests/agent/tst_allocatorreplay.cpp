@@ -3,7 +3,7 @@
 // order, the same final segments and blocks), say no with the first diverging event when a trace is altered or its
 // allocator settings are not the ones it was recorded with, refuse incomplete traces, and behave like the rest of
 // memscope-cli on bad command lines and unreadable files.
-#include "allocatorreplay.h"
+#include "whatif/allocatorreplay.h"
 #include "io/snapshotio.h"
 #include "model/snapshot.h"
 #include "testutil.h"

@@ -3,7 +3,7 @@
 // (tests/data/corpus/whatif_s*_*.pickle). `whatif` of one run under another run's settings must predict that run's
 // peak reservation and which of its requests failed, request for request. Also: every corpus trace replayed under
 // its own settings gives its own figures back, the text names what it compared, and bad input gets one message.
-#include "whatif.h"
+#include "whatif/whatif.h"
 #include "io/snapshotio.h"
 #include "model/snapshot.h"
 #include "testutil.h"

@@ -9,11 +9,11 @@
 // 2 a bad command line (usage on stderr), 3 `diff`: growth over --fail-if-growth. A file that loads with warnings
 // (model/loadwarning.h: a field left out, blocks that do not tile, ...) gets one stderr line per kind of warning,
 // "memscope-cli: FILE: warning: ...", and changes neither the exit status nor what goes to stdout.
-#include "allocatorreplay.h"
+#include "whatif/allocatorreplay.h"
 #include "democommand.h"
 #include "diffcommand.h"
 #include "insightscommand.h"
-#include "whatif.h"
+#include "whatif/whatif.h"
 #include "keygencommand.h"
 #include "recordcommand.h"
 #include "io/snapshotio.h"
