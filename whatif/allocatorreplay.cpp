@@ -537,7 +537,7 @@ namespace {
                 ++m_next;
             }
             m_recorder.events.clear();
-            watchOutcome(m_allocator, m_device, outcome);
+            watchOutcome(m_allocator, m_device, outcome, m_next ? m_entries[m_next - 1].index : 0);
             return true;
         }
 
@@ -994,6 +994,7 @@ namespace {
         for (int d = 0; d < snapshot.deviceCount(); ++d) {
             DeviceReplay replay(d, snapshot, allocator, backend, recorder, replayOptions.memoryLimit,
                                 privateSegments.size() > size_t(d) ? privateSegments[size_t(d)] : none);
+            replay.outcome.keepCurve = replayOptions.curves;
             const DeviceResult r = replay.run();
             recorder.events.clear();
             if (r.privateSegment) {
@@ -1169,11 +1170,13 @@ void PoolWindows::release(int64_t poolFirst, int64_t poolSecond)
         m_allocator.releasePool(m_device, agent::PoolId { poolFirst, poolSecond });
 }
 
-void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome)
+void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome, size_t entry)
 {
     const agent::DeviceStats st = allocator.stats(device);
     const auto agg = size_t(agent::StatType::Aggregate);
     const size_t reserved = size_t(st.reservedBytes[agg].current);
+    if (outcome.keepCurve)
+        outcome.curve.push_back({ entry, reserved, size_t(st.allocatedBytes[agg].current) });
     if (reserved <= outcome.peakReserved)
         return;
     outcome.peakReserved = reserved;

@@ -37,6 +37,8 @@ struct AllocatorReplayOptions {
     // times the device's total memory); 0: none. Garbage collection (garbage_collection_threshold) and the
     // allocator's own out-of-memory decisions depend on it, and no snapshot keeps it.
     size_t memoryLimit = 0;
+    // recoverJob: keep the original's reserved and allocated bytes after each call (MemoryOutcome::curve).
+    bool curves = false;
     // The device's total memory (torch.cuda.get_device_properties().total_memory); 0: estimated from the trace.
     // Expandable segments reserve address space for 9/8 of it each (c10/cuda/CUDACachingAllocator.cpp,
     // ExpandableSegment), so it decides whether the trace's next segment address is free to reserve.
@@ -66,6 +68,13 @@ struct JobCall {
     size_t entry = 0; // the trace entry the call ended at
 };
 
+// Bytes reserved and allocated after a call that ended at trace entry `entry`.
+struct CurvePoint {
+    size_t entry = 0;
+    size_t reserved = 0;
+    size_t allocated = 0;
+};
+
 // What one device's memory looked like over a replay (or over the trace itself): the decisions' outcome.
 struct MemoryOutcome {
     size_t peakReserved = 0;
@@ -80,6 +89,8 @@ struct MemoryOutcome {
         size_t size = 0; // the bytes asked for
     };
     std::vector<Oom> ooms; // the Malloc calls that failed
+    bool keepCurve = false; // asked for before the replay: then `curve` has a point after every call
+    std::vector<CurvePoint> curve;
 };
 
 // The private-pool windows of a replay (a capture, or a use_mem_pool block: allocations of the window's streams go
@@ -123,7 +134,7 @@ private:
 
 // Updates `outcome` after a call: a new reserved peak takes the allocated bytes and the largest free block of that
 // moment. The end's figures (peakAllocated, deviceAllocs, segmentsAtEnd) are set by finishOutcome.
-void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome);
+void watchOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome, size_t entry = 0);
 void finishOutcome(const agent::CachingAllocator& allocator, int device, MemoryOutcome& outcome);
 
 // A device's calls, recovered when memscope's allocator replays its trace exactly (else `why` says where not).

@@ -69,8 +69,11 @@ namespace {
     }
 
     // Makes the job's calls again under `config`; `memory`: the device's bytes (0: the backend's default).
+    // `until`: stops before the first call that ended after that trace entry; `state`: then takes the allocator's
+    // segments; `curve`: keeps a point after every call.
     MemoryOutcome run(const std::vector<JobCall>& calls, int device, const agent::AllocatorConfig& config, size_t cap,
-                      size_t memory)
+                      size_t memory, bool curve = false, size_t until = SIZE_MAX,
+                      std::vector<WhatIfSegment>* state = nullptr)
     {
         agent::HostBackend::Options o;
         o.deviceCount = device + 1;
@@ -85,10 +88,13 @@ namespace {
             allocator.setMemoryLimit(device, cap);
 
         MemoryOutcome out;
+        out.keepCurve = curve;
         std::vector<uintptr_t> where; // per block: its address now (0: not held)
         PoolWindows windows(allocator, device);
         size_t request = 0;
         for (const JobCall& c : calls) {
+            if (c.entry > until && c.kind != JobCall::Kind::CompleteUse)
+                break;
             switch (c.kind) {
             case JobCall::Kind::Malloc: {
                 const agent::MallocResult r = allocator.malloc(device, c.size, agent::StreamId { c.stream });
@@ -136,9 +142,17 @@ namespace {
                 windows.release(c.poolFirst, c.poolSecond);
                 break;
             }
-            watchOutcome(allocator, device, out);
+            watchOutcome(allocator, device, out, c.entry);
         }
         finishOutcome(allocator, device, out);
+        if (state) {
+            for (const agent::SegmentInfo& seg : allocator.snapshot(device)) {
+                WhatIfSegment w { seg.address, seg.totalSize, seg.isLarge, seg.isExpandable, {} };
+                for (const agent::BlockInfo& b : seg.blocks)
+                    w.blocks.push_back({ b.address, b.size, b.allocated, b.active });
+                state->push_back(std::move(w));
+            }
+        }
         return out;
     }
 
@@ -197,40 +211,80 @@ namespace {
 
 WhatIfResult whatIf(const model::Snapshot& snapshot, const WhatIfOptions& options)
 {
+    AllocatorReplayOptions original = options.original;
+    original.curves = original.curves || options.curves;
+    return whatIf(recoverJob(snapshot, original), options);
+}
+
+namespace {
+
+    // The settings of `options` over the job's own; empty when they apply, else why not.
+    std::string configsOf(const RecoveredJob& job, const WhatIfOptions& options, agent::AllocatorConfig& base,
+                          agent::AllocatorConfig& config, std::string* newSettings)
+    {
+        std::string problem;
+        base = originalConfig(job.settings, problem);
+        if (!problem.empty())
+            return problem;
+        config = base;
+        std::string settings = job.settings;
+        for (const std::string& s : options.sets) {
+            if (std::string why = applySetting(config, s); !why.empty())
+                return why;
+            settings += (settings.empty() ? "" : ",") + s;
+        }
+        if (newSettings)
+            *newSettings = settings;
+        return {};
+    }
+
+    std::string notExact(const RecoveredJob& job)
+    {
+        if (job.devices.empty())
+            return "it has no allocator trace to replay";
+        for (const RecoveredDevice& d : job.devices) {
+            if (!d.exact)
+                return "memscope's allocator does not replay device " + std::to_string(d.device)
+                    + "'s trace exactly, so it cannot tell what other settings would change (allocator-replay: "
+                    + d.why + ")";
+        }
+        return {};
+    }
+
+} // namespace
+
+std::vector<WhatIfSegment> whatIfStateAt(const RecoveredJob& job, const WhatIfOptions& options, int device, size_t entry,
+                                         std::string* error)
+{
+    std::vector<WhatIfSegment> state;
+    agent::AllocatorConfig base, config;
+    std::string why = configsOf(job, options, base, config, nullptr);
+    if (why.empty())
+        why = notExact(job);
+    for (const RecoveredDevice& d : job.devices) {
+        if (why.empty() && d.device == device)
+            run(d.calls, d.device, config, options.cap ? *options.cap : job.memoryLimit,
+                options.original.deviceMemory, false, entry, &state);
+    }
+    if (error)
+        *error = why;
+    return state;
+}
+
+WhatIfResult whatIf(const RecoveredJob& job, const WhatIfOptions& options)
+{
     WhatIfResult result;
-    const RecoveredJob job = recoverJob(snapshot, options.original);
     result.originalSettings = job.settings;
     result.originalCap = job.memoryLimit;
     result.originalCapInferred = job.memoryLimitInferred;
     result.cap = options.cap ? *options.cap : job.memoryLimit;
 
-    std::string problem;
-    const agent::AllocatorConfig base = originalConfig(job.settings, problem);
-    if (!problem.empty()) {
-        result.error = problem;
+    agent::AllocatorConfig base, config;
+    result.error = configsOf(job, options, base, config, &result.newSettings);
+    if (result.error.empty())
+        result.error = notExact(job);
+    if (!result.error.empty())
         return result;
-    }
-    agent::AllocatorConfig config = base;
-    result.newSettings = job.settings;
-    for (const std::string& s : options.sets) {
-        if (std::string why = applySetting(config, s); !why.empty()) {
-            result.error = why;
-            return result;
-        }
-        result.newSettings += (result.newSettings.empty() ? "" : ",") + s;
-    }
-    if (job.devices.empty()) {
-        result.error = "it has no allocator trace to replay";
-        return result;
-    }
-    for (const RecoveredDevice& d : job.devices) {
-        if (!d.exact) {
-            result.error = "memscope's allocator does not replay device " + std::to_string(d.device)
-                + "'s trace exactly, so it cannot tell what other settings would change (allocator-replay: " + d.why
-                + ")";
-            return result;
-        }
-    }
     for (const RecoveredDevice& d : job.devices) {
         WhatIfDevice w;
         w.device = d.device;
@@ -238,7 +292,7 @@ WhatIfResult whatIf(const model::Snapshot& snapshot, const WhatIfOptions& option
         for (const JobCall& c : d.calls)
             w.requests += c.kind == JobCall::Kind::Malloc;
         w.baseline = run(d.calls, d.device, base, job.memoryLimit, options.original.deviceMemory);
-        w.replayed = run(d.calls, d.device, config, result.cap, options.original.deviceMemory);
+        w.replayed = run(d.calls, d.device, config, result.cap, options.original.deviceMemory, options.curves);
         w.firstChangedOom = w.requests;
         const std::set<size_t> before = requestsOf(w.original), after = requestsOf(w.replayed);
         for (size_t q : before)

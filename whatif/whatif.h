@@ -25,6 +25,7 @@ struct WhatIfOptions {
     // PYTORCH_CUDA_ALLOC_CONF settings applied over the file's own, in order ("expandable_segments:True").
     std::vector<std::string> sets;
     std::optional<size_t> cap; // the what-if's memory cap in bytes; unset: the original's (0 there: none)
+    bool curves = false; // keep each run's reserved and allocated bytes after every call (MemoryOutcome::curve)
 };
 
 struct WhatIfDevice {
@@ -51,6 +52,28 @@ struct WhatIfResult {
 };
 
 WhatIfResult whatIf(const model::Snapshot& snapshot, const WhatIfOptions& options);
+// The same from calls recovered already (recoverJob(snapshot, options.original)): a viewer recovers them once and
+// asks for several settings.
+WhatIfResult whatIf(const RecoveredJob& job, const WhatIfOptions& options);
+
+// A segment of the replayed allocator and its blocks (free ones too), in address order.
+struct WhatIfBlock {
+    uintptr_t address = 0;
+    size_t size = 0;
+    bool allocated = false; // else free (or freed and waiting for a stream's use: active)
+    bool active = false;
+};
+struct WhatIfSegment {
+    uintptr_t address = 0; // made up, as the replay's addresses are
+    size_t size = 0;
+    bool large = true;
+    bool expandable = false;
+    std::vector<WhatIfBlock> blocks;
+};
+// The replayed allocator's segments on `device` after the job's last call that ended at or before trace entry
+// `entry`, under the settings of `options`; empty with `error` set when the calls cannot be replayed.
+std::vector<WhatIfSegment> whatIfStateAt(const RecoveredJob& job, const WhatIfOptions& options, int device, size_t entry,
+                                         std::string* error = nullptr);
 
 // The text and JSON forms (docs/whatif.md). `name`: how the text calls the file.
 std::string whatIfText(const WhatIfResult& result, const std::string& name);

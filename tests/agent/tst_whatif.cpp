@@ -67,6 +67,7 @@ private Q_SLOTS:
     void realModelPredictions_data();
     void realModelPredictions();
     void realOomPair();
+    void curvesAndStates();
     void ownSettingsGiveTheFileBack_data();
     void ownSettingsGiveTheFileBack();
     void textAndJson();
@@ -221,6 +222,68 @@ void TestWhatIf::realOomPair()
     QCOMPARE(json[QLatin1String("runs")].toArray()[0].toObject()[QLatin1String("devices")].toArray()[0].toObject()
                  [QLatin1String("first_changed_oom_request")].toInteger(),
              qint64(realOoms.front().first));
+}
+
+// What the app's What-if panel draws: each run's reserved bytes after every call, and the replayed segments at a
+// moment. The curves peak where the outcome says; the segments at any entry add up to the curve's reserved bytes
+// there and hold its allocated bytes; the original's curve is PyTorch's own reservation (the trace's segment sums).
+void TestWhatIf::curvesAndStates()
+{
+    const QString path = corpus(QStringLiteral("whatif_s0_default.pickle"));
+    const auto snapshot = load(path);
+    WhatIfOptions options;
+    options.original.memoryLimit = size_t(meta(path)[QLatin1String("allowed_memory_maximum")].toDouble());
+    options.original.curves = true;
+    options.curves = true;
+    options.sets = { "expandable_segments:True" };
+    const RecoveredJob job = recoverJob(*snapshot, options.original);
+    const WhatIfResult r = whatIf(job, options);
+    QVERIFY2(r.ok, r.error.c_str());
+    const WhatIfDevice& d = r.devices[0];
+    auto peakOf = [](const std::vector<CurvePoint>& curve) {
+        size_t peak = 0;
+        for (const CurvePoint& p : curve)
+            peak = std::max(peak, p.reserved);
+        return peak;
+    };
+    QVERIFY(d.replayed.curve.size() >= d.requests);
+    QCOMPARE(peakOf(d.replayed.curve), d.replayed.peakReserved);
+    QCOMPARE(peakOf(d.original.curve), d.original.peakReserved);
+    // The original curve against the trace: the reserved bytes after each call's last entry.
+    const model::Trace& trace = snapshot->deviceTraces[0];
+    std::vector<size_t> reservedAfter(trace.size(), 0);
+    size_t reserved = 0;
+    for (size_t i = 0; i < trace.size(); ++i) {
+        const model::TraceEntry& e = trace[i];
+        if (e.action == model::Action::SegmentAlloc || e.action == model::Action::SegmentMap)
+            reserved += size_t(e.size);
+        else if (e.action == model::Action::SegmentFree || e.action == model::Action::SegmentUnmap)
+            reserved -= size_t(e.size);
+        reservedAfter[i] = reserved;
+    }
+    for (const CurvePoint& p : d.original.curve)
+        QCOMPARE(p.reserved, reservedAfter[p.entry]);
+    // The replayed segments at a few moments against the curve.
+    for (size_t k : { size_t(0), d.replayed.curve.size() / 3, d.replayed.curve.size() / 2, d.replayed.curve.size() - 1 }) {
+        const CurvePoint& p = d.replayed.curve[k];
+        if (k + 1 < d.replayed.curve.size() && d.replayed.curve[k + 1].entry == p.entry)
+            continue; // several calls end at one entry: the state is the last one's
+        std::string error;
+        const std::vector<WhatIfSegment> state = whatIfStateAt(job, options, 0, p.entry, &error);
+        QVERIFY2(error.empty(), error.c_str());
+        size_t segmentBytes = 0, allocatedBytes = 0;
+        for (const WhatIfSegment& seg : state) {
+            segmentBytes += seg.size;
+            size_t tiled = 0;
+            for (const WhatIfBlock& b : seg.blocks) {
+                tiled += b.size;
+                allocatedBytes += b.allocated ? b.size : 0;
+            }
+            QCOMPARE(tiled, seg.size);
+        }
+        QCOMPARE(segmentBytes, p.reserved);
+        QCOMPARE(allocatedBytes, p.allocated);
+    }
 }
 
 void TestWhatIf::ownSettingsGiveTheFileBack_data()
