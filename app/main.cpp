@@ -16,6 +16,7 @@
 #include "views/mainwindow.h"
 #include "views/rankgroupview.h"
 #include "views/timelineview.h"
+#include "views/whatifview.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -103,9 +104,20 @@ void quitOnSignals(QObject* context)
 
 void printError(const QString& message) { std::fprintf(stderr, "memscope: %s\n", qPrintable(message)); }
 
+// Waits for `signal` of `sender` unless `done` already holds; at most 120 s.
+template <typename Object, typename Signal> void waitFor(Object* sender, Signal signal, bool done)
+{
+    if (done)
+        return;
+    QEventLoop wait;
+    QObject::connect(sender, signal, &wait, &QEventLoop::quit);
+    QTimer::singleShot(120000, &wait, &QEventLoop::quit);
+    wait.exec();
+}
+
 int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const QString& out,
                    std::optional<memscope::app::DocumentWindow::View> view, const QString& at, QSize size,
-                   QSize viewSize)
+                   QSize viewSize, const QString& whatIf)
 {
     // Laid out and rendered like a shown window, but never mapped on a real screen.
     window.setAttribute(Qt::WA_DontShowOnScreen);
@@ -131,6 +143,8 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
         QObject::connect(doc->insights(), &memscope::app::InsightsModel::computed, &wait, &QEventLoop::quit);
         wait.exec();
     }
+    // A file's what-if suggestion joins the insights a moment later: the picture shows it.
+    waitFor(doc, &memscope::app::DocumentWindow::suggestionDone, !doc->isSuggesting());
     if (!at.isEmpty()) {
         // --at takes what Go ▸ takes: an index, end, peak, peak-reserved, oom, oomN, largest or an annotation name.
         const auto moment = memscope::model::parseMoment(at.toStdString());
@@ -140,9 +154,23 @@ int takeScreenshot(memscope::app::MainWindow& window, const QString& path, const
             return 2;
         }
     }
+    if (view == memscope::app::DocumentWindow::View::WhatIf && whatIf.isEmpty() && doc->whatIfView())
+        doc->showWhatIf(doc->suggestedSettings().isEmpty() ? QStringLiteral("expandable_segments:True")
+                                                            : doc->suggestedSettings());
+    else if (!whatIf.isEmpty())
+        doc->showWhatIf(whatIf);
+    if (auto* panel = doc->whatIfView(); panel && (view == memscope::app::DocumentWindow::View::WhatIf || !whatIf.isEmpty())) {
+        waitFor(panel, &memscope::app::WhatIfView::resultShown, false);
+        if (panel->result() && panel->result()->ok && doc->session()->cursor() > 0)
+            waitFor(panel, &memscope::app::WhatIfView::segmentsShown, false);
+    }
     QWidget* target = nullptr;
     if (view) {
         target = doc->view(*view);
+        if (!target) {
+            printError(QStringLiteral("%1: no such view for this file").arg(memscope::app::DocumentWindow::viewName(*view)));
+            return 2;
+        }
         // A view alone, at a size that shows it well, outside the window's layout.
         target->setParent(nullptr);
         target->setAttribute(Qt::WA_DontShowOnScreen);
@@ -345,8 +373,12 @@ int main(int argc, char** argv)
                                         QStringLiteral("out"));
     const QCommandLineOption viewOption(QStringLiteral("view"),
                                         QStringLiteral("With --screenshot: only this view: timeline, segments, tree, "
-                                                       "events or overview."),
+                                                       "events, overview, insights or whatif."),
                                         QStringLiteral("name"));
+    const QCommandLineOption whatIfOption(QStringLiteral("whatif"),
+                                          QStringLiteral("Open the What-if panel replaying the file's job under these "
+                                                         "allocator settings (PYTORCH_CUDA_ALLOC_CONF syntax)."),
+                                          QStringLiteral("settings"));
     const QCommandLineOption atOption(QStringLiteral("at"),
                                       QStringLiteral("With --screenshot: put the cursor there: a state index, end, "
                                                      "peak, peak-reserved, oom, oomN, largest or a record_function "
@@ -393,6 +425,7 @@ int main(int argc, char** argv)
     parser.addOption(ranksOption);
     parser.addOption(screenshot);
     parser.addOption(viewOption);
+    parser.addOption(whatIfOption);
     parser.addOption(atOption);
     parser.addOption(sizeOption);
     parser.addPositionalArgument(QStringLiteral("FILE"),
@@ -510,16 +543,24 @@ int main(int argc, char** argv)
             view = memscope::app::DocumentWindow::viewFromName(parser.value(viewOption));
             if (!view) {
                 printError(
-                    QStringLiteral("unknown view '%1': use timeline, segments, tree, events, overview or insights")
+                    QStringLiteral("unknown view '%1': use timeline, segments, tree, events, overview, insights or "
+                                   "whatif")
                         .arg(parser.value(viewOption)));
                 return 2;
             }
         }
         return takeScreenshot(window, files.first(), parser.value(screenshot), view, parser.value(atOption), size,
-                              viewSize);
+                              viewSize, parser.value(whatIfOption));
     }
     window.show();
     quitOnSignals(&window);
     window.openFiles(files);
+    if (parser.isSet(whatIfOption)) {
+        const QString settings = parser.value(whatIfOption);
+        QObject::connect(&window, &memscope::app::MainWindow::loadFinished, &window, [&window, settings](bool ok) {
+            if (auto* doc = window.currentDocument(); ok && doc)
+                doc->showWhatIf(settings);
+        }, Qt::SingleShotConnection);
+    }
     return QApplication::exec();
 }

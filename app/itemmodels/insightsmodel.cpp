@@ -50,6 +50,8 @@ QString InsightsModel::sectionTitle(report::InsightKind kind)
         return tr("Waiting for other streams (record_stream)");
     case K::Growth:
         return tr("What grew");
+    case K::WhatIf:
+        return tr("What would help");
     case K::Count:
         break;
     }
@@ -80,8 +82,26 @@ void InsightsModel::compute(std::shared_ptr<const Document> document)
 void InsightsModel::setInsights(std::shared_ptr<const report::Insights> insights)
 {
     ++m_generation;
+    m_base = std::move(insights);
+    rebuild();
+}
+
+void InsightsModel::setExtraInsights(std::vector<report::Insight> extra)
+{
+    m_extra = std::move(extra);
+    rebuild();
+}
+
+void InsightsModel::rebuild()
+{
     beginResetModel();
-    m_insights = std::move(insights);
+    if (m_extra.empty() || !m_base) {
+        m_insights = m_base;
+    } else {
+        auto merged = std::make_shared<report::Insights>(*m_base);
+        merged->items.insert(merged->items.end(), m_extra.begin(), m_extra.end());
+        m_insights = std::move(merged);
+    }
     m_sections.clear();
     if (m_insights) {
         for (size_t i = 0; i < m_insights->items.size(); ++i) {

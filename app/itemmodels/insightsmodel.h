@@ -36,6 +36,9 @@ public:
 
     // Replaces everything (a model reset). Null: empty.
     void setInsights(std::shared_ptr<const report::Insights> insights);
+    // Insights found apart (the what-if's suggestion, document/whatifanalysis.h), shown after the computed ones and
+    // kept when those are computed again.
+    void setExtraInsights(std::vector<report::Insight> extra);
     // Computes the insights of every device of `document` in the background; computed() follows (unless a newer
     // compute() or setInsights() came first, whose result wins).
     void compute(std::shared_ptr<const Document> document);
@@ -64,7 +67,11 @@ private:
         report::InsightKind kind;
         std::vector<size_t> items; // indices into m_insights->items
     };
-    std::shared_ptr<const report::Insights> m_insights;
+    void rebuild();
+
+    std::shared_ptr<const report::Insights> m_base; // computed or handed in
+    std::vector<report::Insight> m_extra;
+    std::shared_ptr<const report::Insights> m_insights; // m_base then m_extra
     std::vector<Section> m_sections;
     uint64_t m_generation = 0;
     bool m_computing = false;

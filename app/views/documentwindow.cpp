@@ -7,7 +7,9 @@
 #include "views/overviewview.h"
 #include "views/segmentmapview.h"
 #include "views/timelineview.h"
+#include "views/whatifview.h"
 
+#include "document/whatifanalysis.h"
 #include "itemmodels/insightsmodel.h"
 
 #include <QApplication>
@@ -37,7 +39,8 @@ using namespace memscope::model;
 
 std::optional<DocumentWindow::View> DocumentWindow::viewFromName(const QString& name)
 {
-    for (View v : { View::Timeline, View::Segments, View::Tree, View::Events, View::Overview, View::Insights })
+    for (View v : { View::Timeline, View::Segments, View::Tree, View::Events, View::Overview, View::Insights,
+                    View::WhatIf })
         if (viewName(v) == name)
             return v;
     return std::nullopt;
@@ -51,14 +54,15 @@ QString DocumentWindow::viewName(View view)
     case View::Tree: return QStringLiteral("tree");
     case View::Events: return QStringLiteral("events");
     case View::Overview: return QStringLiteral("overview");
-    case View::Insights:
-        return QStringLiteral("insights");
+    case View::Insights: return QStringLiteral("insights");
+    case View::WhatIf:
+        return QStringLiteral("whatif");
     }
     return {};
 }
 
 namespace {
-    constexpr int LayoutVersion = 2; // 2: insights dock, call stacks and details beside the timeline
+    constexpr int LayoutVersion = 3; // 2: insights dock, call stacks and details beside the timeline; 3: what-if dock
 } // namespace
 
 QByteArray DocumentWindow::saveLayout() const { return saveState(LayoutVersion); }
@@ -127,6 +131,25 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
     QDockWidget* overviewDock = addView(m_overview, tr("Overview"), Qt::BottomDockWidgetArea);
     tabifyDockWidget(m_insightsDock, eventsDock);
     tabifyDockWidget(m_insightsDock, overviewDock);
+    // The what-if needs the whole trace: files only.
+    if (!m_session->document().isLive()) {
+        m_whatIf = new WhatIfAnalysis(m_session->documentPtr(), this);
+        m_whatIfView = new WhatIfView(m_whatIf, m_session, this);
+        m_whatIfView->setObjectName(QStringLiteral("whatIfView"));
+        QDockWidget* whatIfDock = addView(m_whatIfView, tr("What if"), Qt::BottomDockWidgetArea);
+        tabifyDockWidget(m_insightsDock, whatIfDock);
+        connect(m_whatIf, &WhatIfAnalysis::suggestionReady, this,
+                [this](std::vector<report::Insight> insights, QString settings) {
+                    m_suggesting = false;
+                    m_suggested = settings;
+                    m_insights->setExtraInsights(std::move(insights));
+                    Q_EMIT suggestionDone();
+                });
+        connect(m_insightsView, &InsightsView::linkActivated, this, [this](const QModelIndex& index) {
+            if (index.data(InsightsModel::KindRole).toInt() == int(report::InsightKind::WhatIf) && !m_suggested.isEmpty())
+                showWhatIf(m_suggested);
+        });
+    }
     m_insightsDock->raise();
     // The right column runs the full height, so the stack in the details pane gets room.
     setCorner(Qt::BottomRightCorner, Qt::RightDockWidgetArea);
@@ -154,8 +177,13 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
         connect(m_insights, &InsightsModel::computed, m_session, shown, Qt::SingleShotConnection);
         connect(m_timeline, &TimelineView::dataChanged, m_session, shown, Qt::SingleShotConnection);
     }
-    // Insights: once for a file; for a live document again as it grows, at most every 2 s.
+    // Insights: once for a file; for a live document again as it grows, at most every 2 s. A file's what-if
+    // suggestion comes after them, on the thread pool too.
     m_insights->compute(m_session->documentPtr());
+    if (m_whatIf) {
+        m_suggesting = true;
+        connect(m_insights, &InsightsModel::computed, m_whatIf, &WhatIfAnalysis::suggest, Qt::SingleShotConnection);
+    }
     if (m_session->document().isLive()) {
         m_insightsTimer = new QTimer(this);
         m_insightsTimer->setSingleShot(true);
@@ -408,10 +436,22 @@ QWidget* DocumentWindow::view(View v) const
     case View::Tree: return m_tree;
     case View::Events: return m_events;
     case View::Overview: return m_overview;
-    case View::Insights:
-        return m_insightsView;
+    case View::Insights: return m_insightsView;
+    case View::WhatIf:
+        return m_whatIfView;
     }
     return nullptr;
+}
+
+void DocumentWindow::showWhatIf(const QString& settings)
+{
+    if (!m_whatIfView)
+        return;
+    showView(View::WhatIf);
+    // Asked for: room for its curves (the dock shares the area under the timeline with the insights).
+    if (auto* dock = qobject_cast<QDockWidget*>(m_whatIfView->parentWidget()))
+        resizeDocks({ dock }, { height() * 9 / 20 }, Qt::Vertical);
+    m_whatIfView->replay(settings);
 }
 
 QWidget* DocumentWindow::currentView() const
@@ -422,6 +462,8 @@ QWidget* DocumentWindow::currentView() const
 void DocumentWindow::showView(View v)
 {
     QWidget* w = view(v);
+    if (!w)
+        return;
     if (auto* dock = qobject_cast<QDockWidget*>(w->parentWidget())) {
         dock->show();
         dock->raise();

@@ -28,12 +28,15 @@ class EventListView;
 class OverviewView;
 class InsightsModel;
 class InsightsView;
+class WhatIfAnalysis;
+class WhatIfView;
 
 class DocumentWindow : public QMainWindow {
     Q_OBJECT
 public:
-    enum class View { Timeline, Segments, Tree, Events, Overview, Insights };
-    static std::optional<View> viewFromName(const QString& name); // "timeline", "segments", "tree", "insights", ...
+    enum class View { Timeline, Segments, Tree, Events, Overview, Insights, WhatIf };
+    // "timeline", "segments", "tree", "events", "overview", "insights", "whatif"
+    static std::optional<View> viewFromName(const QString& name);
     static QString viewName(View view);
 
     explicit DocumentWindow(std::shared_ptr<const Document> document, QWidget* parent = nullptr);
@@ -66,6 +69,14 @@ public:
 
     InsightsModel* insights() const { return m_insights; }
     InsightsView* insightsView() const { return m_insightsView; }
+    // The What-if panel and its analysis; null for a live document (its trace is not complete).
+    WhatIfView* whatIfView() const { return m_whatIfView; }
+    WhatIfAnalysis* whatIf() const { return m_whatIf; }
+    // Raises the What-if panel and replays the job under `settings` (PYTORCH_CUDA_ALLOC_CONF syntax).
+    void showWhatIf(const QString& settings);
+    // The setting the what-if suggestion found (its insight), "" until then or when none helps.
+    QString suggestedSettings() const { return m_suggested; }
+    bool isSuggesting() const { return m_suggesting; }
 
     // One line for the status bar: cursor index and time, totals at the cursor.
     QString statusText() const;
@@ -74,6 +85,7 @@ public:
 
 Q_SIGNALS:
     void statusChanged();
+    void suggestionDone(); // the what-if suggestion is in the Insights (or found nothing)
 
 protected:
     bool eventFilter(QObject* watched, QEvent* event) override;
@@ -98,6 +110,10 @@ private:
     OverviewView* m_overview = nullptr;
     InsightsModel* m_insights = nullptr;
     InsightsView* m_insightsView = nullptr;
+    WhatIfAnalysis* m_whatIf = nullptr;
+    WhatIfView* m_whatIfView = nullptr;
+    QString m_suggested;
+    bool m_suggesting = false;
     QPlainTextEdit* m_details = nullptr;
     QDockWidget* m_treeDock = nullptr;
     QDockWidget* m_detailsDock = nullptr;

@@ -282,6 +282,7 @@ void MainWindow::buildMenus()
         { DocumentWindow::View::Timeline, tr("&Timeline") }, { DocumentWindow::View::Segments, tr("&Segment Map") },
         { DocumentWindow::View::Tree, tr("&Call Stacks") },  { DocumentWindow::View::Events, tr("&Events") },
         { DocumentWindow::View::Overview, tr("&Overview") }, { DocumentWindow::View::Insights, tr("&Insights") },
+        { DocumentWindow::View::WhatIf, tr("&What If") },
     };
     int n = 1;
     for (const auto& [v, name] : views) {

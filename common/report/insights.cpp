@@ -34,6 +34,8 @@ std::string_view insightKindName(InsightKind kind)
         return "pending-free";
     case InsightKind::Growth:
         return "growth";
+    case InsightKind::WhatIf:
+        return "what-if";
     case InsightKind::Count:
         break;
     }

@@ -32,10 +32,12 @@ enum class InsightKind : uint8_t {
     LateSurvivor, // allocated in the second half of the trace and alive at its end
     PendingFree, // record_stream: blocks waiting for other streams
     Growth, // diffs: a stack that grew from A to B
+    WhatIf, // an allocator setting that would have helped, found by replaying the job under it (whatif/)
     Count
 };
 
-// "peak", "top-consumer", "fragmentation", "oom", "leak-suspect", "late-survivor", "pending-free", "growth".
+// "peak", "top-consumer", "fragmentation", "oom", "leak-suspect", "late-survivor", "pending-free", "growth",
+// "what-if".
 std::string_view insightKindName(InsightKind kind);
 
 struct Insight {
