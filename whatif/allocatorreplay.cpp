@@ -1211,7 +1211,15 @@ RecoveredJob recoverJob(const model::Snapshot& snapshot, const AllocatorReplayOp
     }
     job.memoryLimit = options.memoryLimit;
     AllocatorReplayOutput first = replayOnce(snapshot, "", options, &job);
-    if (first.exitCode == 0 || options.memoryLimit)
+    if (options.memoryLimit)
+        return job;
+    // A trace with OOMs may replay exactly without a cap (the replay's device refuses where PyTorch's trace shows a
+    // refusal), but other settings are then asked without one: the cap the trace implies is preferred when it
+    // replays the trace exactly too.
+    bool ooms = false;
+    for (const RecoveredDevice& d : job.devices)
+        ooms = ooms || !d.original.ooms.empty();
+    if (first.exitCode == 0 && !ooms)
         return job;
     // As allocatorReplaySnapshot: the cap the trace implies, if the file shows signs of one.
     AllocatorReplayOptions capped = options;
