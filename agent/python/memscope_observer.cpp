@@ -60,6 +60,8 @@ struct DeviceSlots {
     std::unique_ptr<Slot[]> slots { new Slot[SlotCount] };
     uint64_t next = 0; // under the device's allocator lock
     std::atomic<uint64_t> full { 0 }; // events sent without their context: the next slot was still busy
+    uint64_t freeRequested = 0; // the address of the previous event when it was a free_requested, else 0
+    const void* freeRequestedContext = nullptr; // and its context
 };
 
 std::vector<std::unique_ptr<DeviceSlots>> g_devices;
@@ -78,9 +80,11 @@ std::atomic<bool> g_stopping { false };
 std::atomic<bool> g_tracking { true };
 // Whether frees carry contexts of their own (observe(context="all")). Otherwise PyTorch hands a free the context of
 // the block's allocation (CUDACachingAllocator.cpp, free(): record_trace(FREE_REQUESTED, ..., context ? context :
-// block->context_when_allocated), and free_block's FREE_COMPLETED the same): memscope's viewers know that stack
-// from the allocation already (model::EventTrace gives a free without a stack its block's), so the tracker copies
-// no context for a block's frees, two of the three events of every allocation.
+// block->context_when_allocated), and free_block's FREE_COMPLETED inside free() the same): memscope's viewers know
+// that stack from the allocation already (model::EventTrace gives a free without a stack its block's), so the
+// tracker copies no context for those, two of the three events of most allocations. A free completed later (a
+// block used on other streams: process_events) carries the context of the allocation under way then, which is
+// sent: a free_completed goes without its context only when it follows its free_requested with the same one.
 bool g_freeContexts = false;
 bool g_trackerAttached = false;
 
@@ -123,9 +127,15 @@ void track(const TraceEntry& te)
     e.pool_first = int64_t(te.mempool_.first);
     e.pool_second = int64_t(te.mempool_.second);
     Slot* slot = nullptr;
-    const bool blockFree = e.action == MEMSCOPE_OBSERVED_FREE_REQUESTED || e.action == MEMSCOPE_OBSERVED_FREE_COMPLETED;
-    if (te.context_ && e.action != MEMSCOPE_OBSERVED_SNAPSHOT && (g_freeContexts || !blockFree)) {
-        DeviceSlots& d = *g_devices[e.device];
+    DeviceSlots& d = *g_devices[e.device];
+    // A free_requested, and the free_completed right after it at the same address with the same context (the block
+    // was freed at once), carry the allocation's context.
+    const bool allocationsContext = e.action == MEMSCOPE_OBSERVED_FREE_REQUESTED
+        || (e.action == MEMSCOPE_OBSERVED_FREE_COMPLETED && d.freeRequested == e.address && e.address != 0
+            && d.freeRequestedContext == te.context_.get());
+    d.freeRequested = e.action == MEMSCOPE_OBSERVED_FREE_REQUESTED ? e.address : 0;
+    d.freeRequestedContext = te.context_.get();
+    if (te.context_ && e.action != MEMSCOPE_OBSERVED_SNAPSHOT && (g_freeContexts || !allocationsContext)) {
         const uint32_t index = uint32_t(d.next & (SlotCount - 1));
         Slot& s = d.slots[index];
         if (!s.busy.load(std::memory_order_acquire)) { // else the publisher is that far behind: no stack
