@@ -7,7 +7,8 @@
 // Threads: track() runs on whichever thread holds the device's allocator lock (PyTorch calls trackers there); it
 // must not allocate, take the GIL or any other lock: it copies the event's context (a shared_ptr: one atomic
 // increment) into a slot of a per-device ring of slots and writes one record. state(), symbolize() and release()
-// run on memscope's publisher thread and never take the GIL: they hand memscope the contexts' frames unnamed
+// run on memscope's threads one at a time (state and release on its publisher thread, symbolize on its hook
+// thread: "publisher thread only" below means that) and never take the GIL: they hand memscope the contexts' frames unnamed
 // (code object, instruction) and hold each context until memscope releases it; memscope names the frames on a
 // thread of its own (pythonExtra runs there, with the GIL).
 // Built by torch.utils.cpp_extension when observe() first runs (memscope_torch.py).

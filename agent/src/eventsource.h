@@ -29,6 +29,9 @@ class StackSender {
 public:
     virtual ~StackSender() = default;
     virtual void sendSymbolizedStack(uint32_t stackId, const std::vector<SymbolFrame>& frames) = 0;
+    // While a source waits for something slow (a host hook): says the agent is alive (a heartbeat, at most one per
+    // heartbeat interval), so that viewers do not take the wait for a hung job.
+    virtual void keepAlive() {}
 };
 
 class EventSource {

@@ -86,6 +86,47 @@ Observer::~Observer()
     m_watchWake.notify_all();
     if (m_watchdog.joinable())
         m_watchdog.join();
+    {
+        std::lock_guard lock(m_callMutex);
+        m_callStop = true;
+    }
+    m_callWake.notify_all();
+    if (m_hookThread.joinable()) {
+        if (m_call)
+            m_hookThread.detach(); // a hook that never returns: the thread is left to it
+        else
+            m_hookThread.join();
+    }
+}
+
+void Observer::hookThread()
+{
+    std::unique_lock lock(m_callMutex);
+    for (;;) {
+        m_callWake.wait(lock, [this] { return m_callStop || m_call; });
+        if (!m_call)
+            return;
+        const std::function<void()>* call = m_call;
+        lock.unlock();
+        (*call)();
+        lock.lock();
+        m_call = nullptr;
+        m_callWake.notify_all();
+    }
+}
+
+void Observer::runOnHookThread(const std::function<void()>& call, StackSender& sender)
+{
+    std::unique_lock lock(m_callMutex);
+    if (!m_hookThread.joinable())
+        m_hookThread = std::thread([this] { hookThread(); });
+    m_call = &call;
+    m_callWake.notify_all();
+    while (!m_callWake.wait_for(lock, std::chrono::milliseconds(100), [this] { return m_call == nullptr; })) {
+        lock.unlock();
+        sender.keepAlive();
+        lock.lock();
+    }
 }
 
 bool Observer::start(std::string* error)
@@ -232,8 +273,13 @@ void Observer::complete(wire::EventRecord* records, size_t count, StackSender& s
             if (!m_stopped) {
                 memscope_observer_sink sink;
                 sink.observer = this;
-                HookScope scope(*this, "symbolize");
-                m_hooks.symbolize(m_hooks.user, m_contexts.data(), m_contexts.size(), &sink);
+                // On the hook thread: the publisher thread waits, sending heartbeats, and the hook's frames reach
+                // m_raw through the sink before the wait ends (the hand-over's mutex orders them).
+                const std::function<void()> call = [&] {
+                    HookScope scope(*this, "symbolize");
+                    m_hooks.symbolize(m_hooks.user, m_contexts.data(), m_contexts.size(), &sink);
+                };
+                runOnHookThread(call, sender);
             }
         }
         if (!m_raw.empty()) {

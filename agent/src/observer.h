@@ -8,10 +8,11 @@
 //
 // Threads: event() runs on whichever thread holds the observed allocator's device lock and only writes a record
 // into the publisher's ring (or a stamp); everything else runs on the publisher thread, except start() and stop()
-// (any thread, not concurrently with each other). The host's hooks are called on the publisher thread only, one at
-// a time, never after stop() returned, but for python_extra (the symboliser's thread, with the interpreter lock).
-// A watchdog thread reports on stderr a hook that has not returned for WatchdogSeconds: while it runs nothing is
-// published.
+// (any thread, not concurrently with each other). The host's hooks are called one at a time, never after stop()
+// returned: state and release on the publisher thread, symbolize on a hook thread of its own while the publisher
+// thread waits for it and keeps sending heartbeats (so that viewers do not take a slow hook for a hung job), and
+// python_extra on the symboliser's thread, with the interpreter lock. A watchdog thread reports on stderr a hook
+// that has not returned for WatchdogSeconds: meanwhile no event is published (they wait in the rings).
 #pragma once
 
 #include "blocklayout.h"
@@ -22,6 +23,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -106,6 +108,9 @@ private:
     static void extraFrames(void* user, const char* file, int line, std::vector<python::ExtraFrame>& out);
 
     struct HookScope; // marks the publisher thread as inside a hook, for the watchdog
+    // Runs `call` on the hook thread and returns when it returned, calling sender.keepAlive() every 100 ms meanwhile.
+    void runOnHookThread(const std::function<void()>& call, StackSender& sender);
+    void hookThread();
 
     const memscope_observer_hooks m_hooks;
     const int m_deviceCount;
@@ -151,6 +156,12 @@ private:
     std::thread m_watchdog;
     std::mutex m_hookMutex; // held around every hook call; stop() takes it to know none runs
     bool m_stopped = false; // under m_hookMutex
+    // The hook thread: one call at a time, handed over under m_callMutex.
+    std::mutex m_callMutex;
+    std::condition_variable m_callWake;
+    const std::function<void()>* m_call = nullptr; // the call to run; null once it returned
+    bool m_callStop = false;
+    std::thread m_hookThread;
 };
 
 // memscope_annotate for the observer, if one publishes: true when it took the note (observer.cpp).

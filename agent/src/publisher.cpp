@@ -412,6 +412,15 @@ void Publisher::sendSettings()
     zmq_send(m_sockets.pub, frame.data(), frame.size(), 0);
 }
 
+void Publisher::keepAlive()
+{
+    const auto now = std::chrono::steady_clock::now();
+    if (now - m_lastKeepAlive < std::chrono::milliseconds(m_options.heartbeatIntervalMs))
+        return;
+    m_lastKeepAlive = now;
+    sendHeartbeat();
+}
+
 void Publisher::sendHeartbeat()
 {
     wire::EventRecord heartbeat {};
@@ -496,7 +505,6 @@ bool Publisher::sendBatch(EventRing& ring, size_t count, uint64_t upTo)
     // One pass over the records: copied out of the ring, renumbered into the agent's one sequence, time stamps
     // converted. Uncompressed, they are copied straight into the ZeroMQ message that goes out (no other copy of
     // the batch is made on this side); compressed, into m_batch, from which LZ4 writes the message.
-    const uint64_t firstSequence = m_sequence + 1;
     const size_t rawBytes = count * sizeof(wire::EventRecord);
     auto renumber = [this](wire::EventRecord& r) noexcept {
         r.sequence = ++m_sequence;
@@ -507,16 +515,19 @@ bool Publisher::sendBatch(EventRing& ring, size_t count, uint64_t upTo)
     header.version = wire::ProtocolVersion;
     header.flags = uint16_t(wire::BatchFlags::None);
     header.count = uint32_t(count);
-    header.firstSequence = firstSequence;
     zmq_msg_t message;
     const bool observed = m_source.observed();
     if (observed) {
         // An observed allocator's records are completed (block sizes, stacks) before they are numbered; the
-        // definitions of their stacks go out first.
+        // definitions of their stacks go out first, and heartbeats while completing takes long (keepAlive), which
+        // take their numbers before the batch's.
         const size_t n = ring.pop(m_batch.data(), count, upTo);
         m_source.complete(m_batch.data(), n, *this);
+        header.firstSequence = m_sequence + 1;
         for (size_t i = 0; i < n; ++i)
             renumber(m_batch[i]);
+    } else {
+        header.firstSequence = m_sequence + 1;
     }
     if (!m_compress) {
         if (zmq_msg_init_size(&message, sizeof header + rawBytes) != 0)

@@ -38,6 +38,7 @@
 #include "symbolizer.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -129,6 +130,8 @@ public:
     std::vector<SymbolFrame> stackFrames(uint32_t stackId) const;
     // StackSender: a stack symbolised elsewhere, on topic "S". Publisher thread only.
     void sendSymbolizedStack(uint32_t stackId, const std::vector<SymbolFrame>& frames) override;
+    // StackSender: a heartbeat when none went out for the heartbeat interval. Publisher thread only.
+    void keepAlive() override;
     // Whether the calling thread is the publisher's (an observer stamps the states it takes there).
     bool onPublisherThread() const { return std::this_thread::get_id() == m_threadId.load(); }
 
@@ -247,6 +250,7 @@ private:
     std::atomic<bool> m_stopRequested { false };
     std::atomic<int64_t> m_stopDeadlineNs { 0 }; // steady_clock: when stop() stops waiting for the thread
     std::atomic<uint64_t> m_lastPublished { 0 };
+    std::chrono::steady_clock::time_point m_lastKeepAlive {}; // publisher thread only
     std::atomic<bool> m_forked { false };
     struct PendingNote {
         uint64_t timeNs;

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -96,6 +98,14 @@ struct Host final : TraceObserver {
     static void symbolize(void* user, const uint32_t* contexts, size_t count, memscope_observer_sink* sink)
     {
         auto* host = static_cast<Host*>(user);
+        // MEMSCOPE_FAKE_STUCK_SYMBOLIZE_MS: the first call does not return for that long (a host hook stuck, e.g.
+        // on a lock of its own), without holding anything the job's threads need.
+        static std::atomic<long> stuckMs { [] {
+            const char* v = std::getenv("MEMSCOPE_FAKE_STUCK_SYMBOLIZE_MS");
+            return v ? std::strtol(v, nullptr, 10) : 0L;
+        }() };
+        if (const long ms = stuckMs.exchange(0); ms > 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         std::lock_guard lock(host->mutex);
         for (size_t i = 0; i < count; ++i) {
             auto it = host->contexts.find(contexts[i]);

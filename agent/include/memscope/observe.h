@@ -11,7 +11,9 @@
  *     blocks through the sink functions below. The state is stamped by the MEMSCOPE_OBSERVED_SNAPSHOT event each
  *     device's allocator reports while it takes its part of the state (PyTorch's snapshot() records one per device
  *     under that device's lock), so a viewer joining late applies exactly the events that came after;
- *   - the frames of the contexts its events name (hooks.symbolize, on the publisher thread, batched): a context is
+ *   - the frames of the contexts its events name (hooks.symbolize, batched, on a thread of memscope's while the
+ *     publisher thread waits for it and keeps the viewers' connection alive; never at the same time as another
+ *     hook, so hooks need no lock between themselves): a context is
  *     an opaque non-zero number the host chose; memscope asks for each context of a record it sends, once, and
  *     tells the host (hooks.release) about contexts of records it never sends. Equal frame lists share one stack
  *     id, sent once (topic "S"). Python frames may be handed over unnamed (memscope_observer_context_python):
