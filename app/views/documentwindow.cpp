@@ -15,6 +15,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QComboBox>
+#include <QDataStream>
 #include <QDateTime>
 #include <QDockWidget>
 #include <QEvent>
@@ -62,16 +63,64 @@ QString DocumentWindow::viewName(View view)
 }
 
 namespace {
-    constexpr int LayoutVersion = 3; // 2: insights dock, call stacks and details beside the timeline; 3: what-if dock
+    // 2: insights dock, call stacks and details beside the timeline; 3: what-if dock; 4: proportions kept beside
+    // QMainWindow's state.
+    constexpr int LayoutVersion = 4;
+    constexpr quint32 LayoutMagic = 0x6d734c79; // "msLy"
 } // namespace
 
-QByteArray DocumentWindow::saveLayout() const { return saveState(LayoutVersion); }
-
-bool DocumentWindow::restoreLayout(const QByteArray& state)
+DocumentWindow::Proportions DocumentWindow::currentProportions() const
 {
-    const bool ok = !state.isEmpty() && restoreState(state, LayoutVersion);
-    m_sized |= ok;
-    return ok;
+    Proportions p = m_proportions;
+    if (width() < 200 || height() < 200)
+        return p;
+    auto fraction = [](int part, int whole, double fallback) {
+        return whole > 0 && part > 0 ? std::clamp(double(part) / whole, 0.1, 0.9) : fallback;
+    };
+    if (m_treeDock->isVisible() && !m_treeDock->isFloating())
+        p.right = fraction(m_treeDock->width(), width(), p.right);
+    if (m_treeDock->isVisible() && m_detailsDock->isVisible() && !m_detailsDock->isFloating())
+        p.tree = fraction(m_treeDock->height(), m_treeDock->height() + m_detailsDock->height(), p.tree);
+    if (m_insightsDock->isVisible() && !m_insightsDock->isFloating())
+        p.bottom = fraction(m_insightsDock->height(), height(), p.bottom);
+    return p;
+}
+
+QByteArray DocumentWindow::saveLayout() const
+{
+    QByteArray out;
+    QDataStream stream(&out, QIODevice::WriteOnly);
+    const Proportions p = currentProportions();
+    stream << LayoutMagic << qint32(LayoutVersion) << saveState(LayoutVersion) << p.right << p.tree << p.bottom;
+    return out;
+}
+
+bool DocumentWindow::restoreLayout(const QByteArray& saved)
+{
+    QDataStream stream(saved);
+    quint32 magic = 0;
+    qint32 version = 0;
+    QByteArray state;
+    Proportions p;
+    stream >> magic >> version >> state >> p.right >> p.tree >> p.bottom;
+    // An older memscope's layout (QMainWindow's state alone), or another version's: the defaults stay.
+    if (stream.status() != QDataStream::Ok || magic != LayoutMagic || version != LayoutVersion
+        || !restoreState(state, LayoutVersion))
+        return false;
+    auto sane = [](double v, double fallback) { return v >= 0.1 && v <= 0.9 ? v : fallback; };
+    const Proportions defaults;
+    m_proportions = { sane(p.right, defaults.right), sane(p.tree, defaults.tree), sane(p.bottom, defaults.bottom) };
+    m_sized = false;
+    applyProportions();
+    return true;
+}
+
+void DocumentWindow::resetLayout()
+{
+    restoreState(m_defaultState, LayoutVersion);
+    m_proportions = Proportions {};
+    m_sized = false;
+    applyProportions();
 }
 
 DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget* parent)
@@ -157,6 +206,7 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
 
     buildControls();
     buildWarningBanner();
+    m_defaultState = saveState(LayoutVersion);
 
     connect(m_session, &Session::cursorChanged, this, [this] {
         if (!m_settingCursor)
@@ -577,14 +627,31 @@ bool DocumentWindow::stepOom(int direction)
 void DocumentWindow::resizeEvent(QResizeEvent* event)
 {
     QMainWindow::resizeEvent(event);
-    if (m_sized || width() < 200 || height() < 200)
+    if (!m_sized)
+        applyProportions();
+}
+
+void DocumentWindow::applyProportions()
+{
+    if (width() < 200 || height() < 200)
         return;
-    // The right column 40 % of the width (at least 360 px), its call stacks over the details 45:55; the bottom area
-    // (insights, events, overview) a third of the height.
-    const int right = std::max(360, width() * 40 / 100);
-    resizeDocks({ m_treeDock }, { right }, Qt::Horizontal);
-    resizeDocks({ m_treeDock, m_detailsDock }, { height() * 45 / 100, height() * 55 / 100 }, Qt::Vertical);
-    resizeDocks({ m_insightsDock }, { std::max(170, height() * 34 / 100) }, Qt::Vertical);
+    // By default the right column 40 % of the width (at least 360 px), its call stacks over the details 45:55; the
+    // bottom area (insights, events, overview) a third of the height (at least 170 px). A dock comes out smaller
+    // than asked by what its area adds around it (tab bars, separators): asked once more with that added, it comes
+    // out as asked, so that the proportions saved from it are the ones applied.
+    const Proportions& p = m_proportions;
+    const int right = std::max(360, int(width() * p.right));
+    const int tree = int(height() * p.tree), bottom = std::max(170, int(height() * p.bottom));
+    for (int pass = 0; pass < 2; ++pass) {
+        const int dr = pass ? right - m_treeDock->width() : 0;
+        const int dt = pass ? tree - m_treeDock->height() : 0;
+        const int db = pass ? bottom - m_insightsDock->height() : 0;
+        resizeDocks({ m_treeDock }, { right + dr }, Qt::Horizontal);
+        resizeDocks({ m_treeDock, m_detailsDock }, { tree + dt, height() - tree - dt }, Qt::Vertical);
+        resizeDocks({ m_insightsDock }, { bottom + db }, Qt::Vertical);
+        if (QLayout* l = layout())
+            l->activate();
+    }
 }
 
 bool DocumentWindow::event(QEvent* event)

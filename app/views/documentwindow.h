@@ -62,10 +62,15 @@ public:
     // Why the cursor is where it is, after goTo() or at open ("at the first of 3 OOMs"); "" once it was moved.
     QString cursorReason() const { return m_reason; }
 
-    // The dock layout, versioned so that a layout saved by an older memscope is not restored over the new defaults.
-    // A restored layout keeps its sizes; otherwise the docks get proportions of the window when it is first shown.
+    // The dock layout, versioned so that a layout saved by an older memscope is not restored over the new defaults:
+    // which docks are where (QMainWindow's state) and their sizes as proportions of the window (the call stacks'
+    // column, their split with the details, the bottom area), which the window applies whenever it is resized until
+    // the user drags a separator. Proportions, not pixels: a layout saved by one window fits the next one whatever
+    // its size, and restoring it before the window is sized loses nothing.
     QByteArray saveLayout() const;
     bool restoreLayout(const QByteArray& state);
+    // View > Reset Layout: the default docks and proportions.
+    void resetLayout();
 
     InsightsModel* insights() const { return m_insights; }
     InsightsView* insightsView() const { return m_insightsView; }
@@ -118,7 +123,16 @@ private:
     QDockWidget* m_treeDock = nullptr;
     QDockWidget* m_detailsDock = nullptr;
     QDockWidget* m_insightsDock = nullptr;
-    bool m_sized = false; // the user sized the docks (or a layout was restored): no more proportions
+    // The docks' proportions: of the window's width, the call stacks' column; of that column, the call stacks over
+    // the details; of the window's height, the bottom area.
+    struct Proportions {
+        double right = 0.40, tree = 0.45, bottom = 0.34;
+    };
+    Proportions currentProportions() const;
+    void applyProportions();
+    Proportions m_proportions; // the defaults, or a restored layout's
+    QByteArray m_defaultState; // QMainWindow's state as built, for resetLayout
+    bool m_sized = false; // the user sized the docks: no more proportions
     bool m_settingCursor = false; // goTo() is moving the cursor: keep the reason
     QString m_reason;
     QTimer* m_insightsTimer = nullptr; // live documents: insights again at most every 2 s

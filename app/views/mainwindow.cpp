@@ -292,6 +292,14 @@ void MainWindow::buildMenus()
         });
         a->setShortcut(QKeySequence(Qt::ALT | (Qt::Key_0 + n++)));
     }
+    QAction* reset = view->addAction(tr("&Reset Layout"), this, [this] {
+        if (auto* doc = currentDocument()) {
+            doc->resetLayout();
+            QSettings().remove(DocStateKey); // the next window opens with the defaults too
+        }
+    });
+    reset->setObjectName(QStringLiteral("resetLayoutAction"));
+    reset->setToolTip(tr("Put the docks back where a first launch puts them, in the same proportions"));
     view->addSeparator();
     QAction* compiler = view->addAction(tr("torch.compile's Own Annotations"));
     compiler->setObjectName(QStringLiteral("compilerAnnotationsAction"));

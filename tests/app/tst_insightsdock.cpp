@@ -15,6 +15,7 @@
 
 #include <QAbstractItemModelTester>
 #include <QDockWidget>
+#include <QMouseEvent>
 #include <QPlainTextEdit>
 #include <QScreen>
 #include <QSignalSpy>
@@ -113,6 +114,8 @@ private Q_SLOTS:
     void stepsThroughOoms();
     void defaultLayout_data();
     void defaultLayout();
+    void layoutSurvivesRelaunch_data();
+    void layoutSurvivesRelaunch();
     void firstWindowFitsTheScreen();
     void colourByRecoloursTheTimeline();
     void compilerAnnotationsHidden();
@@ -312,6 +315,69 @@ void TestInsightsDock::defaultLayout()
     QVERIFY(test::saveScreenshot(
         *w, QStringLiteral("layout-%1x%2-%3pct").arg(size.width()).arg(size.height()).arg(fontScale), size));
     QApplication::setFont(old);
+}
+
+void TestInsightsDock::layoutSurvivesRelaunch_data()
+{
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1280x720") << QSize(1280, 720);
+    QTest::newRow("1920x1080") << QSize(1920, 1080);
+}
+
+// The app saves a document window's layout when it quits and restores it into the next window before that one is
+// shown (MainWindow): the docks keep their proportions (the call stacks' column, the details under them, the
+// insights' height), whether they are the defaults or what the user dragged, and View > Reset Layout gives the
+// defaults back.
+void TestInsightsDock::layoutSurvivesRelaunch()
+{
+    QFETCH(QSize, size);
+    auto fractions = [](DocumentWindow& w) {
+        auto* tree = w.view(DocumentWindow::View::Tree);
+        auto* insights = w.view(DocumentWindow::View::Insights);
+        return std::pair<double, double> { double(tree->width()) / w.width(), double(insights->height()) / w.height() };
+    };
+    auto relaunch = [&](const QByteArray& saved) {
+        auto w = std::make_unique<DocumentWindow>(document(QStringLiteral("transformer_train.pickle")));
+        w->restoreLayout(saved); // before it is shown or sized, as the app does
+        w->setAttribute(Qt::WA_DontShowOnScreen);
+        w->resize(size);
+        w->show();
+        QCoreApplication::processEvents();
+        return w;
+    };
+    auto first = window(QStringLiteral("transformer_train.pickle"), size);
+    const auto defaults = fractions(*first);
+    QVERIFY(defaults.first >= 0.35);
+    // Launched again with the saved layout, twice (a third launch restores what the second saved).
+    auto second = relaunch(first->saveLayout());
+    auto third = relaunch(second->saveLayout());
+    for (DocumentWindow* w : { second.get(), third.get() }) {
+        const auto f = fractions(*w);
+        qInfo("call stacks %.3f of the width (first launch %.3f), insights %.3f of the height (%.3f)", f.first,
+              defaults.first, f.second, defaults.second);
+        QVERIFY(std::abs(f.first - defaults.first) <= 0.03);
+        QVERIFY(std::abs(f.second - defaults.second) <= 0.03);
+    }
+    // The user widens the call stacks' column (a drag on the separator: a press on the window itself first).
+    QMouseEvent press(QEvent::MouseButtonPress, QPointF(1, 1), QPointF(1, 1), Qt::LeftButton, Qt::LeftButton,
+                      Qt::NoModifier);
+    QCoreApplication::sendEvent(third.get(), &press);
+    third->resizeDocks({ qobject_cast<QDockWidget*>(third->view(DocumentWindow::View::Tree)->parentWidget()) },
+                       { size.width() * 50 / 100 }, Qt::Horizontal);
+    QCoreApplication::processEvents();
+    const double dragged = fractions(*third).first;
+    qInfo("dragged to %.3f of the width", dragged);
+    QVERIFY(dragged >= 0.45);
+    auto fourth = relaunch(third->saveLayout());
+    QVERIFY2(std::abs(fractions(*fourth).first - dragged) <= 0.03,
+             qPrintable(QStringLiteral("%1 against %2").arg(fractions(*fourth).first).arg(dragged)));
+    // View > Reset Layout.
+    fourth->resetLayout();
+    QCoreApplication::processEvents();
+    QVERIFY2(std::abs(fractions(*fourth).first - defaults.first) <= 0.03,
+             qPrintable(QStringLiteral("%1 against %2").arg(fractions(*fourth).first).arg(defaults.first)));
+    QVERIFY(test::saveScreenshot(*fourth, QStringLiteral("layout-reset-%1x%2").arg(size.width()).arg(size.height()),
+                                 size));
 }
 
 void TestInsightsDock::firstWindowFitsTheScreen()
