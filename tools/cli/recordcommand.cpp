@@ -315,17 +315,26 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         uint64_t number = 0;
         std::string written;
         bool failedOver = false;
+        uint64_t stalls = 0; // parts the reading waited for (a write slower than the job: the disk, the machine)
+        Clock::duration stalled {};
         ~PartWrite()
         {
             if (thread.joinable())
                 thread.join();
         }
     } partWrite;
-    // Waits for the part being written, reports it; false when it could not be written at all.
-    auto finishPart = [&]() -> bool {
+    // Waits for the part being written, reports it; false when it could not be written at all. `reading`: the
+    // recording goes on, so a wait is a stall of the reading, counted.
+    auto finishPart = [&](bool reading) -> bool {
         if (!partWrite.thread.joinable())
             return true;
+        const bool stall = reading && !partWrite.done.load(std::memory_order_acquire);
+        const Clock::time_point waitFrom = Clock::now();
         partWrite.thread.join();
+        if (stall) {
+            ++partWrite.stalls;
+            partWrite.stalled += Clock::now() - waitFrom;
+        }
         if (partWrite.failedOver)
             status = 1;
         if (partWrite.written.empty())
@@ -383,7 +392,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             stopReason = "event limit reached";
             break;
         }
-        if (partWrite.thread.joinable() && partWrite.done.load(std::memory_order_acquire) && !finishPart()) {
+        if (partWrite.thread.joinable() && partWrite.done.load(std::memory_order_acquire) && !finishPart(true)) {
             stopReason = "a part could not be written";
             status = 1;
             break;
@@ -392,7 +401,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         // disk) up to twice its size; only past that, the disk slower than the job, does reading wait for the write.
         const bool writing = partWrite.thread.joinable() && !partWrite.done.load(std::memory_order_acquire);
         if (recorder.entryCount() >= (writing ? 2 * partEntries : partEntries) && agent.hasState()) {
-            if (!finishPart()) {
+            if (!finishPart(true)) {
                 stopReason = "a part could not be written";
                 status = 1;
                 break;
@@ -426,10 +435,19 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             break;
         }
     }
-    if (!finishPart() && status == 0) {
+    if (!finishPart(false) && status == 0) {
         stopReason = "a part could not be written";
         status = 1;
     }
+    if (partWrite.stalls > 0)
+        std::fprintf(
+            err,
+            "memscope-cli: warning: %s: reading waited %lld ms in all for %llu parts still being written at "
+            "twice their size (the disk or the machine slower than the job); records may have been missed "
+            "meanwhile\n",
+            o.endpoint.c_str(),
+            static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(partWrite.stalled).count()),
+            static_cast<unsigned long long>(partWrite.stalls));
     if (!agent.hasState()) {
         std::fprintf(err, "memscope-cli: %s: interrupted before the agent answered\n", o.endpoint.c_str());
         return 1;
