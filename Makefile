@@ -8,7 +8,7 @@
 #   make package   build, then write the .deb into build/package/
 #   make bench     build, then run every build/bin/bench_*
 #   make asan      build with AddressSanitizer + UBSan (build-asan/), run every CTest test under them
-#   make fuzz      build the libFuzzer targets with clang (build-fuzz/), run each for FUZZ_SECONDS
+#   make fuzz      build the libFuzzer targets with clang (build-fuzz/), run each for FUZZ_SECONDS (30; CI: 60)
 #   make format    clang-format every C++ file in the tree
 #   make clean     remove every build folder
 
@@ -72,19 +72,28 @@ bench: build
 	done; \
 	((found)) || echo "memscope: no benchmarks built (build/bin/bench_*)"
 
-# Seeds: the small real snapshots and the test data. A crashing input lands in tests/data/fuzz-regressions/.
+# Seeds: the small real snapshots and the test data. Every target runs for FUZZ_SECONDS, even after one failed; a
+# crash, leak, timeout or out-of-memory input is saved as tests/data/fuzz-regressions/<target>-crash-<sha1> (the
+# wire-* ones tst_viewer replays, every one tst_badinput does) and the run fails, naming it. Only the fuzz targets are
+# built (`fuzzers`), not the instrumented tests.
 FUZZ_SEEDS := tests/data $(wildcard ../shared/snapshots)
 
 fuzz: build-fuzz/build.ninja
-	cmake --build --preset fuzz -j $(JOBS)
-	@set -e; for f in build-fuzz/bin/fuzz_*; do \
+	cmake --build --preset fuzz -j $(JOBS) --target fuzzers
+	@touch build-fuzz/.fuzz-start; failed=(); for f in build-fuzz/bin/fuzz_*; do \
 		[[ -x "$$f" ]] || continue; \
-		mkdir -p "build-fuzz/corpus/$${f##*/}"; \
+		name="$${f##*/}"; \
+		mkdir -p "build-fuzz/corpus/$$name" tests/data/fuzz-regressions; \
 		echo "== $$f ($(FUZZ_SECONDS) s)"; \
-		"$$f" -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-			-artifact_prefix=tests/data/fuzz-regressions/ \
-			"build-fuzz/corpus/$${f##*/}" $(FUZZ_SEEDS) $(FUZZ_ARGS); \
-	done
+		"$$f" -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+			-artifact_prefix="tests/data/fuzz-regressions/$${name#fuzz_}-" \
+			"build-fuzz/corpus/$$name" $(FUZZ_SEEDS) $(FUZZ_ARGS) || failed+=("$$name"); \
+	done; \
+	if (($${#failed[@]})); then \
+		echo "memscope: fuzzing failed: $${failed[*]}; the input is in tests/data/fuzz-regressions/:" >&2; \
+		find tests/data/fuzz-regressions -type f -newer build-fuzz/.fuzz-start >&2; \
+		exit 1; \
+	fi
 
 format:
 	git ls-files -z --cached --others --exclude-standard -- '*.h' '*.cpp' '*.hpp' '*.cc' \

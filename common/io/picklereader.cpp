@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace memscope::io {
@@ -1858,6 +1859,47 @@ bool looksLikePickle(std::span<const uint8_t> data)
     return FirstOpcodes.find(static_cast<char>(data[0])) != std::string_view::npos;
 }
 
+namespace {
+    // The names of the opcodes whose argument has a length (Lib/pickletools.py), for PickleExtent::Oversize.
+    const char* lengthOpcodeName(uint8_t code)
+    {
+        switch (code) {
+        case op::Long4:
+            return "LONG4";
+        case op::BinString:
+            return "BINSTRING";
+        case op::BinUnicode:
+            return "BINUNICODE";
+        case op::BinBytes:
+            return "BINBYTES";
+        case op::BinUnicode8:
+            return "BINUNICODE8";
+        case op::BinBytes8:
+            return "BINBYTES8";
+        case op::ByteArray8:
+            return "BYTEARRAY8";
+        case op::Float:
+            return "FLOAT";
+        case op::Int:
+            return "INT";
+        case op::Long:
+            return "LONG";
+        case op::String:
+            return "STRING";
+        case op::Unicode:
+            return "UNICODE";
+        case op::Put:
+            return "PUT";
+        case op::Get:
+            return "GET";
+        case op::Frame:
+            return "FRAME";
+        default:
+            return "an opcode";
+        }
+    }
+} // namespace
+
 PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
 {
     auto le = [&](uint64_t at, unsigned width) {
@@ -1870,6 +1912,19 @@ PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
     auto need = [&](uint64_t end) {
         m_needed = std::max(m_needed, end);
         return end <= data.size();
+    };
+    // Whether a value of `length` bytes at the opcode scanned (a FRAME: only its own length) passes the limits, the
+    // long values before it counted; it is added to them once the scan moves past it (a call may stop before its
+    // end and the next one see it again).
+    uint64_t longHere = 0;
+    auto oversized = [&](uint8_t code, uint64_t length, bool frame, bool unended = false) {
+        longHere = !frame && length >= LongValue ? length : 0;
+        const uint64_t counted = longHere > UINT64_MAX - m_longBytes ? UINT64_MAX : m_longBytes + longHere;
+        if (length <= MaxLongBytes && counted <= MaxLongBytes)
+            return false;
+        m_oversize = { m_pos, lengthOpcodeName(code), length, unended, counted };
+        m_state = State::Oversized;
+        return true;
     };
     while (m_state == State::More && need(m_pos + 1)) {
         const uint8_t code = data[m_pos];
@@ -1900,6 +1955,8 @@ PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
         case Arg::Frame: // the Machine checks that the whole frame is there when it meets the FRAME
             if (!need(at + 8))
                 return m_state;
+            if (oversized(code, le(at, 8), true))
+                return m_state;
             need(std::min(le(at, 8), UINT64_MAX - (at + 8)) + at + 8);
             end = at + 8;
             break;
@@ -1915,10 +1972,15 @@ PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
         case Arg::Line: {
             const auto* nl = static_cast<const uint8_t*>(std::memchr(data.data() + at, '\n', data.size() - at));
             if (!nl) {
+                // A line long so far already counts, unended: its bytes are decompressed only to its limit.
+                if (const uint64_t sofar = data.size() - at; sofar >= LongValue && oversized(code, sofar, false, true))
+                    return m_state;
                 need(data.size() + 1); // a byte more at least
                 return m_state;
             }
             end = uint64_t(nl - data.data()) + 1;
+            if (oversized(code, end - at - 1, false))
+                return m_state;
             break;
         }
         }
@@ -1930,11 +1992,14 @@ PickleExtent::State PickleExtent::scan(std::span<const uint8_t> data)
                 m_state = State::Fails;
                 return m_state;
             }
+            if (oversized(code, length, false))
+                return m_state;
             end = std::min(length, UINT64_MAX - (at + width)) + at + width;
         }
         if (!need(end))
             return m_state;
         m_pos = end;
+        m_longBytes += std::exchange(longHere, 0); // (at most MaxLongBytes in all: no overflow)
     }
     return m_state;
 }

@@ -88,6 +88,21 @@ public:
         More, // the pickle goes on past the bytes given
         Stop, // a STOP: the parse reads nothing past needed()
         Fails, // an opcode the parse fails at (unknown, or one that runs code): it reads nothing past needed()
+        Oversized, // a value or FRAME longer than memory snapshots hold (below): oversize() says which
+    };
+    // Strings, bytes and integers of LongValue bytes or more are no part of a memory snapshot (the longest string
+    // of the real ones is a C++ frame name under 2 KiB, and CPython writes values of 64 KiB or more outside FRAMEs,
+    // so its frames are about 64 KiB: Modules/_pickle.c, FRAME_SIZE_TARGET): a pickle may hold at most MaxLongBytes
+    // of them in all, and no FRAME longer than that. Past it the scan stops with Oversized at the opcode's length,
+    // before the bytes it announces (an .xz file is refused then, its value never decompressed).
+    static constexpr uint64_t LongValue = uint64_t(64) << 10;
+    static constexpr uint64_t MaxLongBytes = uint64_t(16) << 20;
+    struct Oversize {
+        uint64_t offset = 0; // the opcode's
+        const char* opcode = ""; // its name (Lib/pickletools.py)
+        uint64_t length = 0; // of its value or FRAME; for a text line without its end yet, the bytes so far
+        bool lineUnended = false; // a text line longer than MaxLongBytes so far, its '\n' not met
+        uint64_t longBytes = 0; // of every long value up to and including this one
     };
     // Scans the stream's first data.size() bytes (the bytes of the last call, and more) from where it left off.
     State scan(std::span<const uint8_t> data);
@@ -96,8 +111,12 @@ public:
     // opcode scanned last and its argument, and past the end of the FRAME around it (the parse checks a whole frame
     // is there when it meets the FRAME). Grows with each call.
     uint64_t needed() const { return m_needed; }
+    // What made the scan stop with Oversized.
+    const Oversize& oversize() const { return m_oversize; }
 
 private:
+    uint64_t m_longBytes = 0; // of the long values scanned so far (saturating)
+    Oversize m_oversize;
     uint64_t m_pos = 0; // the next opcode's offset
     uint64_t m_needed = 0;
     State m_state = State::More;

@@ -100,6 +100,28 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
                 + " MiB it may take (half the memory this machine has free)";
         return makeError(ErrorCode::TooLarge, std::move(what), path);
     };
+    // A value no snapshot holds (PickleExtent's limits): refused at its length, before its bytes are decompressed.
+    auto oversized = [&](const PickleExtent::Oversize& o) {
+        const std::string mib = std::to_string(PickleExtent::MaxLongBytes >> 20) + " MiB";
+        std::string what = "its pickle holds ";
+        if (std::string_view(o.opcode) == "FRAME")
+            what += "a FRAME of " + std::to_string(o.length) + " bytes";
+        else if (o.lineUnended)
+            what += "a " + std::string(o.opcode) + " line of more than " + std::to_string(o.length) + " bytes";
+        else
+            what += "a " + std::string(o.opcode) + " value of " + std::to_string(o.length) + " bytes";
+        what += " at offset " + std::to_string(o.offset) + " of the decompressed data";
+        if (std::string_view(o.opcode) == "FRAME")
+            what += ", longer than the " + mib + " the reader decompresses for one (CPython's are about 64 KiB)";
+        else if (o.length > PickleExtent::MaxLongBytes)
+            what += ", longer than the " + mib + " the reader decompresses for strings, bytes and integers of "
+                + std::to_string(PickleExtent::LongValue >> 10) + " KiB or more";
+        else
+            what += ", past the " + mib + " the reader decompresses for strings, bytes and integers of "
+                + std::to_string(PickleExtent::LongValue >> 10) + " KiB or more (" + std::to_string(o.longBytes)
+                + " bytes of them so far)";
+        return makeError(ErrorCode::TooLarge, what + ": no memory snapshot holds one; not decompressed", path);
+    };
     lzma_stream strm = LZMA_STREAM_INIT;
     if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK)
         return makeError(ErrorCode::Io, "cannot start the xz decoder", path);
@@ -133,7 +155,8 @@ Error decompressXz(std::span<const uint8_t> in, std::vector<uint8_t>& out, const
             }
             uint64_t wanted = UINT64_MAX; // the bytes worth decoding: all of them, until the pickle's end is known
             if (scanning && checked) {
-                extent.scan(std::span<const uint8_t>(out.data(), produced));
+                if (extent.scan(std::span<const uint8_t>(out.data(), produced)) == PickleExtent::State::Oversized)
+                    return oversized(extent.oversize());
                 if (extent.needed() > room)
                     return tooLarge("its pickle needs "
                                         + (extent.needed() == UINT64_MAX ? std::string("more than 2^64")

@@ -156,7 +156,7 @@ bool Recorder::setState(const DecodedState& state)
     m_entries.clear();
     m_deltaEntries = 0;
     m_trace.setState(loadState(state));
-    m_joinDevices = m_trace.devices();
+    m_joinDevices = std::make_shared<const model::EventTrace::Devices>(m_trace.devices());
     return true;
 }
 
@@ -245,7 +245,7 @@ void Recorder::addStackDef(const DecodedStackDef& def)
     for (const DecodedFrame& f : def.frames)
         frames.push_back(StackFrame { std::string(f.name.empty() ? std::string_view("??") : f.name),
                                       std::string(f.file.empty() ? std::string_view("??") : f.file), f.line });
-    m_stacks[stackKey(def.header.stackId)] = std::move(frames);
+    m_stacks[stackKey(def.header.stackId)] = std::make_shared<const std::vector<StackFrame>>(std::move(frames));
     m_newStacks.push_back(stackKey(def.header.stackId));
 }
 
@@ -341,17 +341,34 @@ void Recorder::setSettings(const DecodedSettings& settings)
     m_newSettings = true;
 }
 
-model::Snapshot Recorder::snapshot() const { return build(m_trace.devices(), m_entries.size(), m_notes.size()); }
-
-void Recorder::dropHistory()
+model::Snapshot Recorder::snapshot() const
 {
-    std::vector<Entry>().swap(m_entries); // the memory goes back now, not at the next growth
-    std::vector<Note>().swap(m_notes);
-    m_deltaEntries = m_deltaNotes = 0;
-    m_joinDevices = m_trace.devices();
+    return build(m_trace.devices(), m_entries, m_notes, m_stacks, m_settings, m_hello.deviceCount);
 }
 
-model::Snapshot Recorder::joinSnapshot() const { return build(m_joinDevices, 0, 0); }
+Recorder::History Recorder::takeHistory()
+{
+    History h;
+    m_joinDevices = std::make_shared<const model::EventTrace::Devices>(m_trace.devices());
+    h.m_devices = m_joinDevices; // the state now: the part's final one, and the next part's join state
+    h.m_entries = std::exchange(m_entries, {}); // moved: the memory goes with the history
+    h.m_notes = std::exchange(m_notes, {});
+    h.m_stacks = m_stacks;
+    h.m_settings = m_settings;
+    h.m_deviceCount = m_hello.deviceCount;
+    m_deltaEntries = m_deltaNotes = 0;
+    return h;
+}
+
+model::Snapshot Recorder::History::snapshot() const
+{
+    return build(*m_devices, m_entries, m_notes, m_stacks, m_settings, m_deviceCount);
+}
+
+model::Snapshot Recorder::joinSnapshot() const
+{
+    return build(*m_joinDevices, {}, {}, m_stacks, m_settings, m_hello.deviceCount);
+}
 
 void Recorder::takeDelta(Delta& out)
 {
@@ -362,7 +379,7 @@ void Recorder::takeDelta(Delta& out)
     out.stacks.clear();
     for (uint64_t key : m_newStacks)
         if (auto it = m_stacks.find(key); it != m_stacks.end())
-            out.stacks.emplace_back(key, it->second);
+            out.stacks.emplace_back(key, *it->second);
     m_newStacks.clear();
     out.settings.reset();
     if (std::exchange(m_newSettings, false))
@@ -372,13 +389,16 @@ void Recorder::takeDelta(Delta& out)
         m_entries.clear();
         m_notes.clear();
         m_deltaEntries = m_deltaNotes = 0;
-        m_joinDevices = m_trace.devices();
+        m_joinDevices = std::make_shared<const model::EventTrace::Devices>(m_trace.devices());
     }
 }
 
-// The snapshot of `devices` with the first `entries` trace entries and `notes` annotations, written by the one
-// writer of recordings (viewer/recordingbuilder.h), which the app's live document uses too.
-model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_t entries, size_t notes) const
+// The snapshot of `devices` with `entries` as its trace and `notes` as its annotations, written by the one writer of
+// recordings (viewer/recordingbuilder.h), which the app's live document uses too. Static: a History builds with it
+// on another thread.
+model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, std::span<const Entry> entries,
+                                std::span<const Note> notes, const StackDefs& stacks, const model::Value& settings,
+                                size_t deviceCount)
 {
     model::Snapshot s;
     RecordingBuilder builder(s);
@@ -386,18 +406,17 @@ model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_
     auto use = [&](uint64_t key) {
         if (key == 0 || builder.hasStack(key))
             return;
-        if (auto def = m_stacks.find(key); def != m_stacks.end())
-            builder.defineStack(key, def->second);
+        if (auto def = stacks.find(key); def != stacks.end())
+            builder.defineStack(key, *def->second);
     };
-    size_t deviceCount = std::max<size_t>(m_hello.deviceCount, devices.size());
-    const std::span<const Entry> traced(m_entries.data(), std::min(entries, m_entries.size()));
-    for (const Entry& e : traced)
+    deviceCount = std::max(deviceCount, devices.size());
+    for (const Entry& e : entries)
         deviceCount = std::max<size_t>(deviceCount, size_t(e.device) + 1);
     s.deviceTraces.resize(deviceCount);
     s.hasDeviceTraces = true;
     // Numbered device after device, each trace in order, then the final segments: as a file of it read back is.
     for (size_t d = 0; d < deviceCount; ++d) {
-        for (const Entry& e : traced) {
+        for (const Entry& e : entries) {
             if (e.device != d)
                 continue;
             use(e.stack);
@@ -412,10 +431,10 @@ model::Snapshot Recorder::build(const model::EventTrace::Devices& devices, size_
         }
     }
     builder.writeState(devices, RecordingBuilder::StackKeys::Source, s);
-    for (const Note& n : std::span<const Note>(m_notes.data(), std::min(notes, m_notes.size())))
+    for (const Note& n : notes)
         builder.annotate(n);
     s.hasAnnotationsKey = true;
-    s.allocatorSettings = m_settings;
+    s.allocatorSettings = settings;
     return s;
 }
 

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -143,11 +144,7 @@ public:
     // name the new job's definitions (those sent from now on); entries before it keep the old job's frames.
     void resync(const DecodedState& fresh, const ResyncReason& reason);
 
-    // Forgets the trace entries and notes so far (the caller wrote snapshot() out as a part of a bounded
-    // recording): snapshot() from now on starts at the current state and holds only what follows. Stack
-    // definitions, statistics and the allocator state stay.
-    void dropHistory();
-    // Trace entries snapshot() would hold now (applied and synthetic, since the state or the last dropHistory()).
+    // Trace entries snapshot() would hold now (applied and synthetic, since the state or the last takeHistory()).
     size_t entryCount() const { return m_entries.size(); }
 
     const RecorderStats& stats() const { return m_stats; }
@@ -186,12 +183,40 @@ public:
     // yet, and joinSnapshot() the state they apply to. true (the default) keeps everything for snapshot().
     void setKeepTaken(bool keep) { m_keepTaken = keep; }
 
+    using StackDefs = std::map<uint64_t, std::shared_ptr<const std::vector<StackFrame>>>; // by stackKey()
+    // What snapshot() would hold now, taken out of the Recorder to be built elsewhere (a part of a bounded
+    // recording, built and written on a thread of its own while the owner reads on). A value: it shares nothing
+    // mutable with the Recorder, so its snapshot() may run on any thread, once the Recorder goes on.
+    class History {
+    public:
+        // The snapshot the Recorder's snapshot() would have returned when the history was taken. Allocates; may
+        // take seconds for millions of entries.
+        model::Snapshot snapshot() const;
+        size_t entryCount() const { return m_entries.size(); }
+
+    private:
+        friend class Recorder;
+        std::shared_ptr<const model::EventTrace::Devices> m_devices; // the state when taken
+        std::vector<Entry> m_entries;
+        std::vector<Note> m_notes;
+        StackDefs m_stacks; // the frames shared (immutable), the map copied
+        model::Value m_settings;
+        size_t m_deviceCount = 0; // Hello::deviceCount
+    };
+    // Hands over the trace entries and notes so far with what building their snapshot needs, and forgets them:
+    // snapshot() from now on starts at the current state and holds only what follows. Stack definitions, statistics
+    // and the allocator state stay. Costs the owner a copy of the allocator state and of the stack map's keys (the
+    // frames are shared), never the snapshot: the entries are moved.
+    History takeHistory();
+
 private:
     // A wire stack id made unique across job restarts: the restart count in the high half (0 stays "none").
     uint64_t stackKey(uint32_t wireId) const { return wireId == 0 ? 0 : (uint64_t(m_epoch) << 32) | wireId; }
     // The allocator state a state reply lists (records that do not fit it are counted as inconsistent).
     model::EventTrace::Devices loadState(const DecodedState& state);
-    model::Snapshot build(const model::EventTrace::Devices& devices, size_t entries, size_t notes) const;
+    static model::Snapshot build(const model::EventTrace::Devices& devices, std::span<const Entry> entries,
+                                 std::span<const Note> notes, const StackDefs& stacks, const model::Value& settings,
+                                 size_t deviceCount);
     void apply(const EventRecord& e);
 
     bool m_hasState = false;
@@ -200,7 +225,9 @@ private:
     uint64_t m_lastSequence = 0; // of the last record applied (or the state's)
     model::EventTrace m_trace; // the allocator's state, events applied and resyncs synthesised by the one engine
     std::vector<Entry> m_entries;
-    model::EventTrace::Devices m_joinDevices; // the state the first entry applies to (joinSnapshot)
+    // The state the first entry applies to (joinSnapshot); shared with the History taken there, never changed.
+    std::shared_ptr<const model::EventTrace::Devices> m_joinDevices
+        = std::make_shared<const model::EventTrace::Devices>();
     size_t m_deltaEntries = 0, m_deltaNotes = 0; // taken by takeDelta so far
     std::vector<uint64_t> m_newStacks; // stack keys defined since the last takeDelta
     bool m_keepTaken = true;
@@ -213,7 +240,7 @@ private:
     bool m_newSettings = false; // since the last takeDelta
     uint32_t m_epoch = 0; // job restarts seen
     uint64_t m_lastTimeNs = 0; // of the last applied record (heartbeats included)
-    std::map<uint64_t, std::vector<StackFrame>> m_stacks; // by stackKey()
+    StackDefs m_stacks;
     RecorderStats m_stats;
 };
 

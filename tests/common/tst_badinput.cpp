@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -467,13 +468,61 @@ void TestBadInput::xzExpansionRefused_data()
     // The zeros are no opcode: the parse fails at the first, and nothing after it is decompressed.
     QTest::newRow("a pickle's start, then zeros")
         << QByteArray("\x80\x04}", 3) << io::ErrorCode::Corrupt << QStringLiteral("unknown pickle opcode 0x00");
-    // BINBYTES8 and FRAME announce 2^40 bytes: refused before they are decompressed.
-    const QString needs = QStringLiteral("its pickle needs 1099511627787 bytes decompressed, more than the 16384 MiB "
-                                         "the reader decompresses at most");
-    QTest::newRow("BINBYTES8 of 2^40 bytes")
-        << QByteArray("\x80\x04\x8e\x00\x00\x00\x00\x00\x01\x00\x00", 11) << io::ErrorCode::TooLarge << needs;
-    QTest::newRow("FRAME of 2^40 bytes") << QByteArray("\x80\x04\x95\x00\x00\x00\x00\x00\x01\x00\x00}", 12)
-                                         << io::ErrorCode::TooLarge << needs;
+    // A value or FRAME longer than snapshots hold is refused at its length, before its bytes are decompressed: what
+    // it announces may fit the machine's memory (before: 1 GiB of BINBYTES8 took the load 1 GiB and more, then
+    // failed), or not (2^40 bytes).
+    const QString offset2 = QStringLiteral(" at offset 2 of the decompressed data, longer than the 16 MiB the reader "
+                                           "decompresses for strings, bytes and integers of 64 KiB or more: no memory "
+                                           "snapshot holds one; not decompressed");
+    const auto length8 = [](char code, uint64_t length) {
+        QByteArray p("\x80\x04", 2);
+        p += code;
+        for (int i = 0; i < 8; ++i)
+            p += char((length >> (8 * i)) & 0xff);
+        return p;
+    };
+    QTest::newRow("BINBYTES8 of 2^40 bytes") << length8('\x8e', uint64_t(1) << 40) << io::ErrorCode::TooLarge
+                                             << QStringLiteral("its pickle holds a BINBYTES8 value of 1099511627776 "
+                                                               "bytes")
+            + offset2;
+    QTest::newRow("BINBYTES8 of 1 GiB") << length8('\x8e', uint64_t(1) << 30) << io::ErrorCode::TooLarge
+                                        << QStringLiteral("its pickle holds a BINBYTES8 value of 1073741824 bytes")
+            + offset2;
+    QTest::newRow("BINUNICODE8 of 1 GiB")
+        << length8('\x8d', uint64_t(1) << 30) << io::ErrorCode::TooLarge
+        << QStringLiteral("its pickle holds a BINUNICODE8 value of 1073741824 bytes") + offset2;
+    QTest::newRow("BINUNICODE of 512 MiB")
+        << QByteArray("\x80\x04X\x00\x00\x00\x20", 7) << io::ErrorCode::TooLarge
+        << QStringLiteral("its pickle holds a BINUNICODE value of 536870912 bytes") + offset2;
+    QTest::newRow("BINBYTES8 of 16 MiB + 1")
+        << length8('\x8e', (uint64_t(16) << 20) + 1) << io::ErrorCode::TooLarge
+        << QStringLiteral("its pickle holds a BINBYTES8 value of 16777217 bytes") + offset2;
+    QTest::newRow("FRAME of 1 GiB") << length8('\x95', uint64_t(1) << 30) + '}' << io::ErrorCode::TooLarge
+                                    << QStringLiteral("its pickle holds a FRAME of 1073741824 bytes at offset 2 of the "
+                                                      "decompressed data, longer than the 16 MiB the reader "
+                                                      "decompresses for one (CPython's are about 64 KiB)");
+    QTest::newRow("FRAME of 2^40 bytes") << length8('\x95', uint64_t(1) << 40) + '}' << io::ErrorCode::TooLarge
+                                         << QStringLiteral("its pickle holds a FRAME of 1099511627776 bytes");
+    // A text STRING whose line never ends (the zeros are its text): decompressed to the limit, no further.
+    QTest::newRow("a STRING line without its end")
+        << QByteArray("(S'") << io::ErrorCode::TooLarge
+        << QStringLiteral("its pickle holds a STRING line of more than "); // the bytes so far: as they were decoded
+    // Long values, each under the limit, add up: 17 BINBYTES of 1 MiB are refused at the 17th, before its bytes.
+    {
+        QByteArray values("\x80\x04(", 3);
+        for (int i = 0; i < 17; ++i) {
+            values += QByteArray("B\x00\x00\x10\x00", 5);
+            if (i < 16)
+                values += QByteArray(1 << 20, 'x');
+        }
+        QTest::newRow("17 BINBYTES of 1 MiB")
+            << values << io::ErrorCode::TooLarge
+            << QStringLiteral("its pickle holds a BINBYTES value of 1048576 bytes at offset %1 of the decompressed "
+                              "data, past the 16 MiB the reader decompresses for strings, bytes and integers of 64 "
+                              "KiB or more (17825792 bytes of them so far): no memory snapshot holds one; not "
+                              "decompressed")
+                   .arg(3 + 16 * (5 + (1 << 20)));
+    }
 }
 
 void TestBadInput::xzExpansionRefused()
@@ -484,7 +533,11 @@ void TestBadInput::xzExpansionRefused()
     const QByteArray file = xzWithZerosAfter(pickle);
     QVERIFY(!file.isEmpty());
     io::LoadResult r;
+    QElapsedTimer timer;
+    timer.start();
     const long grewKiB = peakGrowthKiB([&] { r = loadBytes(file, "expands.pickle.xz"); });
+    qInfo("%lld-byte .xz refused in %lld ms, peak memory +%ld KiB: %s", qlonglong(file.size()), timer.elapsed(),
+          grewKiB, r.error.message.c_str());
     QVERIFY2(!r.ok(), "the input was accepted");
     QVERIFY2(r.error.code == code, r.error.toString().c_str());
     const QString message = QString::fromStdString(r.error.toString());

@@ -650,6 +650,57 @@ private Q_SLOTS:
         QCOMPARE(rec.stackCount(), size_t(2));
     }
 
+    // A bounded recording's part is built off the reading thread from the history the Recorder hands over: the
+    // history's snapshot is the one snapshot() gave when it was taken, byte for byte, whatever the Recorder does
+    // next (more events, notes, a stack redefined, new settings), and the Recorder goes on from that state with only
+    // what follows; two parts chain (the second's trace applies to the first's final state).
+    void recorderHandsItsHistoryOver()
+    {
+        Recorder rec;
+        QVERIFY(rec.setState(viewer::decodeState(validState())));
+        rec.addStackDef(viewer::decodeStackDef(validStackDef()));
+        rec.setSettings(viewer::decodeSettings(viewer::encodeSettings("max_split_size=i:134217728\n")));
+        EventRecord seg = makeEvent(11, EventType::SegmentAlloc, B, 2 * MiB);
+        seg.stackId = 7;
+        EventRecord alloc = makeEvent(12, EventType::Alloc, B, 512, 100);
+        alloc.stackId = 7;
+        rec.addEvents(std::vector { seg, alloc });
+        std::vector<uint8_t> notes;
+        viewer::appendNote(notes, 0, 0, 1'000'000, "step_0");
+        for (const viewer::DecodedNote& n : viewer::decodeNotes(notes).notes)
+            rec.addNote(n);
+        const std::string whole = io::encodePickle(rec.snapshot());
+
+        const Recorder::History first = rec.takeHistory();
+        QCOMPARE(first.entryCount(), size_t(2));
+        QCOMPARE(rec.entryCount(), size_t(0));
+        // After the take: no trace, the state as it was (the segment and its block in it).
+        const model::Snapshot afterTake = rec.snapshot();
+        QCOMPARE(afterTake.deviceTraces.at(0).size(), size_t(0));
+        QVERIFY(std::any_of(afterTake.segments.begin(), afterTake.segments.end(),
+                            [](const model::Segment& seg) { return uint64_t(seg.address) == B; }));
+        const std::vector<DecodedFrame> other { { 0x600000, "redefined", "/bin/job", 5 } };
+        rec.addStackDef(viewer::decodeStackDef(encodeStackDef(7, other)));
+        rec.setSettings(viewer::decodeSettings(viewer::encodeSettings("max_split_size=i:1\n")));
+        EventRecord free = makeEvent(13, EventType::FreeCompleted, B, 512);
+        rec.addEvents(std::vector { free, makeEvent(14, EventType::SegmentFree, B, 2 * MiB) });
+        notes.clear();
+        viewer::appendNote(notes, 1, 0, 3'000'000, "step_0");
+        for (const viewer::DecodedNote& n : viewer::decodeNotes(notes).notes)
+            rec.addNote(n);
+        QVERIFY(io::encodePickle(first.snapshot()) == whole);
+
+        const Recorder::History second = rec.takeHistory();
+        const model::Snapshot s = second.snapshot();
+        QCOMPARE(s.deviceTraces.at(0).size(), size_t(2));
+        QCOMPARE(int(s.deviceTraces[0][0].action), int(model::Action::FreeCompleted));
+        QCOMPARE(s.annotations.size(), size_t(1));
+        QVERIFY(std::none_of(s.segments.begin(), s.segments.end(),
+                             [](const model::Segment& seg) { return uint64_t(seg.address) == B; }));
+        QCOMPARE(s.allocatorSettings->find("max_split_size")->integer, int64_t(1));
+        QVERIFY(io::encodePickle(first.snapshot()) == whole); // still: the second take shared nothing with it
+    }
+
     void requestRoundTrip()
     {
         const DecodedRequest r = decodeRequest(encodeRequest(RequestType::State));

@@ -19,6 +19,12 @@ void checkExtent(const uint8_t* data, size_t size, const memscope::io::LoadResul
         return;
     PickleExtent extent;
     extent.scan({ data, size });
+    // A value or FRAME past the extent's limits announces more bytes than an input of -max_len (64 KiB) holds.
+    if (extent.state() == PickleExtent::State::Oversized) {
+        if (whole.ok())
+            __builtin_trap();
+        return;
+    }
     if (extent.state() == PickleExtent::State::More || extent.needed() > size) {
         if (whole.ok())
             __builtin_trap(); // the parse read a pickle the extent found incomplete

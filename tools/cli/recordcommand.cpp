@@ -1,6 +1,7 @@
 // The `record` command (recordcommand.h): a client::AgentClient (common/client: the Clone pattern of the ZeroMQ
 // Guide, chapter 5, with resyncs and reconnection) feeding a viewer::Recorder, then the snapshot written out.
-// Single-threaded: this thread owns the client and its sockets.
+// This thread owns the client, its sockets and the Recorder; a part of a bounded recording is built and written on a
+// thread of its own from the history the Recorder hands over.
 #include "recordcommand.h"
 
 #include "client/agentclient.h"
@@ -304,26 +305,36 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             status = 1;
         return written;
     };
-    // A part is written on a thread of its own while this one goes on reading: a job that ends meanwhile (or
-    // floods) is not kept waiting on the disk. One part at a time: the next one waits for it.
+    // A part is built and written on a thread of its own while this one goes on reading: a job that ends meanwhile
+    // (or floods) is not kept waiting on the snapshot or the disk; this thread only hands the Recorder's history
+    // over (Recorder::takeHistory: a copy of the allocator state, the entries moved). One part at a time: the next
+    // one waits for it.
     struct PartWrite {
         std::thread thread;
-        std::shared_ptr<model::Snapshot> snapshot;
+        std::atomic<bool> done { false };
         uint64_t number = 0;
         std::string written;
         bool failedOver = false;
+        uint64_t stalls = 0; // parts the reading waited for (a write slower than the job: the disk, the machine)
+        Clock::duration stalled {};
         ~PartWrite()
         {
             if (thread.joinable())
                 thread.join();
         }
     } partWrite;
-    // Waits for the part being written, reports it; false when it could not be written at all.
-    auto finishPart = [&]() -> bool {
+    // Waits for the part being written, reports it; false when it could not be written at all. `reading`: the
+    // recording goes on, so a wait is a stall of the reading, counted.
+    auto finishPart = [&](bool reading) -> bool {
         if (!partWrite.thread.joinable())
             return true;
+        const bool stall = reading && !partWrite.done.load(std::memory_order_acquire);
+        const Clock::time_point waitFrom = Clock::now();
         partWrite.thread.join();
-        partWrite.snapshot.reset();
+        if (stall) {
+            ++partWrite.stalls;
+            partWrite.stalled += Clock::now() - waitFrom;
+        }
         if (partWrite.failedOver)
             status = 1;
         if (partWrite.written.empty())
@@ -381,30 +392,35 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             stopReason = "event limit reached";
             break;
         }
-        if (partWrite.thread.joinable() && partWrite.snapshot.use_count() == 1 && !finishPart()) {
+        if (partWrite.thread.joinable() && partWrite.done.load(std::memory_order_acquire) && !finishPart(true)) {
             stopReason = "a part could not be written";
             status = 1;
             break;
         }
-        if (recorder.entryCount() >= partEntries && agent.hasState()) {
-            if (!finishPart()) {
+        // A part that comes due while the previous one is still being written grows on (reading never waits for the
+        // disk) up to twice its size; only past that, the disk slower than the job, does reading wait for the write.
+        const bool writing = partWrite.thread.joinable() && !partWrite.done.load(std::memory_order_acquire);
+        if (recorder.entryCount() >= (writing ? 2 * partEntries : partEntries) && agent.hasState()) {
+            if (!finishPart(true)) {
                 stopReason = "a part could not be written";
                 status = 1;
                 break;
             }
             const uint64_t n = parts + 1;
-            partWrite.snapshot = std::make_shared<model::Snapshot>(recorder.snapshot());
-            partWrite.snapshot->topLevelExtras = recordingInfo(int64_t(n), "");
             partWrite.number = n;
             partWrite.written.clear();
             partWrite.failedOver = false;
-            recorder.dropHistory();
+            partWrite.done.store(false, std::memory_order_relaxed);
             parts = n;
-            partWrite.thread = std::thread(
-                [&partWrite, &writeTo, path = partPath(o.output, n), snapshot = partWrite.snapshot]() mutable {
-                    partWrite.written = writeTo(*snapshot, path, partWrite.failedOver);
-                    snapshot.reset(); // (the loop sees the write is over: only its own reference is left)
-                });
+            partWrite.thread
+                = std::thread([&partWrite, &writeTo, path = partPath(o.output, n),
+                               extras = recordingInfo(int64_t(n), ""), history = recorder.takeHistory()]() mutable {
+                      model::Snapshot snapshot = history.snapshot();
+                      history = {}; // its entries go back before the write
+                      snapshot.topLevelExtras = std::move(extras);
+                      partWrite.written = writeTo(snapshot, path, partWrite.failedOver);
+                      partWrite.done.store(true, std::memory_order_release);
+                  });
         }
         if (o.follow)
             continue; // a goodbye or silence waits for the job's next run
@@ -419,10 +435,19 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             break;
         }
     }
-    if (!finishPart() && status == 0) {
+    if (!finishPart(false) && status == 0) {
         stopReason = "a part could not be written";
         status = 1;
     }
+    if (partWrite.stalls > 0)
+        std::fprintf(
+            err,
+            "memscope-cli: warning: %s: reading waited %lld ms in all for %llu parts still being written at "
+            "twice their size (the disk or the machine slower than the job); records may have been missed "
+            "meanwhile\n",
+            o.endpoint.c_str(),
+            static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(partWrite.stalled).count()),
+            static_cast<unsigned long long>(partWrite.stalls));
     if (!agent.hasState()) {
         std::fprintf(err, "memscope-cli: %s: interrupted before the agent answered\n", o.endpoint.c_str());
         return 1;
