@@ -81,9 +81,8 @@ std::atomic<bool> g_stopping { false };
 std::atomic<bool> g_tracking { true };
 // Whether frees carry contexts of their own (observe(context="all")). Otherwise PyTorch hands a free the context of
 // the block's allocation (CUDACachingAllocator.cpp, free(): record_trace(FREE_REQUESTED, ..., context ? context :
-// block->context_when_allocated), and free_block's FREE_COMPLETED inside free() the same): memscope's viewers know
-// that stack from the allocation already (model::EventTrace gives a free without a stack its block's), so the
-// tracker copies no context for those, two of the three events of most allocations. A free completed later (a
+// block->context_when_allocated), and free_block's FREE_COMPLETED inside free() the same): memscope knows that
+// stack from the allocation already (MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT), so the tracker copies no context for those, two of the three events of most allocations. A free completed later (a
 // block used on other streams: process_events) carries the context of the allocation under way then, which is
 // sent: a free_completed goes without its context only when it follows its free_requested with the same one.
 bool g_freeContexts = false;
@@ -136,6 +135,8 @@ void track(const TraceEntry& te)
             && d.freeRequestedContext == te.context_.get());
     d.freeRequested = e.action == MEMSCOPE_OBSERVED_FREE_REQUESTED ? e.address : 0;
     d.freeRequestedContext = te.context_.get();
+    if (te.context_ && allocationsContext && !g_freeContexts)
+        e.flags = MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT; // memscope gives it the allocation's stack
     if (te.context_ && e.action != MEMSCOPE_OBSERVED_SNAPSHOT && (g_freeContexts || !allocationsContext)) {
         const uint32_t index = uint32_t(d.next & (SlotCount - 1));
         Slot& s = d.slots[index];

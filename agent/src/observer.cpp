@@ -64,6 +64,7 @@ Observer::Observer(const memscope_observer_hooks& hooks, const AllocatorConfig& 
     , m_settings(settingsLines(config))
     , m_layout(config)
     , m_stamps(new std::atomic<uint64_t>[size_t(m_deviceCount)])
+    , m_allocStacks(size_t(m_deviceCount))
 {
     options.stackDepth = 0; // the observed allocator's stacks are its contexts, not ours
     options.pythonStacks = 0;
@@ -202,7 +203,10 @@ int Observer::event(const memscope_observed_event& e) noexcept
                                          r.stream = e.stream;
                                          r.poolFirst = int32_t(e.pool_first);
                                          r.poolSecond = int32_t(e.pool_second);
-                                         r.stackId = e.context; // a context until complete() turns it into a stack id
+                                         // a context until complete() turns it into a stack id
+                                         r.stackId = (e.flags & MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT) && !e.context
+                                             ? AllocationStack
+                                             : e.context;
                                          std::memset(r.reserved, 0, sizeof r.reserved);
                                      })
         ? 1
@@ -258,7 +262,7 @@ void Observer::complete(wire::EventRecord* records, size_t count, StackSender& s
     m_contexts.clear();
     for (size_t i = 0; i < count; ++i) {
         m_layout.apply(records[i]);
-        if (records[i].stackId != 0)
+        if (records[i].stackId != 0 && records[i].stackId != AllocationStack)
             m_contexts.push_back(records[i].stackId);
     }
     m_contextStacks.clear();
@@ -296,10 +300,24 @@ void Observer::complete(wire::EventRecord* records, size_t count, StackSender& s
         m_symbolizeNs.fetch_add(uint64_t(steadyNow() - t0), std::memory_order_relaxed);
     }
     for (size_t i = 0; i < count; ++i) {
-        if (records[i].stackId == 0)
-            continue;
-        auto it = m_contextStacks.find(records[i].stackId);
-        records[i].stackId = it == m_contextStacks.end() ? 0 : it->second;
+        wire::EventRecord& r = records[i];
+        if (r.stackId == AllocationStack) {
+            // A free with its allocation's context: that allocation's stack, as PyTorch's trace shows it.
+            auto& live = m_allocStacks[r.device];
+            auto it = live.find(r.address);
+            r.stackId = it == live.end() ? 0 : it->second;
+        } else if (r.stackId != 0) {
+            auto it = m_contextStacks.find(r.stackId);
+            r.stackId = it == m_contextStacks.end() ? 0 : it->second;
+        }
+        if (r.type == uint8_t(wire::EventType::Alloc)) {
+            if (r.stackId)
+                m_allocStacks[r.device][r.address] = r.stackId;
+            else
+                m_allocStacks[r.device].erase(r.address);
+        } else if (r.type == uint8_t(wire::EventType::FreeCompleted)) {
+            m_allocStacks[r.device].erase(r.address);
+        }
     }
     sendNewStacks(sender);
 }
@@ -456,7 +474,7 @@ void Observer::discard(const wire::EventRecord* records, size_t count)
 {
     m_contexts.clear();
     for (size_t i = 0; i < count; ++i) {
-        if (records[i].stackId != 0)
+        if (records[i].stackId != 0 && records[i].stackId != AllocationStack)
             m_contexts.push_back(records[i].stackId);
     }
     if (m_contexts.empty() || !m_hooks.release)
@@ -466,7 +484,22 @@ void Observer::discard(const wire::EventRecord* records, size_t count)
         m_hooks.release(m_hooks.user, m_contexts.data(), m_contexts.size());
 }
 
-void Observer::stateSent(const std::vector<SegmentInfo>& state) { m_layout.reset(state); }
+void Observer::stateSent(const std::vector<SegmentInfo>& state)
+{
+    m_layout.reset(state);
+    // The stacks of the blocks alive in the state, for the frees to come that carry their allocation's.
+    for (const SegmentInfo& seg : state) {
+        if (seg.device < 0 || seg.device >= m_deviceCount)
+            continue;
+        uint64_t address = seg.address;
+        for (const BlockInfo& b : seg.blocks) {
+            const uint64_t at = b.address ? b.address : address;
+            if (b.active && b.stackId)
+                m_allocStacks[size_t(seg.device)].emplace(at, b.stackId);
+            address = at + b.size;
+        }
+    }
+}
 
 void Observer::resendStacks(StackSender& sender)
 {

@@ -128,6 +128,11 @@ private:
     std::atomic<size_t> m_stacksSentCount { 0 };
     std::vector<uint32_t> m_contexts; // publisher thread: a batch's contexts
     std::unordered_map<uint32_t, uint32_t> m_contextStacks; // publisher thread: context -> stack id, one batch
+    // A record's stackId that stands for its block's allocation's stack (MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT):
+    // never a context (those are below 64 << 24 for events).
+    static constexpr uint32_t AllocationStack = 0xFFFFFFFFu;
+    // Publisher thread: the stack id of each live block's allocation, per device (address -> stack id).
+    std::vector<std::unordered_map<uint64_t, uint32_t>> m_allocStacks;
     // Unnamed frames (publisher thread): a batch's or a state's raw stacks, and stacks of Python frames alone by
     // their (code, instruction) bytes. A key stays valid: the symboliser's table holds every code object it named.
     std::vector<RawStack> m_raw;

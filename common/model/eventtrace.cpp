@@ -84,11 +84,6 @@ bool EventTrace::apply(TraceEvent& e)
                                    e.addr > base, end < base + seg->size);
         }
         e.size = it->second.requestedSize;
-        // A free without a stack of its own has its allocation's: PyTorch gives a free the block's allocation
-        // context unless it gathers one for frees (CUDACachingAllocator.cpp, free(): `context ? context :
-        // block->context_when_allocated`), and memscope's observer leaves that copy to the viewer.
-        if (e.stack == 0)
-            e.stack = it->second.stack;
         if (e.action == Action::FreeCompleted)
             seg->blocks.erase(it);
         return true;

@@ -61,6 +61,11 @@ struct Host final : TraceObserver {
             contexts[o.context] = *t_frames;
             blockFrames[e.addr] = *t_frames;
         }
+        // PyTorch hands a block's frees the context of its allocation (observe.h's
+        // MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT): memscope gives them its stack.
+        if ((e.action == TraceAction::FreeRequested || e.action == TraceAction::FreeCompleted)
+            && blockFrames.count(e.addr))
+            o.flags = MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT;
         if (e.action == TraceAction::FreeCompleted)
             blockFrames.erase(e.addr);
         if (memscope_observe_event(&o) == 0 && o.context)

@@ -23,8 +23,8 @@ class FakeExtension:
         self.calls = []
         self.next_token = 7
 
-    def start(self, endpoint):
-        self.calls.append(("start", endpoint))
+    def start(self, endpoint, free_contexts=False):
+        self.calls.append(("start", endpoint, free_contexts))
         return endpoint or "ipc:///tmp/fake-default"
 
     def stop(self):
@@ -124,7 +124,8 @@ class ObserveTest(unittest.TestCase):
         torch = fake_torch()
         endpoint, err = self.observe(torch, lambda library, verbose: ext, endpoint="ipc:///tmp/job")
         self.assertEqual(endpoint, "ipc:///tmp/job")
-        self.assertEqual(ext.calls, [("start", "ipc:///tmp/job")])
+        # Frees carry no contexts of their own with context="alloc" (the allocation's stands for them).
+        self.assertEqual(ext.calls, [("start", "ipc:///tmp/job", False)])
         self.assertEqual(torch.history, [dict(enabled="all", context="alloc", stacks="python", max_entries=1)])
         self.assertIn("observing PyTorch's allocator at ipc:///tmp/job", err)
         # A second call changes nothing.
@@ -141,6 +142,12 @@ class ObserveTest(unittest.TestCase):
         self.assertEqual(ext.calls[-1], ("end", 7))
         self.m.stop_observing()
         self.assertEqual(ext.calls[-1], ("stop",))
+
+    def test_observe_with_free_contexts(self):
+        ext = FakeExtension()
+        endpoint, _ = self.observe(fake_torch(), lambda library, verbose: ext, endpoint="ipc:///tmp/job",
+                                   context="all")
+        self.assertEqual(ext.calls[0], ("start", "ipc:///tmp/job", True))
 
     def test_observe_without_stacks(self):
         ext = FakeExtension()
@@ -173,7 +180,7 @@ class ObserveTest(unittest.TestCase):
                 self.assertEqual(self.m._main([]), 2)
             with open(out) as f:
                 self.assertEqual(f.read(), "__main__ %s --lr 3" % script)
-            self.assertEqual(ext.calls[0], ("start", "ipc:///tmp/j"))
+            self.assertEqual(ext.calls[0], ("start", "ipc:///tmp/j", False))
             self.assertEqual(err.getvalue().count("usage: python -m memscope_torch"), 2)
 
 

@@ -47,10 +47,18 @@ enum {
     MEMSCOPE_OBSERVED_SNAPSHOT = 100 /* the device's part of a state was taken just now */
 };
 
+/* memscope_observed_event.flags */
+enum {
+    /* a free whose context is its block's allocation's (PyTorch's free_requested, and free_completed inside free(),
+     * without context="all"): the host passes no context and memscope gives the free its allocation's stack */
+    MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT = 1
+};
+
 typedef struct memscope_observed_event {
     uint8_t action; /* MEMSCOPE_OBSERVED_* */
     uint8_t device; /* < the device_count given to memscope_observe_start */
-    uint8_t reserved[2];
+    uint8_t flags; /* MEMSCOPE_OBSERVED_ALLOCATION_CONTEXT, or 0 */
+    uint8_t reserved;
     uint32_t context; /* 0: none */
     uint64_t address;
     uint64_t size;
