@@ -310,44 +310,12 @@ def whatif_workloads():
 whatif_workloads()
 
 
-def gpt2_varlen_job(torch, name):
+def gpt2_varlen_job(torch, name, skip_ooms=False):
     """A real model's training under each allocator setting: GPT-2 (transformers, from its config) with a batch of
-    another sequence length every step (padding-free batching), the same seed, no cap and no OOM. Its requests do not
-    depend on the allocator, so the what-if replay of one run predicts the others' peak reservation exactly or not."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-    record(torch)
-    torch.manual_seed(0)
-    rng = random.Random(5)
-    cfg = GPT2Config(n_layer=4, n_embd=512, n_head=8, vocab_size=8192, n_positions=1024)
-    m = GPT2LMHeadModel(cfg).cuda()
-    opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-    for i in range(12):
-        n = rng.choice([96, 200, 333, 512, 700, 1000])
-        ids = torch.randint(0, 8192, (8, n), device='cuda')
-        with torch.autocast('cuda', dtype=torch.bfloat16):
-            loss = m(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step(); opt.zero_grad(set_to_none=True)
-        del loss, ids
-    print(name, 'peak reserved', torch.cuda.max_memory_reserved(), flush=True)
-    dump(torch, name)
-
-
-for _tag, _conf in {'default': '', 'expandable': 'expandable_segments:True', 'max_split128': 'max_split_size_mb:128',
-                    'roundup4': 'roundup_power2_divisions:4'}.items():
-    def _job(torch, name='gpt2_varlen_' + _tag):
-        gpt2_varlen_job(torch, name)
-    _job.__name__ = 'gpt2_varlen_' + _tag
-    _job.env = {'PYTORCH_CUDA_ALLOC_CONF': _conf} if _conf else {}
-    _job.fraction = None
-    WORKLOADS[_job.__name__] = _job
-
-
-def gpt2_varlen_oom_job(torch, name):
-    """The same training under a memory cap, as a job that meets real OOMs: a step that runs out of memory is
-    skipped (its tensors dropped, its gradients zeroed) and training goes on, the way training loops survive a
-    too-long batch. Run under the default settings and expandable_segments:True with caps between the two settings'
-    peaks, so that one run of a pair fails steps the other does not."""
+    another sequence length every step (padding-free batching), the same seed. Without a cap it meets no OOM, and its
+    requests do not depend on the allocator, so the what-if replay of one run predicts the others' peak reservation
+    exactly or not. With skip_ooms (and a cap) a step that runs out of memory is skipped (its tensors dropped, its
+    gradients zeroed) and training goes on, the way training loops survive a too-long batch."""
     from transformers import GPT2Config, GPT2LMHeadModel
     record(torch)
     torch.manual_seed(0)
@@ -359,6 +327,13 @@ def gpt2_varlen_oom_job(torch, name):
     for i in range(12):
         n = rng.choice([96, 200, 333, 512, 700, 1000])
         ids = torch.randint(0, 8192, (8, n), device='cuda')
+        if not skip_ooms:  # the order the gpt2_varlen_* files were recorded in
+            with torch.autocast('cuda', dtype=torch.bfloat16):
+                loss = m(input_ids=ids, labels=ids).loss
+            loss.backward()
+            opt.step(); opt.zero_grad(set_to_none=True)
+            del loss, ids
+            continue
         try:
             with torch.autocast('cuda', dtype=torch.bfloat16):
                 loss = m(input_ids=ids, labels=ids).loss
@@ -373,10 +348,22 @@ def gpt2_varlen_oom_job(torch, name):
     dump(torch, name)
 
 
+for _tag, _conf in {'default': '', 'expandable': 'expandable_segments:True', 'max_split128': 'max_split_size_mb:128',
+                    'roundup4': 'roundup_power2_divisions:4'}.items():
+    def _job(torch, name='gpt2_varlen_' + _tag):
+        gpt2_varlen_job(torch, name)
+    _job.__name__ = 'gpt2_varlen_' + _tag
+    _job.env = {'PYTORCH_CUDA_ALLOC_CONF': _conf} if _conf else {}
+    _job.fraction = None
+    WORKLOADS[_job.__name__] = _job
+
+
+# The same training under memory caps between the default's and expandable segments' peaks, so that one run of a
+# pair fails steps the other does not (tests/data/corpus/gpt2_oom2850_*).
 for _cap in (2850, 2950, 3050):
     for _tag, _conf in {'default': '', 'expandable': 'expandable_segments:True'}.items():
         def _job(torch, name=f'gpt2_oom{_cap}_{_tag}'):
-            gpt2_varlen_oom_job(torch, name)
+            gpt2_varlen_job(torch, name, skip_ooms=True)
         _job.__name__ = f'gpt2_oom{_cap}_{_tag}'
         _job.env = {'PYTORCH_CUDA_ALLOC_CONF': _conf} if _conf else {}
         _job.fraction = ('bytes', _cap * 1_000_000)
