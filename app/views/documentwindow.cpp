@@ -245,7 +245,16 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
         });
     } else {
         // A file opens where it says the most: at the first OOM if there is one, else at the end (model/landmarks.h).
+        // An OOM on another device than the first shown one is found too: the window opens on that device.
         const auto& ooms = m_session->documentPtr()->oomEntries; // found at the load: no pass over the entries
+        if (size_t(m_session->device()) >= ooms.size() || ooms[size_t(m_session->device())].empty()) {
+            for (int d : m_session->devices()) {
+                if (size_t(d) < ooms.size() && !ooms[size_t(d)].empty()) {
+                    m_session->setDevice(d);
+                    break;
+                }
+            }
+        }
         const size_t device = size_t(m_session->device());
         const model::ResolvedMoment landing = device < ooms.size()
             ? model::openingMoment(m_session->snapshot(), m_session->replay(), ooms[device])
@@ -255,6 +264,8 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
             m_session->setCursor(landing.index);
             m_settingCursor = false;
             m_reason = tr("opened %1").arg(QString::fromStdString(landing.why));
+            if (m_session->devices().size() > 1 && landing.index < m_session->entryCount())
+                m_reason += tr(" on cuda:%1").arg(m_session->device());
             if (landing.index < m_session->entryCount())
                 m_reason += tr(" (Go ▸ Next OOM for the others; the Insights say why it failed)");
         }
@@ -610,6 +621,18 @@ bool DocumentWindow::stepOom(int direction)
         if (direction < 0 && ooms[k] < c) {
             target = ooms[k];
             which = k;
+        }
+    }
+    if (ooms.empty()) {
+        // None on this device: the first OOM of another one (the device box follows).
+        const auto& all = m_session->documentPtr()->oomEntries;
+        for (int d : m_session->devices()) {
+            if (d != m_session->device() && size_t(d) < all.size() && !all[size_t(d)].empty()) {
+                m_session->setDevice(d);
+                goTo(model::Moment { model::MomentKind::Oom, 1, {} });
+                setReason(tr("on cuda:%1 (no OOM on the device shown): %2").arg(d).arg(m_reason));
+                return true;
+            }
         }
     }
     if (target < 0) {

@@ -14,6 +14,7 @@
 #include "views/timelineview.h"
 
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QDockWidget>
 #include <QMouseEvent>
 #include <QPlainTextEdit>
@@ -112,6 +113,7 @@ private Q_SLOTS:
     void opensWhereItSaysTheMost_data();
     void opensWhereItSaysTheMost();
     void stepsThroughOoms();
+    void oomOnAnotherDevice();
     void defaultLayout_data();
     void defaultLayout();
     void layoutSurvivesRelaunch_data();
@@ -266,6 +268,35 @@ void TestInsightsDock::stepsThroughOoms()
     QVERIFY(w->statusText().contains(QLatin1String("no OOM after the cursor")));
     QVERIFY(w->stepOom(-1));
     QCOMPARE(s->cursor(), ooms[27]);
+}
+
+// A two-device file whose OOM is on cuda:1 (tests/data/oom-on-cuda1.pickle): the window opens on cuda:1 at that
+// OOM and says so; shown cuda:0 again, "next OOM" goes back to it, device and all.
+void TestInsightsDock::oomOnAnotherDevice()
+{
+    const std::string path = test::dataPath("oom-on-cuda1.pickle");
+    io::LoadResult r = io::loadSnapshot(path);
+    QVERIFY2(r.ok(), r.error.toString().c_str());
+    auto w = std::make_unique<DocumentWindow>(makeDocument(QString::fromStdString(path), r.snapshot));
+    w->setAttribute(Qt::WA_DontShowOnScreen);
+    w->resize(1280, 720);
+    w->show();
+    QCoreApplication::processEvents();
+    QCOMPARE(w->session()->device(), 1);
+    const std::vector<int64_t> ooms = w->session()->oomIndices();
+    QCOMPARE(ooms.size(), size_t(1));
+    QVERIFY2(w->cursorReason().contains(QLatin1String("OOM")) && w->cursorReason().contains(QLatin1String("cuda:1")),
+             qPrintable(w->cursorReason()));
+    auto* box = w->findChild<QComboBox*>(QStringLiteral("deviceBox"));
+    QVERIFY(box);
+    QCOMPARE(box->currentText(), QStringLiteral("cuda:1"));
+    const int64_t at = w->session()->cursor();
+    w->session()->setDevice(0);
+    QCOMPARE(box->currentText(), QStringLiteral("cuda:0"));
+    QVERIFY(w->stepOom(+1));
+    QCOMPARE(w->session()->device(), 1);
+    QCOMPARE(w->session()->cursor(), at);
+    QVERIFY2(w->cursorReason().contains(QLatin1String("cuda:1")), qPrintable(w->cursorReason()));
 }
 
 void TestInsightsDock::defaultLayout_data()

@@ -46,3 +46,14 @@ entries[3] = dict(entries[3], size=2**70)
 s['allocator_settings'] = copy.deepcopy(s['allocator_settings'])
 s['allocator_settings']['max_split_size'] = 2**64 - 1
 dump(s, 'wide-integers.pickle')
+
+# Two devices, the OOM on the second: the corpus's record_stream job on cuda:0 (no OOM) beside the real OOM
+# snapshot's trace and segments moved to cuda:1.
+s = load()
+with open('tests/data/oom.pickle', 'rb') as f:
+    oom = pickle.load(f)
+for segment in oom['segments']:
+    segment = dict(segment, device=1)
+    s['segments'].append(segment)
+s['device_traces'] = [s['device_traces'][0], oom['device_traces'][0]]
+dump(s, 'oom-on-cuda1.pickle')
