@@ -250,8 +250,9 @@ bool rawFrames(const c10::GatheredContext* context, std::vector<memscope_frame>&
     return !python.empty() || !native.empty();
 }
 
-// Contexts of the states' blocks, held until memscope releases them (publisher thread only): ids in the range of a
-// device number no allocator has (StateDevice).
+// Contexts of the states' blocks, held until memscope releases them (the state hook, on memscope's hook thread, and
+// the release hook, on its publisher thread, never run at once): ids in the range of a device number no allocator
+// has (StateDevice).
 constexpr uint32_t StateDevice = 0xFF;
 std::unordered_map<uint32_t, std::shared_ptr<c10::GatheredContext>> g_stateContexts;
 uint32_t g_nextStateContext = 0;

@@ -230,8 +230,13 @@ bool Observer::takeState(const std::vector<EventRing*>& rings, std::vector<Segme
     m_stamping.store(true, std::memory_order_release);
     int rc = 0;
     {
-        HookScope scope(*this, "state");
-        rc = m_hooks.state(m_hooks.user, &sink);
+        // On the hook thread, as the symbolize hook: a state hook that takes long (the host's allocator locks) leaves
+        // the publisher thread free to send heartbeats, so viewers do not take the job for silent meanwhile.
+        const std::function<void()> call = [&] {
+            HookScope scope(*this, "state");
+            rc = m_hooks.state(m_hooks.user, &sink);
+        };
+        runOnHookThread(call, *m_publisher);
     }
     m_stamping.store(false, std::memory_order_release);
     if (rc != 0)

@@ -9,8 +9,8 @@
 // Threads: event() runs on whichever thread holds the observed allocator's device lock and only writes a record
 // into the publisher's ring (or a stamp); everything else runs on the publisher thread, except start() and stop()
 // (any thread, not concurrently with each other). The host's hooks are called one at a time, never after stop()
-// returned: state and release on the publisher thread, symbolize on a hook thread of its own while the publisher
-// thread waits for it and keeps sending heartbeats (so that viewers do not take a slow hook for a hung job), and
+// returned: release on the publisher thread, state and symbolize on a hook thread of its own while the publisher
+// thread waits for them and keeps sending heartbeats (so that viewers do not take a slow hook for a hung job), and
 // python_extra on the symboliser's thread, with the interpreter lock. A watchdog thread reports on stderr a hook
 // that has not returned for WatchdogSeconds: meanwhile no event is published (they wait in the rings).
 #pragma once

@@ -75,6 +75,14 @@ struct Host final : TraceObserver {
     static int state(void* user, memscope_observer_sink* sink)
     {
         auto* host = static_cast<Host*>(user);
+        // MEMSCOPE_FAKE_STUCK_STATE_MS: call number MEMSCOPE_FAKE_STUCK_STATE_CALL (the first is the baseline taken
+        // at start, then one per viewer's state) does not return for that long, as a host whose allocator lock is
+        // held by a thread of its own.
+        static std::atomic<long> calls { 0 };
+        const char* stuckMs = std::getenv("MEMSCOPE_FAKE_STUCK_STATE_MS");
+        const char* stuckCall = std::getenv("MEMSCOPE_FAKE_STUCK_STATE_CALL");
+        if (++calls == (stuckCall ? std::strtol(stuckCall, nullptr, 10) : 2) && stuckMs)
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::strtol(stuckMs, nullptr, 10)));
         const std::vector<SegmentInfo> segments = host->allocator.snapshotAll([] {
             memscope_observed_event stamp {};
             stamp.action = MEMSCOPE_OBSERVED_SNAPSHOT;

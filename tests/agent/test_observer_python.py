@@ -120,6 +120,27 @@ def job_stuck(host, endpoint, out):
     return job_quick(host, endpoint, out, linger=6.0)
 
 
+def job_stuck_state(host, endpoint, out):
+    """The quick job's steps, paused after ten while a second viewer joins (its state is the host's state hook's
+    third call, which MEMSCOPE_FAKE_STUCK_STATE_MS makes take 4.5 s), then the ten others."""
+    if host.lib.fake_start(endpoint.encode()) != 0:
+        raise SystemExit("fake_start failed")
+    keep = []
+    for i in range(20):
+        if i == 10:
+            open(os.path.join(out, "paused"), "w").close()
+            deadline = time.monotonic() + 60
+            while not os.path.exists(os.path.join(out, "joined")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        step(host, keep)
+        while len(keep) > 20:
+            host.lib.fake_free(keep.pop(0))
+    for p in keep:
+        host.lib.fake_free(p)
+    host.lib.fake_stop()
+    return {}
+
+
 def job_quick(host, endpoint, out, linger=0.0):
     if host.lib.fake_start(endpoint.encode()) != 0:
         raise SystemExit("fake_start failed")
@@ -217,7 +238,8 @@ def job_shapes(host, endpoint, out):
 
 def run_job(kind, library, endpoint, out):
     host = Host(library)
-    result = {"quick": job_quick, "held": job_held, "shapes": job_shapes, "stuck": job_stuck}[kind](host, endpoint, out)
+    result = {"quick": job_quick, "held": job_held, "shapes": job_shapes, "stuck": job_stuck,
+              "stuck_state": job_stuck_state}[kind](host, endpoint, out)
     result["expected"] = host.expected
     result["outstanding"] = host.lib.fake_outstanding()
     result["twice"] = host.lib.fake_twice()
@@ -244,7 +266,7 @@ class ObserverPythonStacksTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.folder.cleanup()
 
-    def run_kind(self, kind, late=False, env=None):
+    def run_kind(self, kind, late=False, env=None, late_seconds=1.5):
         out = os.path.join(self.folder.name, kind)
         os.makedirs(out)
         endpoint = "ipc://" + os.path.join(out, "job")
@@ -263,7 +285,7 @@ class ObserverPythonStacksTest(unittest.TestCase):
             while not os.path.exists(os.path.join(out, "paused")) and time.monotonic() < deadline:
                 time.sleep(0.05)
             late_record = subprocess.run([self.cli, "record", endpoint, "-o", os.path.join(out, "late.pickle"),
-                                          "--duration", "1.5"], capture_output=True, text=True, timeout=60)
+                                          "--duration", str(late_seconds)], capture_output=True, text=True, timeout=60)
             open(os.path.join(out, "joined"), "w").close()
         job_err = job.communicate(timeout=120)[1]
         rec_out, rec_err = record.communicate(timeout=120)
@@ -326,6 +348,26 @@ class ObserverPythonStacksTest(unittest.TestCase):
         allocs = [e for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
         self.assertEqual(len(allocs), 20 * 70)
         self.assertTrue(all(frames_of(e) for e in allocs))
+
+    def test_stuck_state_hook_keeps_the_job_heard(self):
+        # A second viewer joins mid-run and the host's state hook takes 4.5 s to give its state (an allocator lock
+        # held elsewhere): the publisher thread sends heartbeats meanwhile, so the first recorder does not take the
+        # job for silent (2 s), the late one gets its state, and both recordings are whole.
+        result, snapshot, rec_out, job_err, late = self.run_kind(
+            "stuck_state", late=True,
+            env={"MEMSCOPE_FAKE_STUCK_STATE_MS": "4500", "MEMSCOPE_FAKE_STUCK_STATE_CALL": "3"}, late_seconds=7)
+        self.check_complete(result, rec_out)
+        self.assertNotIn("went silent", rec_out)
+        self.assertIn("inside the host's state hook for", job_err)
+        self.assertEqual(job_err.count("inside the host's state hook for"), 1)
+        self.assertEqual(result["outstanding"], 0)
+        allocs = [e for e in snapshot["device_traces"][0] if e["action"] == "alloc"]
+        self.assertEqual(len(allocs), 20 * 70)
+        self.assertTrue(all(frames_of(e) for e in allocs))
+        # The late viewer's state holds the 20 blocks kept alive at step 10, with their stacks.
+        live = [b for s in late["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+        self.assertEqual(len(live), 20)
+        self.assertTrue(all(b.get("frames") for b in live))
 
     def test_held_lock_degrades_to_events_without_stacks_then_recovers(self):
         result, snapshot, rec_out, job_err, late = self.run_kind("held", late=True)
@@ -393,6 +435,9 @@ class ObserverJobShapesTest(ObserverPythonStacksTest):
         pass  # (ObserverPythonStacksTest's)
 
     def test_stuck_hook_is_reported_and_nothing_is_lost(self):
+        pass  # (ObserverPythonStacksTest's)
+
+    def test_stuck_state_hook_keeps_the_job_heard(self):
         pass  # (ObserverPythonStacksTest's)
 
     def test_streams_empty_cache_and_oom_retry(self):

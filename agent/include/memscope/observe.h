@@ -7,7 +7,8 @@
  *     memscope_observe_event() writes one fixed-size record into a preallocated ring and returns (no allocation,
  *     no lock, no system call); a block event carries the size the caller asked for, and memscope derives the
  *     block's size from the allocator settings and the blocks it follows (PyTorch's rules);
- *   - on request, the allocator's whole state (hooks.state, on memscope's publisher thread): every segment and its
+ *   - on request, the allocator's whole state (hooks.state, on a thread of memscope's while the publisher thread
+ *     waits for it and keeps the viewers' connection alive): every segment and its
  *     blocks through the sink functions below. The state is stamped by the MEMSCOPE_OBSERVED_SNAPSHOT event each
  *     device's allocator reports while it takes its part of the state (PyTorch's snapshot() records one per device
  *     under that device's lock), so a viewer joining late applies exactly the events that came after;
@@ -86,9 +87,9 @@ typedef struct memscope_observer_extras memscope_observer_extras; /* opaque; val
 
 typedef struct memscope_observer_hooks {
     void* user;
-    /* Publisher thread: the state of every device, taken now; 0, or -1 when there is none to give. */
+    /* memscope's hook thread: the state of every device, taken now; 0, or -1 when there is none to give. */
     int (*state)(void* user, memscope_observer_sink* sink);
-    /* Publisher thread: the frames of each context (memscope_observer_context_frames), then the contexts are the
+    /* memscope's hook thread: the frames of each context (memscope_observer_context_frames), then the contexts are the
      * host's to release. A context the host cannot symbolise is simply left out. */
     void (*symbolize)(void* user, const uint32_t* contexts, size_t count, memscope_observer_sink* sink);
     /* Publisher thread: contexts memscope will not ask about (their records were never sent). May be NULL. */
