@@ -18,7 +18,7 @@ trace: torch_only and mempool under observe() with PyTorch's own whole trace kep
 equals PyTorch's entry by entry (action, address, size, frames).
 ab: PyTorch's own history against observe() inside one process (observe_workloads.py observe_ab: memscope's
 tracker off on even steps, on on odd ones), median of steps 10 and later and the median of adjacent pairs' ratios;
-OBSERVE_AB=w:steps,... (llama:60,loop:30), OBSERVE_SLOTS=n,... runs each once per MEMSCOPE_OBSERVER_SLOTS value. Prints a summary and writes
+OBSERVE_AB=w:steps[:none],... (llama:60,loop:30; ":none" compares PyTorch alone with observe(stacks=None)), OBSERVE_SLOTS=n,... runs each once per MEMSCOPE_OBSERVER_SLOTS value. Prints a summary and writes
 OUTDIR/observe-results.json.
 """
 import json
@@ -269,23 +269,27 @@ if "ab" in PHASES:
     # (observe_workloads.py observe_ab). Steps 10 and later; each odd step is paired with the even step before it.
     # OBSERVE_SLOTS=a,b runs each workload once per slot count (MEMSCOPE_OBSERVER_SLOTS; "" = the default).
     slots_list = os.environ.get("OBSERVE_SLOTS", "").split(",")
-    for workload, steps in [(w, int(n)) for w, n in (x.split(":") for x in os.environ.get(
-            "OBSERVE_AB", "llama:60,loop:30").split(","))]:
+    # An entry W:STEPS:none compares PyTorch alone with observe(stacks=None) instead (observe_none_ab).
+    for entry in [x.split(":") for x in os.environ.get("OBSERVE_AB", "llama:60,loop:30").split(",")]:
+        workload, steps = entry[0], int(entry[1])
+        mode = "observe_none_ab" if entry[2:] == ["none"] else "observe_ab"
         for rnd in range(int(os.environ.get("OBSERVE_ROUNDS", "1"))):
             for slots in slots_list:
-                tag = "%s.ab.s%s.r%d" % (workload, slots or "default", rnd)
+                tag = "%s.%s.s%s.r%d" % (workload, "none_ab" if mode == "observe_none_ab" else "ab",
+                                         slots or "default", rnd)
                 if slots:
                     os.environ["MEMSCOPE_OBSERVER_SLOTS"] = slots
                 else:
                     os.environ.pop("MEMSCOPE_OBSERVER_SLOTS", None)
-                run_job(workload, "observe_ab", steps, tag=tag)
-                path = "%s/%s.observe_ab.ab.json" % (OUT, workload)
+                run_job(workload, mode, steps, record=True, tag=tag)  # a recorder attached, as a user runs it
+                path = "%s/%s.%s.ab.json" % (OUT, workload, mode)
                 if not os.path.exists(path):
                     continue
                 ab = json.load(open(path))
-                h, o = ab["history"][5:], ab["observe"][5:]
+                h, o = ab["off"][5:], ab["on"][5:]
                 pairs = [b / a for a, b in zip(h, o)]
-                results[tag] = {"history_ms": round(statistics.median(h), 3), "observe_ms": round(statistics.median(o), 3),
+                base = "native_ms" if mode == "observe_none_ab" else "history_ms"
+                results[tag] = {base: round(statistics.median(h), 3), "observe_ms": round(statistics.median(o), 3),
                                 "ratio_of_medians": round(statistics.median(o) / statistics.median(h), 4),
                                 "paired_median": round(statistics.median(pairs), 4), "pairs": len(pairs)}
                 print(tag, results[tag], flush=True)

@@ -16,7 +16,9 @@ MODE: native, native_hist (PyTorch's own _record_memory_history(stacks="python")
 (memscope_torch.observe(stacks=None)), observe_python (memscope_torch.observe()), observe_trace (observe() with
 PyTorch's own whole trace kept too: the final pickle holds it), observe_ab (observe(), with
 memscope's tracker switched off on even steps and on on odd ones: PyTorch's own history against observe() in one
-process, step by step, free of what differs between processes; OUTDIR/W.M.ab.json holds both lists).
+process, step by step, free of what differs between processes; OUTDIR/W.M.ab.json holds both lists),
+observe_none_ab (the same with observe(stacks=None): PyTorch alone against observe(stacks=None); the steps "off"
+still call the attached tracker, which returns at once).
 
 Writes OUTDIR/W.M.steps.json (per-step milliseconds), OUTDIR/W.M.final.pickle (torch.cuda.memory._snapshot() at the
 end) and, observed, OUTDIR/W.M.stats.json (memscope_torch.observer_stats()). With --pause-at, at that step it saves
@@ -41,9 +43,10 @@ if mode.startswith("observe"):
     import memscope_torch
 
     endpoint = os.environ["MEMSCOPE_ENDPOINT"]
-    got = memscope_torch.observe(endpoint=endpoint, stacks=None if mode == "observe_none" else "python")
+    got = memscope_torch.observe(endpoint=endpoint,
+                                 stacks=None if mode in ("observe_none", "observe_none_ab") else "python")
     assert got == endpoint, got
-    set_tracking = memscope_torch._observer._set_tracking if mode == "observe_ab" else None
+    set_tracking = memscope_torch._observer._set_tracking if mode.endswith("_ab") else None
     if mode == "observe_trace":  # PyTorch keeps its own whole trace beside: the oracle of the recording's
         torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
                                                  max_entries=1_000_000)
@@ -190,7 +193,7 @@ for i in range(steps):
 json.dump(times, open(name + ".steps.json", "w"))
 if set_tracking:
     set_tracking(True)
-    json.dump({"history": times[0::2], "observe": times[1::2]}, open(name + ".ab.json", "w"))
+    json.dump({"off": times[0::2], "on": times[1::2]}, open(name + ".ab.json", "w"))
 pickle.dump(torch.cuda.memory._snapshot(), open(name + ".final.pickle", "wb"))
 if mode.startswith("observe"):
     json.dump(memscope_torch.observer_stats(), open(name + ".stats.json", "w"))
