@@ -392,14 +392,16 @@ QString Session::stackText(StackId stack, bool shortPaths) const
     }
     for (const FrameId* f = s.stackBegin(stack); f != s.stackEnd(stack); ++f) {
         const Frame& fr = s.frame(*f);
-        if (m_frameFilter && (!model::keepFrame(s.str(fr.name), s.str(fr.filename))
-                              || model::isInternalFrame(s.str(fr.name), s.str(fr.filename)))) {
+        if (m_frameFilter
+            && (!model::keepFrame(s.str(fr.name), s.str(fr.filename))
+                || model::isInternalFrame(s.str(fr.name), s.str(fr.filename)))) {
             ++hidden;
             continue;
         }
         std::string line = report::formatFrame(s, fr, true);
         if (shortPaths) {
-            for (std::string_view marker : { "site-packages/", "dist-packages/" }) {
+            for (std::string_view marker :
+                 { "site-packages/", "dist-packages/", "site-packages\\", "dist-packages\\" }) {
                 const size_t at = line.rfind(marker);
                 const size_t colon = line.find(':');
                 if (at != std::string::npos && at < colon) {

@@ -191,7 +191,12 @@ CallTreeView::CallTreeView(Session* session, QWidget* parent)
         m_frameFilter->setChecked(m_session->frameFilter());
         scheduleRebuild(false);
     });
-    connect(m_session, &Session::selectionChanged, this, [this] { syncToSelection(); });
+    connect(m_session, &Session::selectionChanged, this, [this] {
+        if (m_syncing)
+            return; // the selection came from this tree's current row
+        m_selectionPending = true;
+        syncToSelection();
+    });
 
     scheduleRebuild(true);
 }
@@ -264,11 +269,11 @@ void CallTreeView::startRebuild(Run run)
         applyTree(job, watcher->result());
         watcher->deleteLater();
     });
-    watcher->setFuture(QtConcurrent::run([doc = m_session->documentPtr(), snapshot, samples = std::move(samples),
-                                          options]() -> Result {
-        const auto lock = doc->readLock(); // a live document does not grow meanwhile
-        return std::make_shared<const CallTree>(CallTree::build(*snapshot, samples, options));
-    }));
+    watcher->setFuture(QtConcurrent::run(
+        [doc = m_session->documentPtr(), snapshot, samples = std::move(samples), options]() -> Result {
+            const auto lock = doc->readLock(); // a live document does not grow meanwhile
+            return std::make_shared<const CallTree>(CallTree::build(*snapshot, samples, options));
+        }));
 }
 
 void CallTreeView::collectExpanded(const QModelIndex& parent, std::vector<std::vector<model::FrameId>>& out) const
@@ -298,6 +303,7 @@ void CallTreeView::applyTree(uint64_t job, std::shared_ptr<const CallTree> tree)
             current = m_model->tree().framePath(m_model->nodeOf(m_proxy->mapToSource(c)));
     }
     m_resetLayout = false;
+    m_shownJob = job;
 
     const QSignalBlocker blockFlame(m_flame);
     m_syncing = true;
@@ -321,6 +327,10 @@ void CallTreeView::applyTree(uint64_t job, std::shared_ptr<const CallTree> tree)
         expandToLargest();
     else if (!m_search->text().isEmpty())
         applySearch();
+    // A selection made while this tree was being built (P, L, O and a click elsewhere move the cursor and select at
+    // once) is shown now that its allocation is in the tree.
+    if (m_selectionPending)
+        syncToSelection();
     updateSummary();
     Q_EMIT treeRebuilt();
 }
@@ -400,6 +410,7 @@ void CallTreeView::onCurrentChanged(const QModelIndex& current)
     m_flame->setHighlighted(node);
     if (m_syncing || node == model::NoCallNode)
         return;
+    m_selectionPending = false; // the user's row wins over a selection not shown yet
     const model::CallNode& n = m_model->tree().node(node);
     // A row reached by exactly one allocation stands for it: select it everywhere.
     if (n.samples == 1 && n.key != model::NoSampleKey && n.key < m_session->replay().allocations().size()) {
@@ -423,13 +434,21 @@ void CallTreeView::syncToSelection()
     if (m_syncing)
         return;
     const model::AllocationId id = m_session->selection();
-    if (id == model::NoAllocation || model::raw(id) >= m_session->replay().allocations().size())
+    if (id == model::NoAllocation || model::raw(id) >= m_session->replay().allocations().size()) {
+        m_selectionPending = false;
+        return;
+    }
+    // The tree holds the blocks live at the cursor it was built for: a selection at another cursor waits for the
+    // tree of its cursor (applyTree).
+    if (m_pending || m_shownJob != m_job || m_builtCursor != m_session->cursor()
+        || m_builtDevice != m_session->device())
         return;
     const model::Allocation& a = m_session->replay().allocation(id);
     const CallNodeId node = m_model->tree().find(m_session->snapshot(), a.stack);
     const QModelIndex i = proxyIndex(node);
     if (!i.isValid())
-        return;
+        return; // not live here: shown by the first tree that has it, unless the user picks a row first
+    m_selectionPending = false;
     m_syncing = true;
     m_treeView->setCurrentIndex(i);
     m_treeView->scrollTo(i);

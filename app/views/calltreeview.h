@@ -111,7 +111,9 @@ private:
     bool m_pending = false; // a rebuild is due (waiting for the event loop or for the widget to show)
     bool m_resetLayout = true; // the next tree starts from "expand largest" instead of the saved expansion
     bool m_syncing = false; // the current row is being moved by code: don't write the Session selection
-    int64_t m_builtCursor = -1; // what the tree on screen was built for
+    bool m_selectionPending = false; // the Session's selection is not shown yet (the tree of its cursor is coming)
+    uint64_t m_shownJob = 0; // the rebuild whose tree is on screen (m_job when none is under way)
+    int64_t m_builtCursor = -1; // what the newest rebuild is for
     int m_builtDevice = -1;
 };
 

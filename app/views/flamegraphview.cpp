@@ -164,7 +164,7 @@ const QString& FlameGraphView::label(model::FrameId frame) const
                 name = name.mid(previous + 2);
         }
         std::string_view file = m_snapshot->str(f.filename);
-        if (const size_t slash = file.rfind('/'); slash != std::string_view::npos)
+        if (const size_t slash = file.find_last_of("/\\"); slash != std::string_view::npos) // Windows paths too
             file.remove_prefix(slash + 1);
         l = name;
         // "??:0" says nothing (no debug info); a file without a line is still worth its name.

@@ -41,6 +41,9 @@ public:
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
 
+    // The text drawn on a frame's bars: the function, then its file's name and line.
+    const QString& label(model::FrameId frame) const;
+
 Q_SIGNALS:
     void zoomChanged(memscope::model::CallNodeId node);
     // A node was clicked (after the zoom moved to it).
@@ -54,7 +57,6 @@ protected:
     void changeEvent(QEvent* event) override;
 
 private:
-    const QString& label(model::FrameId frame) const;
     QRgb fill(model::FrameId frame) const;
     void updateMatches();
     QString toolTipFor(model::CallNodeId node) const override;

@@ -1,12 +1,12 @@
-// Tests of the call tree and flame graph (app/itemmodels/calltreemodel, app/views/calltreeview, app/views/flamegraphview)
-// on the real snapshots in ../shared/snapshots: QAbstractItemModelTester on the model and the proxy, the tree
-// following the Session cursor (synchronously and through the thread pool, stale jobs dropped), search, the frame
-// filter toggle, expand-to-largest, the selection link, the icicle geometry (hit tests and rectangles at several
-// zooms), and screenshots of the tree and the flame graph of every snapshot. Offscreen, GUI thread.
+// Tests of the call tree and flame graph (app/itemmodels/calltreemodel, app/views/calltreeview,
+// app/views/flamegraphview) on the real snapshots in ../shared/snapshots: QAbstractItemModelTester on the model and the
+// proxy, the tree following the Session cursor (synchronously and through the thread pool, stale jobs dropped), search,
+// the frame filter toggle, expand-to-largest, the selection link, the icicle geometry (hit tests and rectangles at
+// several zooms), and screenshots of the tree and the flame graph of every snapshot. Offscreen, GUI thread.
 #include "apptestutil.h"
+#include "itemmodels/calltreemodel.h"
 #include "model/calltree.h"
 #include "model/framefilter.h"
-#include "itemmodels/calltreemodel.h"
 #include "report/memoryviz.h"
 #include "views/calltreeview.h"
 #include "views/flamegraphview.h"
@@ -241,6 +241,29 @@ private Q_SLOTS:
         QCOMPARE(app::shortFunctionName(s, f), expected);
     }
 
+    // A Windows path is shortened to its file as a POSIX one is: the flame graph's bar label and the details pane.
+    void windowsPathsAreShortened()
+    {
+        auto snap = std::make_shared<model::Snapshot>();
+        model::StackInterner interner(*snap);
+        const FrameId user = interner.frame(snap->strings.intern("update_nodes"),
+                                            snap->strings.intern("C:\\research\\gnn\\models.py"), 174);
+        const FrameId lib = interner.frame(
+            snap->strings.intern("forward"),
+            snap->strings.intern(
+                "C:\\Users\\ana\\venv\\Lib\\site-packages\\transformers\\models\\gpt2\\modeling_gpt2.py"),
+            310);
+        const model::StackId stack = interner.stack({ lib, user });
+        const std::vector<model::CallSample> samples { { stack, 4096, 1 } };
+        auto tree = std::make_shared<const CallTree>(
+            CallTree::build(*snap, samples, { CallTreeDirection::TopDown, false }));
+        FlameGraphView flame;
+        flame.setTree(snap, tree);
+        QCOMPARE(flame.label(user), QStringLiteral("update_nodes  models.py:174"));
+        QCOMPARE(flame.label(lib), QStringLiteral("forward  modeling_gpt2.py:310"));
+        QCOMPARE(app::frameDisplayLabel(*snap, user), QStringLiteral("models.py:174:update_nodes"));
+    }
+
     void followsCursor_data()
     {
         QTest::addColumn<QString>("file");
@@ -470,6 +493,78 @@ private Q_SLOTS:
         const CallNodeId expected = tree.find(s->snapshot(), block->stack);
         QCOMPARE(view.model()->nodeOf(view.proxy()->mapToSource(view.treeView()->currentIndex())), expected);
         QCOMPARE(s->selection(), block->allocation); // and it is not written back
+    }
+
+    void followsSelectionToAnotherCursor_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<bool>("async");
+        QTest::addColumn<bool>("selectFirst");
+        for (const char* f : { "mlp_train.pickle", "transformer_train.pickle" }) {
+            for (bool async : { false, true }) {
+                QTest::addRow("%s %s, cursor then selection", f, async ? "thread pool" : "synchronous")
+                    << QString::fromLatin1(f) << async << false;
+                QTest::addRow("%s %s, selection then cursor", f, async ? "thread pool" : "synchronous")
+                    << QString::fromLatin1(f) << async << true;
+            }
+        }
+    }
+
+    // P, L and O move the cursor and select an allocation at once: the tree, built for the new cursor after the
+    // selection came, shows the selection's call path, not the row that was current before.
+    void followsSelectionToAnotherCursor()
+    {
+        QFETCH(QString, file);
+        QFETCH(bool, async);
+        QFETCH(bool, selectFirst);
+        app::Session* s = session(file);
+        QVERIFY(s);
+        CallTreeView view(s);
+        view.setAsyncThreshold(async ? 0 : CallTreeView::DefaultAsyncThreshold);
+        view.resize(900, 500);
+        QSignalSpy rebuilt(&view, &CallTreeView::treeRebuilt);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        QTRY_COMPARE_WITH_TIMEOUT(rebuilt.count(), 1, 10000);
+        const QModelIndex before = view.treeView()->currentIndex();
+        QVERIFY(before.isValid()); // expanded to the largest path at the end
+        // An allocation live at the peak, of another call path than the current row's.
+        const int64_t peak = s->replay().peakActive().index;
+        QVERIFY(peak != s->cursor());
+        const model::ReplayState atPeak = s->replay().stateAt(peak);
+        const std::vector<FrameId> beforePath
+            = view.tree().framePath(view.model()->nodeOf(view.proxy()->mapToSource(before)));
+        // A block live there whose call path the tree on screen (the end's) does not have, else the smallest one.
+        model::AllocationId target = model::NoAllocation;
+        int64_t smallest = INT64_MAX;
+        bool absent = false;
+        for (const model::ReplayBlock& b : atPeak.blocks) {
+            if (b.state != model::BlockState::ActiveAllocated)
+                continue;
+            const bool here = view.tree().find(s->snapshot(), b.stack) != model::NoCallNode;
+            if ((!here && !absent) || (here == !absent && b.size < smallest)) {
+                absent = absent || !here;
+                smallest = b.size;
+                target = b.allocation;
+            }
+        }
+        QVERIFY(target != model::NoAllocation);
+        rebuilt.clear();
+        if (selectFirst) {
+            s->setSelection(target);
+            s->setCursor(peak);
+        } else {
+            s->setCursor(peak);
+            s->setSelection(target);
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(rebuilt.count() >= 1 && !view.isRebuildPending(), 10000);
+        QTest::qWait(50);
+        const model::Allocation& a = s->replay().allocation(target);
+        const CallNodeId expected = view.tree().find(s->snapshot(), a.stack);
+        QVERIFY(expected != model::NoCallNode);
+        QVERIFY(view.tree().framePath(expected) != beforePath); // the test means something
+        QCOMPARE(view.model()->nodeOf(view.proxy()->mapToSource(view.treeView()->currentIndex())), expected);
+        QCOMPARE(s->selection(), target); // not written back
     }
 
     void directionToggle()
