@@ -137,10 +137,7 @@ std::vector<int> devicesWithData(const Snapshot& s, int deviceCount)
     return out;
 }
 
-std::vector<int> Session::devices() const
-{
-    return devicesWithData(snapshot(), int(m_document->replays.size()));
-}
+std::vector<int> Session::devices() const { return devicesWithData(snapshot(), int(m_document->replays.size())); }
 
 void Session::setDevice(int device)
 {
@@ -439,7 +436,7 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
                     .arg(a.allocIndex)
                     .arg(QDateTime::fromMSecsSinceEpoch(alloc.timeUs / 1000, Qt::UTC)
                              .toString(QStringLiteral("yyyy-MM-dd hh:mm:ss.zzz")));
-        if (form.compileContext != EmptyString)
+        if (form.compileContext != EmptyString && s.str(form.compileContext) != "N/A") // PyTorch's "none"
             text += tr("compile context: %1\n").arg(str(form.compileContext));
         if (form.userMetadata != EmptyString)
             text += tr("user metadata: %1\n").arg(str(form.userMetadata));
@@ -461,6 +458,32 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
         }
     }
     return text + QLatin1Char('\n') + stackText(a.stack, shortPaths);
+}
+
+QString Session::describeOomAtCursor(bool shortPaths) const
+{
+    const int64_t entry = cursor() - 1 + replay().firstEntry();
+    const auto& e = entries();
+    if (cursor() < 1 || entry < 0 || size_t(entry) >= e.size() || e[size_t(entry)].action != model::Action::Oom)
+        return {};
+    const TraceEntry& oom = e[size_t(entry)];
+    const Snapshot& s = snapshot();
+    const EntryForm& form = s.form(oom);
+    // PyTorch's OOM entry: the request's size and stream, and in `addr` the device's free memory then
+    // (CUDACachingAllocator.cpp, malloc: record_trace(TraceEntry::OOM, device_free, ...)).
+    QString text = tr("Out of memory: %1 requested (%2 B)\n").arg(formatBytes(oom.size), QString::number(oom.size));
+    text += tr("stream %1 (0x%2)\n").arg(s.streamNumber(form.stream)).arg(QString::number(quint64(form.stream), 16));
+    text += tr("free on the device then: %1\n").arg(formatBytes(ByteCount(oom.addr)));
+    text += tr("entry %1, %2\n")
+                .arg(entry)
+                .arg(QDateTime::fromMSecsSinceEpoch(oom.timeUs / 1000, Qt::UTC)
+                         .toString(QStringLiteral("yyyy-MM-dd hh:mm:ss.zzz")));
+    if (form.compileContext != EmptyString && s.str(form.compileContext) != "N/A") // PyTorch's "none"
+        text += tr("compile context: %1\n").arg(displayText(s.str(form.compileContext)));
+    if (form.userMetadata != EmptyString)
+        text += tr("user metadata: %1\n").arg(displayText(s.str(form.userMetadata)));
+    text += tr("The request failed: no block was made. Click a block to see what held the memory.\n");
+    return text + QLatin1Char('\n') + stackText(oom.stack, shortPaths);
 }
 
 } // namespace memscope::app

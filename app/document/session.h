@@ -180,6 +180,9 @@ public:
     // Size, address, stream, pool, times, stack. `shortPaths`: files of installed packages without the folders up to
     // site-packages/ or dist-packages/ ("torch/nn/functional.py"), so a narrow pane shows whole frames.
     QString describeAllocation(model::AllocationId id, bool shortPaths = false) const;
+    // The failed request of the OOM entry just before the cursor (the state after an OOM), for the details pane: its
+    // size, stream, the device's free memory then and its stack. "" when the entry before the cursor is no OOM.
+    QString describeOomAtCursor(bool shortPaths = false) const;
     QString stackText(model::StackId stack, bool shortPaths = false) const; // one frame per line, innermost first
     static QString formatBytes(int64_t bytes); // "1.5 MiB"
 

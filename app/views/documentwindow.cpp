@@ -40,8 +40,8 @@ using namespace memscope::model;
 
 std::optional<DocumentWindow::View> DocumentWindow::viewFromName(const QString& name)
 {
-    for (View v : { View::Timeline, View::Segments, View::Tree, View::Events, View::Overview, View::Insights,
-                    View::WhatIf })
+    for (View v :
+         { View::Timeline, View::Segments, View::Tree, View::Events, View::Overview, View::Insights, View::WhatIf })
         if (viewName(v) == name)
             return v;
     return std::nullopt;
@@ -50,12 +50,18 @@ std::optional<DocumentWindow::View> DocumentWindow::viewFromName(const QString& 
 QString DocumentWindow::viewName(View view)
 {
     switch (view) {
-    case View::Timeline: return QStringLiteral("timeline");
-    case View::Segments: return QStringLiteral("segments");
-    case View::Tree: return QStringLiteral("tree");
-    case View::Events: return QStringLiteral("events");
-    case View::Overview: return QStringLiteral("overview");
-    case View::Insights: return QStringLiteral("insights");
+    case View::Timeline:
+        return QStringLiteral("timeline");
+    case View::Segments:
+        return QStringLiteral("segments");
+    case View::Tree:
+        return QStringLiteral("tree");
+    case View::Events:
+        return QStringLiteral("events");
+    case View::Overview:
+        return QStringLiteral("overview");
+    case View::Insights:
+        return QStringLiteral("insights");
     case View::WhatIf:
         return QStringLiteral("whatif");
     }
@@ -195,7 +201,8 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
                     Q_EMIT suggestionDone();
                 });
         connect(m_insightsView, &InsightsView::linkActivated, this, [this](const QModelIndex& index) {
-            if (index.data(InsightsModel::KindRole).toInt() == int(report::InsightKind::WhatIf) && !m_suggested.isEmpty())
+            if (index.data(InsightsModel::KindRole).toInt() == int(report::InsightKind::WhatIf)
+                && !m_suggested.isEmpty())
                 showWhatIf(m_suggested);
         });
     }
@@ -287,6 +294,7 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
     });
     connect(m_session, &Session::hoveredChanged, this, &DocumentWindow::updateDetails);
     connect(m_session, &Session::selectionChanged, this, &DocumentWindow::updateDetails);
+    connect(m_session, &Session::cursorChanged, this, &DocumentWindow::updateDetails);
     connect(m_session, &Session::filterChanged, this, &DocumentWindow::updateDetails);
 
     // Track which view the user works in, for File > Export.
@@ -416,7 +424,8 @@ void DocumentWindow::fillFilterMenu()
     const Snapshot& s = m_session->snapshot();
     menu->addSection(tr("Streams"));
     for (int64_t stream : m_session->streams()) {
-        QAction* a = menu->addAction(tr("stream %1 (0x%2)").arg(s.streamNumber(stream)).arg(QString::number(quint64(stream), 16)));
+        QAction* a = menu->addAction(
+            tr("stream %1 (0x%2)").arg(s.streamNumber(stream)).arg(QString::number(quint64(stream), 16)));
         a->setCheckable(true);
         a->setChecked(m_session->isStreamVisible(stream));
         connect(a, &QAction::toggled, this, [this, stream](bool on) { m_session->setStreamVisible(stream, on); });
@@ -425,7 +434,10 @@ void DocumentWindow::fillFilterMenu()
     for (auto pool : m_session->pools()) {
         const QString name = pool == std::pair<int64_t, int64_t> { 0, 0 }
             ? tr("default pool (0, 0)")
-            : tr("pool (%1, %2)%3").arg(pool.first).arg(pool.second).arg(pool.first > 0 ? tr(" (CUDA graph)") : QString());
+            : tr("pool (%1, %2)%3")
+                  .arg(pool.first)
+                  .arg(pool.second)
+                  .arg(pool.first > 0 ? tr(" (CUDA graph)") : QString());
         QAction* a = menu->addAction(name);
         a->setCheckable(true);
         a->setChecked(m_session->isPoolVisible(pool));
@@ -453,14 +465,16 @@ QString DocumentWindow::detailsText() const
     const AllocationId id = m_session->focused();
     if (id != NoAllocation)
         return m_session->describeAllocation(id);
-    return {};
+    return m_session->describeOomAtCursor();
 }
 
 void DocumentWindow::updateDetails()
 {
-    // The pane shows package files from their package folder on (Copy takes the full paths: detailsText()).
+    // The pane shows package files from their package folder on (Copy takes the full paths: detailsText()). With
+    // nothing selected or hovered and the cursor just after an OOM: the failed request.
     const AllocationId id = m_session->focused();
-    const QString text = id != NoAllocation ? m_session->describeAllocation(id, true) : QString();
+    const QString text
+        = id != NoAllocation ? m_session->describeAllocation(id, true) : m_session->describeOomAtCursor(true);
     if (text != m_details->toPlainText())
         m_details->setPlainText(text);
 }
@@ -492,12 +506,18 @@ QString DocumentWindow::statusText() const
 QWidget* DocumentWindow::view(View v) const
 {
     switch (v) {
-    case View::Timeline: return m_timeline;
-    case View::Segments: return m_segments;
-    case View::Tree: return m_tree;
-    case View::Events: return m_events;
-    case View::Overview: return m_overview;
-    case View::Insights: return m_insightsView;
+    case View::Timeline:
+        return m_timeline;
+    case View::Segments:
+        return m_segments;
+    case View::Tree:
+        return m_tree;
+    case View::Events:
+        return m_events;
+    case View::Overview:
+        return m_overview;
+    case View::Insights:
+        return m_insightsView;
     case View::WhatIf:
         return m_whatIfView;
     }
@@ -515,10 +535,7 @@ void DocumentWindow::showWhatIf(const QString& settings)
     m_whatIfView->replay(settings);
 }
 
-QWidget* DocumentWindow::currentView() const
-{
-    return m_current;
-}
+QWidget* DocumentWindow::currentView() const { return m_current; }
 
 void DocumentWindow::showView(View v)
 {
@@ -532,10 +549,7 @@ void DocumentWindow::showView(View v)
     m_current = w;
 }
 
-void DocumentWindow::stepCursor(int64_t delta)
-{
-    m_session->setCursor(m_session->cursor() + delta);
-}
+void DocumentWindow::stepCursor(int64_t delta) { m_session->setCursor(m_session->cursor() + delta); }
 
 void DocumentWindow::stepAnnotation(int direction)
 {
@@ -597,7 +611,9 @@ QString DocumentWindow::goTo(const model::Moment& moment)
                 break;
             }
     }
-    if (moment.kind != model::MomentKind::Index && moment.kind != model::MomentKind::End)
+    if (moment.kind == model::MomentKind::Oom)
+        m_session->setSelection(NoAllocation); // the failed request is the answer: the details pane shows it
+    else if (moment.kind != model::MomentKind::Index && moment.kind != model::MomentKind::End)
         selectAt(r.index, select);
     QString why = QString::fromStdString(r.why);
     if (r.bytes > 0)

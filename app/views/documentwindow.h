@@ -54,7 +54,8 @@ public:
     void stepAnnotation(int direction);
     // Go ▸ Peak allocated, Peak reserved, Largest allocation, a record_function name, an index: moves the cursor
     // (model/landmarks.h), selects what the moment is about (at the peak the top consumer's largest block, at the
-    // largest allocation that one, at an OOM the largest block then) and says why in the status line. Returns an
+    // largest allocation that one; at an OOM nothing: the details pane shows the failed request) and says why in
+    // the status line. Returns an
     // error line ("" when done).
     QString goTo(const model::Moment& moment);
     // Go ▸ Next / Previous OOM from the cursor; false when there is none that way.

@@ -61,8 +61,31 @@ void InsightsView::modelReset()
         m_detail->setPlainText(tr("Nothing to point at: the snapshot has no trace and no allocations."));
         return;
     }
-    // The first thing to read: the top consumer at the peak (or the first OOM, or what grew).
-    QModelIndex first = m_model->firstOf(report::InsightKind::TopConsumer);
+    // The first thing to read: the item about where the window stands (the OOM it opened at, on the device shown),
+    // else the top consumer at the peak of the device shown, else the first item (the first OOM, or what grew).
+    QModelIndex first, topConsumer, anyTopConsumer;
+    for (int sec = 0; sec < m_model->rowCount() && !first.isValid(); ++sec) {
+        const QModelIndex section = m_model->index(sec, 0);
+        for (int r = 0; r < m_model->rowCount(section); ++r) {
+            const QModelIndex row = m_model->index(r, 0, section);
+            const report::Insight* it = m_model->insightAt(row);
+            if (!it)
+                continue;
+            const bool here = !m_session || it->device == m_session->device();
+            if (it->kind == report::InsightKind::Oom && here && m_session && it->index == m_session->cursor()) {
+                first = row;
+                break;
+            }
+            if (it->kind == report::InsightKind::TopConsumer) {
+                if (here && !topConsumer.isValid())
+                    topConsumer = row;
+                if (!anyTopConsumer.isValid())
+                    anyTopConsumer = row;
+            }
+        }
+    }
+    if (!first.isValid())
+        first = topConsumer.isValid() ? topConsumer : anyTopConsumer;
     if (!first.isValid())
         first = m_model->index(0, 0, m_model->index(0, 0));
     m_tree->setCurrentIndex(first);

@@ -426,14 +426,8 @@ namespace {
             it.stack = e.stack;
             it.bytes = request;
             it.requested = request;
-            // Select what holds the most memory then: the largest live block.
-            const ReplayState state = c.replay.stateAt(int64_t(at));
-            ByteCount biggest = -1;
-            for (const ReplayBlock& b : state.blocks)
-                if (b.state != BlockState::Inactive && b.size > biggest) {
-                    biggest = b.size;
-                    it.allocation = b.allocation;
-                }
+            // No allocation: the item is about the request that failed, which made none (a viewer shows the OOM
+            // entry at `index`, its stack being `stack`).
             // The cause first (a narrow list shows the start), then the request and where it came from.
             const std::string where = "OOM " + std::to_string(k + 1) + " of " + std::to_string(ooms.size()) + ", entry "
                 + std::to_string(ooms[k]) + ": ";

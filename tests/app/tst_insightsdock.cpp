@@ -5,7 +5,9 @@
 // annotations hidden by default. Screenshots land in build/screenshots. GUI thread only.
 #include "apptestutil.h"
 #include "itemmodels/insightsmodel.h"
+#include "model/framefilter.h"
 #include "model/landmarks.h"
+#include "report/memoryviz.h"
 #include "views/calltreeview.h"
 #include "views/diffwindow.h"
 #include "views/documentwindow.h"
@@ -114,6 +116,8 @@ private Q_SLOTS:
     void opensWhereItSaysTheMost();
     void stepsThroughOoms();
     void oomOnAnotherDevice();
+    void oomShowsTheFailedRequest_data();
+    void oomShowsTheFailedRequest();
     void defaultLayout_data();
     void defaultLayout();
     void layoutSurvivesRelaunch_data();
@@ -213,10 +217,16 @@ void TestInsightsDock::goToMoments()
     }
     QCOMPARE(s->cursor(), cursor);
     QVERIFY2(w->statusText().contains(status), qPrintable(w->statusText()));
-    // Every moment but an index selects something alive there.
-    QVERIFY(s->selection() != model::NoAllocation);
-    const auto live = s->replay().liveAt(s->cursor());
-    QVERIFY(std::find(live.begin(), live.end(), s->selection()) != live.end());
+    if (spec.startsWith(QLatin1String("oom"))) {
+        // An OOM selects nothing: the request failed and made no block; the details pane shows it.
+        QCOMPARE(s->selection(), model::NoAllocation);
+        QVERIFY(s->describeOomAtCursor().startsWith(QLatin1String("Out of memory: ")));
+    } else {
+        // Every other moment but an index selects something alive there.
+        QVERIFY(s->selection() != model::NoAllocation);
+        const auto live = s->replay().liveAt(s->cursor());
+        QVERIFY(std::find(live.begin(), live.end(), s->selection()) != live.end());
+    }
     // The reason goes once the user moves the cursor.
     s->setCursor(0);
     QVERIFY(!w->statusText().contains(status));
@@ -270,6 +280,76 @@ void TestInsightsDock::stepsThroughOoms()
     QCOMPARE(s->cursor(), ooms[27]);
 }
 
+// At an OOM (opened there, Go > Next OOM, the OOM insight clicked) the details pane shows the request that failed:
+// its size, the device's free memory then and its stack with the site first; a selection replaces it, and it comes
+// back when the selection is cleared.
+void TestInsightsDock::oomShowsTheFailedRequest_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("gc05_fraction 1280x720") << "corpus/gc05_fraction.pickle" << QSize(1280, 720);
+    QTest::newRow("oom_retry 1920x1080") << "corpus/oom_retry.pickle" << QSize(1920, 1080);
+}
+
+void TestInsightsDock::oomShowsTheFailedRequest()
+{
+    QFETCH(QString, file);
+    QFETCH(QSize, size);
+    auto w = window(file, size);
+    Session* s = w->session();
+    auto* details = w->findChild<QPlainTextEdit*>(QStringLiteral("detailsText"));
+    QVERIFY(details);
+    const std::vector<int64_t> ooms = s->oomIndices();
+    QVERIFY(ooms.size() >= 2);
+    auto expectRequest = [&](int64_t stateIndex) {
+        const model::TraceEntry& e = s->entries()[size_t(stateIndex - 1)];
+        QCOMPARE(e.action, model::Action::Oom);
+        const QString text = details->toPlainText();
+        QVERIFY2(text.startsWith(QLatin1String("Out of memory: ")), qPrintable(text.left(200)));
+        QVERIFY2(text.contains(QStringLiteral("(%1 B)").arg(e.size)), qPrintable(text.left(200)));
+        QVERIFY(
+            text.contains(QLatin1String("free on the device then: ") + Session::formatBytes(model::ByteCount(e.addr))));
+        // The stack: the site's line first ("at file:line:function").
+        const int site = model::siteIndex(s->snapshot(), e.stack);
+        QVERIFY(site >= 0);
+        const std::string siteText
+            = report::displayFrame(s->snapshot(), s->snapshot().frame(s->snapshot().stackBegin(e.stack)[site]));
+        QVERIFY2(text.contains(QLatin1String("at ") + QString::fromStdString(siteText)), qPrintable(text));
+    };
+    // Opened at the first OOM: nothing selected, the request shown, the Insights on that OOM's item.
+    QCOMPARE(s->cursor(), ooms[0]);
+    QCOMPARE(s->selection(), model::NoAllocation);
+    expectRequest(ooms[0]);
+    const report::Insight* current = w->insightsView()->model()->insightAt(w->insightsView()->tree()->currentIndex());
+    QVERIFY(current);
+    QCOMPARE(current->kind, report::InsightKind::Oom);
+    QCOMPARE(current->index, ooms[0]);
+    QVERIFY(test::saveScreenshot(*w, QStringLiteral("oom-request-%1x%2").arg(size.width()).arg(size.height()), size));
+    QVERIFY(w->stepOom(+1));
+    expectRequest(ooms[1]);
+    // A selection replaces it; cleared, the request is back.
+    const auto live = s->replay().liveAt(s->cursor());
+    QVERIFY(!live.empty());
+    s->setSelection(live.front());
+    QVERIFY(details->toPlainText().startsWith(s->allocationName(live.front())));
+    s->setSelection(model::NoAllocation);
+    expectRequest(ooms[1]);
+    // Away from an OOM the pane is empty again.
+    s->setCursor(ooms[1] + 1 < s->entryCount() ? ooms[1] + 1 : 0);
+    if (s->entries()[size_t(s->cursor() - 1)].action != model::Action::Oom)
+        QVERIFY(details->toPlainText().isEmpty());
+    // The OOM insight, clicked: the cursor at its OOM, the request shown.
+    InsightsView* view = w->insightsView();
+    const QModelIndex row = view->model()->firstOf(report::InsightKind::Oom);
+    QVERIFY(row.isValid());
+    QTreeView* tree = view->tree();
+    tree->scrollTo(row);
+    QTest::mouseClick(tree->viewport(), Qt::LeftButton, {}, tree->visualRect(row).center());
+    QCOMPARE(s->cursor(), ooms[0]);
+    QCOMPARE(s->selection(), model::NoAllocation);
+    expectRequest(ooms[0]);
+}
+
 // A two-device file whose OOM is on cuda:1 (tests/data/oom-on-cuda1.pickle): the window opens on cuda:1 at that
 // OOM and says so; shown cuda:0 again, "next OOM" goes back to it, device and all.
 void TestInsightsDock::oomOnAnotherDevice()
@@ -291,6 +371,13 @@ void TestInsightsDock::oomOnAnotherDevice()
     QVERIFY(box);
     QCOMPARE(box->currentText(), QStringLiteral("cuda:1"));
     const int64_t at = w->session()->cursor();
+    // The Insights' current item is that OOM's, on cuda:1, once they are computed.
+    QTRY_VERIFY_WITH_TIMEOUT(w->insightsView()->model()->insights() != nullptr, 20000);
+    const report::Insight* current = w->insightsView()->model()->insightAt(w->insightsView()->tree()->currentIndex());
+    QVERIFY(current);
+    QCOMPARE(current->kind, report::InsightKind::Oom);
+    QCOMPARE(current->device, 1);
+    QCOMPARE(current->index, at);
     w->session()->setDevice(0);
     QCOMPARE(box->currentText(), QStringLiteral("cuda:0"));
     QVERIFY(w->stepOom(+1));
@@ -407,8 +494,8 @@ void TestInsightsDock::layoutSurvivesRelaunch()
     QCoreApplication::processEvents();
     QVERIFY2(std::abs(fractions(*fourth).first - defaults.first) <= 0.03,
              qPrintable(QStringLiteral("%1 against %2").arg(fractions(*fourth).first).arg(defaults.first)));
-    QVERIFY(test::saveScreenshot(*fourth, QStringLiteral("layout-reset-%1x%2").arg(size.width()).arg(size.height()),
-                                 size));
+    QVERIFY(
+        test::saveScreenshot(*fourth, QStringLiteral("layout-reset-%1x%2").arg(size.width()).arg(size.height()), size));
 }
 
 void TestInsightsDock::firstWindowFitsTheScreen()

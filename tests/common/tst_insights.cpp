@@ -356,6 +356,8 @@ void TestInsights::oomsUnderACap()
         const Insight& it = items[size_t(k++)];
         QCOMPARE(it.index, int64_t(j) + 1);
         QCOMPARE(it.bytes, t[j].size);
+        QCOMPARE(it.stack, t[j].stack); // the failed request's, and no allocation: it made none
+        QCOMPARE(it.allocation, model::NoAllocation);
         // Independently: reserved bytes from the segment entries before the OOM, and the device's free bytes as
         // the entry says. These jobs ran under set_per_process_memory_fraction on an 80 GB device: never full.
         const ByteCount reserved = reservedAfter(t, int64_t(j));
