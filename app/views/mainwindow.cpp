@@ -103,7 +103,11 @@ MainWindow::MainWindow(QWidget* parent)
     });
     connect(m_tabs, &QTabWidget::currentChanged, this, [this] {
         updateStatus();
-        if (auto* doc = currentDocument())
+        if (m_saveLive)
+            m_saveLive->setEnabled(currentLive() != nullptr);
+        if (currentLive())
+            setWindowTitle(QStringLiteral("memscope — ") + m_tabs->tabText(m_tabs->currentIndex()));
+        else if (auto* doc = currentDocument())
             setWindowTitle(QStringLiteral("memscope — ") + QFileInfo(doc->session()->document().path).fileName());
         else if (auto* diff = currentDiff())
             setWindowTitle(QStringLiteral("memscope — ") + diff->title());
@@ -193,6 +197,8 @@ void MainWindow::buildMenus()
     saveLive->setObjectName(QStringLiteral("saveLiveAction"));
     saveLive->setShortcut(QKeySequence::Save);
     saveLive->setToolTip(tr("Write what the current live tab has recorded as a snapshot (pickle or JSON)"));
+    saveLive->setEnabled(currentLive() != nullptr); // with a live tab current only
+    m_saveLive = saveLive;
     file->addAction(tr("Compare &Files…"), this, &MainWindow::chooseCompareFiles)
         ->setObjectName(QStringLiteral("compareFilesAction"));
     file->addAction(tr("Compare Two &Moments…"), this, &MainWindow::chooseCompareMoments)
@@ -241,8 +247,7 @@ void MainWindow::buildMenus()
     addGo(tr("Next Entry"), QKeySequence(Qt::Key_Right), [](DocumentWindow* d) { d->stepCursor(1); });
     addGo(tr("Previous Annotation"), QKeySequence(Qt::Key_PageUp), [](DocumentWindow* d) { d->stepAnnotation(-1); });
     addGo(tr("Next Annotation"), QKeySequence(Qt::Key_PageDown), [](DocumentWindow* d) { d->stepAnnotation(1); });
-    addGo(tr("Start of Trace"), QKeySequence(Qt::Key_Home),
-          [](DocumentWindow* d) { d->session()->setCursor(0); });
+    addGo(tr("Start of Trace"), QKeySequence(Qt::Key_Home), [](DocumentWindow* d) { d->session()->setCursor(0); });
     addGo(tr("End of Trace"), QKeySequence(Qt::Key_End),
           [](DocumentWindow* d) { d->session()->setCursor(d->session()->entryCount()); });
     addGo(tr("Clear Selection"), QKeySequence(Qt::Key_Escape),
@@ -318,7 +323,8 @@ void MainWindow::buildMenus()
     });
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
-    help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts)->setShortcut(QKeySequence::HelpContents);
+    help->addAction(tr("&Keyboard Shortcuts"), this, &MainWindow::showShortcuts)
+        ->setShortcut(QKeySequence::HelpContents);
     help->addAction(tr("&About memscope"), this, [this] {
         QMessageBox::about(this, tr("About memscope"),
                            tr("<b>memscope</b> %1<br>A GPU memory inspector for PyTorch memory snapshots.")
@@ -336,7 +342,8 @@ void MainWindow::showShortcuts()
             if (a->shortcut().isEmpty())
                 continue;
             text += QStringLiteral("<tr><td>%1&nbsp;&nbsp;</td><td><b>%2</b></td></tr>")
-                        .arg(QString(a->text()).remove(QLatin1Char('&')), a->shortcut().toString(QKeySequence::NativeText));
+                        .arg(QString(a->text()).remove(QLatin1Char('&')),
+                             a->shortcut().toString(QKeySequence::NativeText));
         }
     }
     text += tr("<tr><td>Drag on the timeline or overview</td><td><b>move the cursor</b></td></tr>"
@@ -352,6 +359,19 @@ void MainWindow::showShortcuts()
 
 void MainWindow::openFile(const QString& path)
 {
+    // A file already open in a tab is shown, not loaded into a second one (Open Recent, Open, a drop).
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        auto* doc = qobject_cast<DocumentWindow*>(m_tabs->widget(i));
+        if (doc && !path.startsWith(QLatin1Char(':'))
+            && QFileInfo(doc->session()->document().path).absoluteFilePath() == absolute) {
+            m_tabs->setCurrentIndex(i);
+            statusBar()->showMessage(tr("%1 is open already: shown").arg(QFileInfo(path).fileName()), 5000);
+            QMetaObject::invokeMethod(
+                this, [this] { Q_EMIT loadFinished(true); }, Qt::QueuedConnection); // as a load
+            return;
+        }
+    }
     const uint64_t job = m_loader.load(path);
     m_pending.insert(job, path);
     m_percent.insert(job, 0);
@@ -375,8 +395,9 @@ void MainWindow::updateProgress()
     for (int p : std::as_const(m_percent))
         sum += p;
     m_progress->setValue(m_percent.isEmpty() ? 0 : sum / int(m_percent.size()));
-    m_progress->setFormat(m_pending.size() == 1 ? tr("Loading %1… %p%").arg(QFileInfo(m_pending.cbegin().value()).fileName())
-                                                : tr("Loading %1 files… %p%").arg(m_pending.size()));
+    m_progress->setFormat(m_pending.size() == 1
+                              ? tr("Loading %1… %p%").arg(QFileInfo(m_pending.cbegin().value()).fileName())
+                              : tr("Loading %1 files… %p%").arg(m_pending.size()));
 }
 
 void MainWindow::onLoaded(uint64_t job, const LoadOutcome& outcome)
@@ -507,7 +528,8 @@ void MainWindow::openDiff(const QString& a, const QString& b)
         if (!model::parseDiffSideSpec(specs[i].toStdString(), path, moments[size_t(i)], error)) {
             showError(specs[i] + QStringLiteral(": ") + QString::fromStdString(error));
             // Reported after the caller returns, like every other load, so it can connect first.
-            QMetaObject::invokeMethod(this, [this] { Q_EMIT loadFinished(false); }, Qt::QueuedConnection);
+            QMetaObject::invokeMethod(
+                this, [this] { Q_EMIT loadFinished(false); }, Qt::QueuedConnection);
             return;
         }
         paths[i] = QString::fromStdString(path);
@@ -528,8 +550,8 @@ void MainWindow::openRankGroup(const QStringList& paths)
 DiffWindow* MainWindow::openDiffTab(DiffInput a, DiffInput b)
 {
     auto* diff = new DiffWindow(std::move(a), std::move(b), m_tabs);
-    const QString tip = diffInputLabel(diff->session()->sideA()) + QStringLiteral("\n→ ")
-        + diffInputLabel(diff->session()->sideB());
+    const QString tip
+        = diffInputLabel(diff->session()->sideA()) + QStringLiteral("\n→ ") + diffInputLabel(diff->session()->sideB());
     addTab(diff, diff->title(), tip);
     connect(diff->session(), &DiffSession::diffChanged, this, [this, diff] {
         const int i = m_tabs->indexOf(diff);
@@ -579,7 +601,8 @@ void MainWindow::chooseCompareFiles()
     const QString a = QFileDialog::getOpenFileName(this, tr("Compare: side A (before)"), dir, filter);
     if (a.isEmpty())
         return;
-    const QString b = QFileDialog::getOpenFileName(this, tr("Compare: side B (after)"), QFileInfo(a).absolutePath(), filter);
+    const QString b
+        = QFileDialog::getOpenFileName(this, tr("Compare: side B (after)"), QFileInfo(a).absolutePath(), filter);
     if (b.isEmpty())
         return;
     settings.setValue(QStringLiteral("lastDir"), QFileInfo(b).absolutePath());
@@ -634,8 +657,19 @@ void MainWindow::chooseRankGroup()
 
 void MainWindow::showError(const QString& message)
 {
+    // One banner: the newest message, the earlier ones counted and in its tooltip; a message said again is not
+    // repeated.
+    m_errors.removeAll(message);
     m_errors << message;
-    m_errorLabel->setText(m_errors.join(QLatin1Char('\n')));
+    QString text = message;
+    if (m_errors.size() > 1) {
+        text += tr("\n(%n earlier message(s): hover to read them; Dismiss clears all)", nullptr,
+                   int(m_errors.size() - 1));
+        m_errorLabel->setToolTip(m_errors.join(QLatin1String("\n\n")));
+    } else {
+        m_errorLabel->setToolTip({});
+    }
+    m_errorLabel->setText(text);
     m_errorBanner->show();
 }
 
@@ -724,20 +758,11 @@ void MainWindow::chooseAttach()
     openLive(dialog.endpoint(), true, dialog.curveServerKey(), dialog.curveSecretKey());
 }
 
-DiffWindow* MainWindow::currentDiff() const
-{
-    return qobject_cast<DiffWindow*>(m_tabs->currentWidget());
-}
+DiffWindow* MainWindow::currentDiff() const { return qobject_cast<DiffWindow*>(m_tabs->currentWidget()); }
 
-RankGroupView* MainWindow::currentRankGroup() const
-{
-    return qobject_cast<RankGroupView*>(m_tabs->currentWidget());
-}
+RankGroupView* MainWindow::currentRankGroup() const { return qobject_cast<RankGroupView*>(m_tabs->currentWidget()); }
 
-int MainWindow::documentCount() const
-{
-    return m_tabs->count();
-}
+int MainWindow::documentCount() const { return m_tabs->count(); }
 
 std::shared_ptr<const model::Snapshot> MainWindow::snapshot() const
 {

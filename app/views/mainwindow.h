@@ -12,6 +12,7 @@
 #include <array>
 #include <memory>
 
+class QAction;
 class QLabel;
 class QMenu;
 class QProgressBar;
@@ -122,6 +123,7 @@ private:
     QPushButton* m_cancel = nullptr;
     QLabel* m_status = nullptr;
     QMenu* m_recentMenu = nullptr;
+    QAction* m_saveLive = nullptr; // File > Save Live Recording: enabled with a live tab current
     QStringList m_errors;
     QHash<uint64_t, QString> m_pending; // running load jobs -> path
     QHash<uint64_t, int> m_percent;

@@ -1449,7 +1449,8 @@ Error Machine::run(NodeId& root)
                 const uint64_t frameEnd = m_pos + frameSize < m_pos ? UINT64_MAX : m_pos + frameSize;
                 return fail(ErrorCode::Truncated,
                             "the file is truncated: its data ends after " + std::to_string(size)
-                                + " bytes, inside a frame that starts at byte " + std::to_string(m_pos)
+                                + " bytes, inside a pickle frame (a chunk of the pickle's data) that starts at byte "
+                                + std::to_string(m_pos)
                                 + " and should end at byte " + std::to_string(frameEnd),
                             size);
             }

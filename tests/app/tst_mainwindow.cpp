@@ -12,6 +12,7 @@
 
 #include <QAction>
 #include <QCoreApplication>
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
@@ -118,6 +119,45 @@ private Q_SLOTS:
             QVERIFY(spy.wait(60'000));
         QCOMPARE(window.documentCount(), 3);
         QVERIFY(window.errorText().isEmpty());
+    }
+
+    // A file already open is shown again, not opened into a second tab; File > Save Live Recording is enabled only
+    // with a live tab current.
+    void openingAnOpenFileShowsItsTab()
+    {
+        MainWindow window;
+        window.show();
+        auto* saveLive = window.findChild<QAction*>(QStringLiteral("saveLiveAction"));
+        QVERIFY(saveLive);
+        QVERIFY(!saveLive->isEnabled());
+        QVERIFY(loadAndWait(window, snapshot("oom.pickle")));
+        QVERIFY(loadAndWait(window, snapshot("two_device.pickle")));
+        QCOMPARE(window.documentCount(), 2);
+        QVERIFY(!saveLive->isEnabled());
+        // The same file again, by another spelling of its path: its tab comes to the front.
+        QVERIFY(loadAndWait(window, QDir(snapshot("")).filePath(QStringLiteral("./oom.pickle"))));
+        QCOMPARE(window.documentCount(), 2);
+        QCOMPARE(window.windowTitle(), QStringLiteral("memscope — oom.pickle"));
+        QVERIFY(window.errorText().isEmpty());
+    }
+
+    // Errors do not pile up: the banner shows the newest, counts the earlier ones (all in its tooltip) and does not
+    // repeat one said again.
+    void errorsDoNotPileUp()
+    {
+        MainWindow window;
+        window.show();
+        QVERIFY(!loadAndWait(window, QStringLiteral("/nonexistent-a.pickle")));
+        QVERIFY(!loadAndWait(window, QStringLiteral("/nonexistent-b.pickle")));
+        QVERIFY(!loadAndWait(window, QStringLiteral("/nonexistent-a.pickle")));
+        auto* label = window.findChild<QLabel*>(QStringLiteral("errorLabel"));
+        QVERIFY(label);
+        const QStringList lines = label->text().split(QLatin1Char('\n'));
+        QCOMPARE(lines.size(), 2);
+        QVERIFY2(lines[0].startsWith(QLatin1String("/nonexistent-a.pickle: ")), qPrintable(label->text()));
+        QVERIFY2(lines[1].contains(QLatin1String("1 earlier message")), qPrintable(label->text()));
+        QVERIFY(label->toolTip().contains(QLatin1String("/nonexistent-b.pickle: ")));
+        QCOMPARE(label->toolTip().count(QLatin1String("/nonexistent-a.pickle: ")), 1);
     }
 
     void showsErrorForBadFile_data()

@@ -540,10 +540,10 @@ void TestCli::truncatedFileSaysWhereItEnds_data()
     QTest::addColumn<QString>("where"); // what the message says besides the size
     // Inside the first 64 KiB frame, whose FRAME opcode is at byte 2: once said "(at byte 2)".
     QTest::newRow("transformer_train, 50 kB, inside the first frame")
-        << snapshot("transformer_train.pickle") << 50000 << "inside a frame that starts at byte 11";
+        << snapshot("transformer_train.pickle") << 50000 << "inside a pickle frame (a chunk of the pickle's data) that starts at byte 11";
     QTest::newRow("multistream, 5000 bytes (tests/data/truncated-multistream.pickle)")
         << QString::fromStdString(test::dataPath("truncated-multistream.pickle")) << 5000
-        << "inside a frame that starts at byte 11";
+        << "inside a pickle frame (a chunk of the pickle's data) that starts at byte 11";
     QTest::newRow("inside a string") << QString() << 9 << "in the middle of the opcode that starts at byte 3";
     QTest::newRow("no STOP") << QString() << 4 << "without the pickle's STOP opcode";
 }
