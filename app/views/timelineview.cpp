@@ -622,6 +622,19 @@ void TimelineView::onCursorChanged()
     // Only the strips the old and the new cursor cover: the cached plot is blitted there, nothing is re-rendered.
     if (!m_session)
         return;
+    // A zoomed view follows the cursor when it leaves it (P, L, O, Home, End, the keys, the overview): the view pans
+    // to put the cursor in its middle, keeping its width.
+    if (!m_geometry.isReset() && m_axis) {
+        const int64_t c = m_session->cursor();
+        const double at = m_axis->stateBegin(c);
+        const double stateEnd = c >= m_axis->entryCount() ? m_axis->domainEnd() : m_axis->stateBegin(c + 1);
+        if (at < m_geometry.begin || stateEnd > m_geometry.end) {
+            const double span = m_geometry.span();
+            const double begin = std::clamp(at - span / 2, m_geometry.domainBegin, m_geometry.domainEnd - span);
+            setRange(begin, begin + span);
+            return; // setRange repaints everything
+        }
+    }
     const int64_t painted = m_renderer.paintedCursor();
     if (painted >= 0 && hasData()) {
         const TimelineFrame f = frame();

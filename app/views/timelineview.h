@@ -10,6 +10,7 @@
 // pans; the wheel zooms around the mouse (a horizontal wheel pans); double-click shows everything. On the overview:
 // drag the brush to move it, its edges to resize it, or drag elsewhere to draw a new one; a click centres it.
 // Keys: Left/Right move the cursor (Shift: by a tenth of the view), +/- zoom around the cursor, 0 shows everything.
+// A zoomed view follows a cursor that leaves it (landmarks, Home/End, the overview): it pans to centre it.
 //
 // The data (views/timelinedata.h: items, colours, filters) is built in a job on the global QThreadPool whenever the
 // device, the colour mode or the filters change; meanwhile the view paints the data it has (or, before its first

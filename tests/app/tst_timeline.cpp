@@ -1351,6 +1351,48 @@ private Q_SLOTS:
         QCOMPARE(view.visibleRange(), std::make_pair(int64_t(0), session->entryCount()));
     }
 
+    void zoomedViewFollowsTheCursor_data()
+    {
+        QTest::addColumn<QString>("time"); // "index" or "time" axis
+        QTest::newRow("entry axis") << QStringLiteral("index");
+        QTest::newRow("time axis") << QStringLiteral("time");
+    }
+
+    // A cursor moved out of a zoomed view (a landmark, Home/End, the overview) brings the view along: it pans to put
+    // the cursor in its middle and keeps its width; a cursor moved inside it moves nothing.
+    void zoomedViewFollowsTheCursor()
+    {
+        QFETCH(QString, time);
+        auto session = openSession(QStringLiteral("transformer_train.pickle"));
+        QVERIFY(session);
+        session->setTimeAxis(time == QLatin1String("time") ? app::TimeAxis::Time : app::TimeAxis::Index);
+        TimelineView view(session.get());
+        view.finishBuild();
+        view.resize(900, 400);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        const int64_t n = session->entryCount();
+        session->setCursor(2000);
+        view.zoomToRange(1500, 2500);
+        const auto zoomed = view.visibleRange();
+        QVERIFY(zoomed.first <= 2000 && 2000 <= zoomed.second);
+        session->setCursor(2100); // inside: the view stays
+        QCOMPARE(view.visibleRange(), zoomed);
+        for (int64_t target : { int64_t(9796), n, int64_t(0), int64_t(6000) }) {
+            session->setCursor(target);
+            const auto r = view.visibleRange();
+            // (On the time axis state 0 has no width: a view from the start begins with state 1.)
+            QVERIFY2(r.first <= std::max<int64_t>(target, 1) && target <= r.second,
+                     qPrintable(QStringLiteral("%1 not in %2..%3").arg(target).arg(r.first).arg(r.second)));
+            if (time == QLatin1String("index")) { // states are evenly wide: the width in states is kept
+                QVERIFY(std::abs((r.second - r.first) - (zoomed.second - zoomed.first)) <= 2);
+                QVERIFY(r.second - r.first < n / 2);
+            } else {
+                QVERIFY(r.second - r.first < n); // still zoomed (the width in time is kept)
+            }
+        }
+    }
+
     void filtersAndSegmentsRerender()
     {
         auto session = openSession(QStringLiteral("multistream.pickle"));
