@@ -65,6 +65,20 @@ CallTreeView::CallTreeView(Session* session, QWidget* parent)
     bar->setIconSize(QSize(16, 16));
     layout->addWidget(bar);
 
+    // The page switch first: a narrow dock moves the last actions under the toolbar's overflow button, never it.
+    auto* pages = new QActionGroup(this);
+    m_treeAction = bar->addAction(tr("Tree"));
+    m_treeAction->setObjectName(QStringLiteral("treeAction"));
+    m_flameAction = bar->addAction(tr("Flame graph"));
+    m_flameAction->setObjectName(QStringLiteral("flameGraphAction"));
+    m_flameAction->setToolTip(tr("The same tree as a flame graph (icicle): width by bytes, click to zoom"));
+    for (QAction* a : { m_treeAction, m_flameAction }) {
+        a->setCheckable(true);
+        pages->addAction(a);
+    }
+    m_treeAction->setChecked(true);
+    connect(m_flameAction, &QAction::toggled, this, &CallTreeView::setFlameGraphShown);
+    bar->addSeparator();
     auto* directions = new QActionGroup(this);
     m_topDown = bar->addAction(tr("Top-down"));
     m_topDown->setObjectName(QStringLiteral("topDownAction"));
@@ -98,44 +112,32 @@ CallTreeView::CallTreeView(Session* session, QWidget* parent)
     });
     bar->addSeparator();
 
-    m_search = new QLineEdit(bar);
+    // The search on a row of its own, with the summary: always on screen (Ctrl+F), however narrow the dock.
+    auto* searchRow = new QHBoxLayout;
+    searchRow->setContentsMargins(4, 2, 0, 2);
+    m_search = new QLineEdit(this);
     m_search->setObjectName(QStringLiteral("searchEdit"));
     m_search->setPlaceholderText(tr("Search frames (file, line, function)"));
     m_search->setClearButtonEnabled(true);
-    m_search->setMinimumWidth(fontMetrics().horizontalAdvance(m_search->placeholderText()) + 40);
-    m_search->setMaximumWidth(360);
-    bar->addWidget(m_search);
+    m_search->setMaximumWidth(fontMetrics().horizontalAdvance(m_search->placeholderText()) * 3 / 2 + 40);
+    searchRow->addWidget(m_search, 3);
     m_searchTimer = new QTimer(this);
     m_searchTimer->setSingleShot(true);
     m_searchTimer->setInterval(SearchDebounceMs);
     connect(m_search, &QLineEdit::textChanged, m_searchTimer, qOverload<>(&QTimer::start));
     connect(m_searchTimer, &QTimer::timeout, this, &CallTreeView::applySearch);
-    bar->addSeparator();
 
-    auto* pages = new QActionGroup(this);
-    m_treeAction = bar->addAction(tr("Tree"));
-    m_treeAction->setObjectName(QStringLiteral("treeAction"));
-    m_flameAction = bar->addAction(tr("Flame graph"));
-    m_flameAction->setObjectName(QStringLiteral("flameGraphAction"));
-    m_flameAction->setToolTip(tr("The same tree as a flame graph (icicle): width by bytes, click to zoom"));
-    for (QAction* a : { m_treeAction, m_flameAction }) {
-        a->setCheckable(true);
-        pages->addAction(a);
-    }
-    m_treeAction->setChecked(true);
-    connect(m_flameAction, &QAction::toggled, this, &CallTreeView::setFlameGraphShown);
     auto* byFile = bar->addAction(tr("Colour by file"));
     byFile->setObjectName(QStringLiteral("colorByFileAction"));
     byFile->setToolTip(tr("Flame graph colours by source file instead of by function"));
     byFile->setCheckable(true);
 
-    auto* spacer = new QWidget(bar);
-    spacer->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Preferred);
-    bar->addWidget(spacer);
-    m_summary = new QLabel(bar);
+    m_summary = new QLabel(this);
     m_summary->setObjectName(QStringLiteral("summaryLabel"));
     m_summary->setContentsMargins(4, 0, 6, 0);
-    bar->addWidget(m_summary);
+    m_summary->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred); // cut, never widening the dock
+    searchRow->addWidget(m_summary, 2);
+    layout->addLayout(searchRow);
 
     m_stack = new QStackedWidget(this);
     layout->addWidget(m_stack, 1);
@@ -336,6 +338,12 @@ void CallTreeView::applyTree(uint64_t job, std::shared_ptr<const CallTree> tree)
 }
 
 QModelIndex CallTreeView::proxyIndex(CallNodeId node) const { return m_proxy->mapFromSource(m_model->indexOf(node)); }
+
+void CallTreeView::focusSearch()
+{
+    m_search->setFocus(Qt::ShortcutFocusReason);
+    m_search->selectAll();
+}
 
 void CallTreeView::setSearchText(const QString& text)
 {

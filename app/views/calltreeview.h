@@ -49,6 +49,8 @@ public:
     void setDirection(model::CallTreeDirection direction);
     // Filters the rows as typing in the search field does, without its debounce.
     void setSearchText(const QString& text);
+    // Puts the keyboard in the search field, its text selected (Edit > Find in Call Stacks).
+    void focusSearch();
     // Expands, from the top level, the largest child of each node down to a leaf, makes that leaf current and
     // returns it (NoCallNode when the tree is empty). Never changes the Session's selection.
     model::CallNodeId expandToLargest();

@@ -549,6 +549,18 @@ void DocumentWindow::showView(View v)
     m_current = w;
 }
 
+void DocumentWindow::showFlameGraph(bool shown)
+{
+    showView(View::Tree);
+    m_tree->setFlameGraphShown(shown);
+}
+
+void DocumentWindow::findInCallStacks()
+{
+    showView(View::Tree);
+    m_tree->focusSearch();
+}
+
 void DocumentWindow::stepCursor(int64_t delta) { m_session->setCursor(m_session->cursor() + delta); }
 
 void DocumentWindow::stepAnnotation(int direction)

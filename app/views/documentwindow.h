@@ -48,6 +48,9 @@ public:
     QWidget* currentView() const;
     // Raises the dock of `view` (or focuses the timeline).
     void showView(View view);
+    // The call stacks' dock shown, as a flame graph (or as the tree), or with the keyboard in its search field.
+    void showFlameGraph(bool shown);
+    void findInCallStacks();
 
     // Cursor steps: one entry, to the previous/next annotation boundary, to the start/end.
     void stepCursor(int64_t delta);

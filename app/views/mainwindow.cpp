@@ -131,6 +131,9 @@ MainWindow::MainWindow(QWidget* parent)
 
     m_status = new QLabel(this);
     m_status->setObjectName(QStringLiteral("cursorStatus"));
+    // A long line (the cursor, why it is there, the totals) is cut at the window's edge, never widens the window
+    // past the screen (a label's minimum width is its text's); the whole line is its tooltip.
+    m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     statusBar()->addWidget(m_status, 1);
     m_progress = new QProgressBar(this);
     m_progress->setObjectName(QStringLiteral("loadProgress"));
@@ -297,6 +300,20 @@ void MainWindow::buildMenus()
         });
         a->setShortcut(QKeySequence(Qt::ALT | (Qt::Key_0 + n++)));
     }
+    QAction* flame = view->addAction(tr("&Flame Graph"), this, [this] {
+        if (auto* doc = currentDocument())
+            doc->showFlameGraph(true);
+    });
+    flame->setObjectName(QStringLiteral("showFlameGraphAction"));
+    flame->setShortcut(QKeySequence(Qt::ALT | Qt::Key_8)); // after the views, Alt+1 to Alt+7
+    flame->setToolTip(tr("The call stacks at the cursor as a flame graph (the Call Stacks dock's Tree / Flame graph)"));
+    QAction* find = view->addAction(tr("F&ind in Call Stacks"), this, [this] {
+        if (auto* doc = currentDocument())
+            doc->findInCallStacks();
+    });
+    find->setObjectName(QStringLiteral("findInCallStacksAction"));
+    find->setShortcut(QKeySequence::Find);
+    view->addSeparator();
     QAction* reset = view->addAction(tr("&Reset Layout"), this, [this] {
         if (auto* doc = currentDocument()) {
             doc->resetLayout();
@@ -677,6 +694,7 @@ void MainWindow::updateStatus()
 {
     auto* doc = currentDocument();
     m_status->setText(doc ? doc->statusText() : QString());
+    m_status->setToolTip(m_status->text());
 }
 
 DocumentWindow* MainWindow::currentDocument() const

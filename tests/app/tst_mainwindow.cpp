@@ -5,18 +5,21 @@
 #include "apptestutil.h"
 #include "ingest/resources.h"
 #include "ingest/snapshotloader.h"
+#include "views/calltreeview.h"
 #include "views/diffwindow.h"
 #include "views/documentwindow.h"
 #include "views/mainwindow.h"
 #include "views/rankgroupview.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
 #include <QLabel>
+#include <QLineEdit>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -24,6 +27,7 @@
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QToolBar>
 
 #include <algorithm>
 #include <set>
@@ -139,6 +143,61 @@ private Q_SLOTS:
         QCOMPARE(window.documentCount(), 2);
         QCOMPARE(window.windowTitle(), QStringLiteral("memscope — oom.pickle"));
         QVERIFY(window.errorText().isEmpty());
+    }
+
+    void callStacksToolsAreReachable_data()
+    {
+        QTest::addColumn<QSize>("size");
+        QTest::addColumn<int>("fontScale"); // 200 stands for a 2x-scaled desktop
+        QTest::newRow("1280x720") << QSize(1280, 720) << 100;
+        QTest::newRow("1920x1080, 2x text") << QSize(1920, 1080) << 200;
+    }
+
+    // The call stacks' Tree / Flame graph switch is on screen, not under the toolbar's overflow button, at every
+    // size; View > Flame Graph and View > Find in Call Stacks (Ctrl+F) reach the flame graph and the search field.
+    void callStacksToolsAreReachable()
+    {
+        QFETCH(QSize, size);
+        QFETCH(int, fontScale);
+        const QFont old = QApplication::font();
+        QFont big = old;
+        big.setPointSizeF(old.pointSizeF() * fontScale / 100.0);
+        QApplication::setFont(big);
+        {
+            MainWindow window;
+            window.resize(size);
+            window.show();
+            QVERIFY(QTest::qWaitForWindowExposed(&window));
+            QVERIFY(loadAndWait(window, snapshot("mlp_train.pickle")));
+            window.activateWindow();
+            QVERIFY(QTest::qWaitForWindowActive(&window));
+            QCoreApplication::processEvents();
+            QCOMPARE(window.size(), size); // nothing widens the window past what it was given
+            QVERIFY(memscope::test::saveScreenshot(
+                window, QStringLiteral("callstack-tools-%1x%2-%3").arg(size.width()).arg(size.height()).arg(fontScale),
+                size));
+            auto* tree = window.currentDocument()->findChild<memscope::app::CallTreeView*>();
+            QVERIFY(tree);
+            auto* bar = tree->findChild<QToolBar*>();
+            QVERIFY(bar);
+            for (const char* name : { "treeAction", "flameGraphAction" }) {
+                QAction* a = tree->findChild<QAction*>(QLatin1String(name));
+                QVERIFY(a);
+                QWidget* button = bar->widgetForAction(a);
+                QVERIFY2(button && button->isVisible(), name); // in the bar, not in its overflow menu
+                QVERIFY(bar->rect().contains(button->geometry()));
+            }
+            window.findChild<QAction*>(QStringLiteral("showFlameGraphAction"))->trigger();
+            QVERIFY(tree->isFlameGraphShown());
+            auto* find = window.findChild<QAction*>(QStringLiteral("findInCallStacksAction"));
+            QCOMPARE(find->shortcut(), QKeySequence(QKeySequence::Find));
+            find->trigger();
+            auto* search = tree->findChild<QLineEdit*>(QStringLiteral("searchEdit"));
+            QVERIFY(search);
+            QTRY_VERIFY(search->hasFocus());
+            QVERIFY(search->isVisible());
+        }
+        QApplication::setFont(old);
     }
 
     // Errors do not pile up: the banner shows the newest, counts the earlier ones (all in its tooltip) and does not
