@@ -152,7 +152,8 @@ CallTreeView::CallTreeView(Session* session, QWidget* parent)
     m_treeView->setAlternatingRowColors(true);
     m_treeView->setSelectionBehavior(QAbstractItemView::SelectRows);
     m_treeView->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_treeView->setTextElideMode(Qt::ElideRight); // keeps "file:line:" and the start of the name
+    // A narrow column keeps both ends: the file's start and the line and function ("gen_sn…:149:big_trace").
+    m_treeView->setTextElideMode(Qt::ElideMiddle);
     {
         QHeaderView* h = m_treeView->header();
         h->setStretchLastSection(false);
