@@ -275,6 +275,13 @@ TimelineLayout TimelineLayout::compute(QSize size, int fontHeight, int yLabelWid
     return l;
 }
 
+std::vector<double> ticks::states(double first, double last, int maxCount, int64_t entryCount)
+{
+    std::vector<double> values = linear(first, last, maxCount);
+    std::erase_if(values, [entryCount](double v) { return v != std::floor(v) || v < 0 || v > double(entryCount); });
+    return values;
+}
+
 namespace {
 
     // placeLabels() for the first `count` labels.

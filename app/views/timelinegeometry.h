@@ -85,6 +85,9 @@ namespace ticks {
     // step is niceStep((last - first) / maxCount), or the nice step below it when that still fits. Time axes pass the
     // first entry's time as origin, so that ticks fall on round durations since the trace began, not since the epoch.
     std::vector<double> linear(double first, double last, int maxCount, double origin = 0);
+    // State-index ticks: linear()'s that are whole states of a trace of entryCount entries (0..entryCount): a short
+    // trace or a deep zoom gets no "0 0 1 1", a snapshot without a trace its one state, 0.
+    std::vector<double> states(double first, double last, int maxCount, int64_t entryCount);
     // Byte ticks: multiples of a power of two (…, 256 MiB, 512 MiB, 1 GiB, …) from 0 to at most `top`, at most maxCount
     // + 1 of them (0 included).
     std::vector<int64_t> bytes(double top, int maxCount);

@@ -664,7 +664,8 @@ void TimelineRenderer::paintXAxis(QPainter& p, const TimelineFrame& frame)
     std::vector<double> values;
     std::vector<QString> labels;
     for (int attempt = 0; attempt < 4; ++attempt) {
-        values = ticks::linear(g.begin, g.end, maxCount, time ? origin : 0.0);
+        values = time ? ticks::linear(g.begin, g.end, maxCount, origin)
+                      : ticks::states(g.begin, g.end, maxCount, frame.axis->entryCount());
         const double step = values.size() > 1 ? values[1] - values[0] : g.span();
         labels.clear();
         int widest = 0;

@@ -345,8 +345,11 @@ namespace {
             head.allocation = sorted.front().second.largest;
             c.setStacks(head, sorted.front().first);
         }
-        head.title = "Peak: " + size(peak.bytes) + " allocated at entry " + std::to_string(peak.index) + " of "
-            + std::to_string(replay.entryCount()) + " (device " + std::to_string(c.device) + ")";
+        head.title = replay.entryCount() == 0
+            ? "In the snapshot: " + size(peak.bytes) + " allocated (device " + std::to_string(c.device)
+                + "; no trace recorded, so no peak over time)"
+            : "Peak: " + size(peak.bytes) + " allocated at entry " + std::to_string(peak.index) + " of "
+                + std::to_string(replay.entryCount()) + " (device " + std::to_string(c.device) + ")";
         head.detail = "allocated " + size(series.allocated[at]) + ", active " + size(series.active[at]) + ", reserved "
             + size(series.reserved[at]) + " in " + std::to_string(state.segments.size())
             + " segments; the most reserved at any time: " + size(replay.peakReserved().bytes) + " at entry "

@@ -420,6 +420,31 @@ private Q_SLOTS:
         QCOMPARE(app::ticks::bytes(top, maxCount), expected);
     }
 
+    void stateTicks_data()
+    {
+        QTest::addColumn<double>("first");
+        QTest::addColumn<double>("last");
+        QTest::addColumn<int>("maxCount");
+        QTest::addColumn<qint64>("entryCount");
+        QTest::addColumn<QList<double>>("expected");
+        QTest::newRow("no trace: its one state") << 0.0 << 1.0 << 6 << qint64(0) << QList<double> { 0 };
+        QTest::newRow("three entries, wide") << 0.0 << 4.0 << 10 << qint64(3) << QList<double> { 0, 1, 2, 3 };
+        QTest::newRow("deep zoom: whole states only") << 10.2 << 11.9 << 8 << qint64(100) << QList<double> { 11 };
+        QTest::newRow("a long trace") << 0.0 << 1000.0 << 5 << qint64(1000)
+                                      << QList<double> { 0, 200, 400, 600, 800, 1000 };
+    }
+
+    void stateTicks()
+    {
+        QFETCH(double, first);
+        QFETCH(double, last);
+        QFETCH(int, maxCount);
+        QFETCH(qint64, entryCount);
+        QFETCH(QList<double>, expected);
+        const std::vector<double> got = app::ticks::states(first, last, maxCount, entryCount);
+        QCOMPARE(QList<double>(got.begin(), got.end()), expected);
+    }
+
     void tickLabels_data()
     {
         QTest::addColumn<QString>("kind");

@@ -190,6 +190,7 @@ private Q_SLOTS:
     void oomsUnderACap();
     void oomCauses_data();
     void oomCauses();
+    void stateOnlySnapshot();
     void pendingFrees();
     void linksAreValid_data();
     void linksAreValid();
@@ -420,6 +421,19 @@ void TestInsights::oomCauses()
     QCOMPARE(ooms.size(), size_t(1));
     QVERIFY2(QString::fromStdString(ooms[0].title).contains(cause), ooms[0].title.c_str());
     QCOMPARE(figure(ooms[0], "largest free block"), freeOuter ? qint64(8 << 20) : qint64(0));
+}
+
+// A snapshot without a trace: its state is all there is, and the first item says so instead of "entry 0 of 0".
+void TestInsights::stateOnlySnapshot()
+{
+    const Loaded l = insightsOf(test::dataPath("state-only.pickle"));
+    const auto peaks = ofKind(l.insights, InsightKind::Peak);
+    QCOMPARE(peaks.size(), size_t(1));
+    const QString title = QString::fromStdString(peaks[0].title);
+    QVERIFY2(title.startsWith(QLatin1String("In the snapshot: ")), qPrintable(title));
+    QVERIFY2(title.contains(QLatin1String("no trace recorded")), qPrintable(title));
+    QVERIFY(!title.contains(QLatin1String("entry 0 of 0")));
+    QVERIFY(!ofKind(l.insights, InsightKind::TopConsumer).empty()); // the state still says who holds the memory
 }
 
 void TestInsights::pendingFrees()

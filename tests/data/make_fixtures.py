@@ -57,3 +57,9 @@ for segment in oom['segments']:
     s['segments'].append(segment)
 s['device_traces'] = [s['device_traces'][0], oom['device_traces'][0]]
 dump(s, 'oom-on-cuda1.pickle')
+
+# A snapshot without a trace (torch.cuda.memory._snapshot() without _record_memory_history, or its trace dropped):
+# the corpus's record_stream job's segments and blocks, with their frames, and an empty trace list.
+s = load()
+s['device_traces'] = [[]]
+dump(s, 'state-only.pickle')
