@@ -460,6 +460,33 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
     return text + QLatin1Char('\n') + stackText(a.stack, shortPaths);
 }
 
+QString Session::aliveBeforeTheTrace() const
+{
+    if (entryCount() == 0)
+        return {};
+    const ReplayState first = replay().stateAt(0);
+    int64_t blocks = 0, bytes = 0;
+    for (const ReplayBlock& b : first.blocks)
+        if (b.state != model::BlockState::Inactive) {
+            ++blocks;
+            bytes += b.size;
+        }
+    if (blocks == 0)
+        return {};
+    QString why = tr("recording began later");
+    // PyTorch's history is a ring of max_entries events; it says when it overwrote older ones (memory_snapshot.cpp
+    // writes allocator_settings.trace_alloc_overflowed and trace_alloc_max_entries).
+    const Snapshot& s = snapshot();
+    const model::Value* overflowed = s.allocatorSettings ? s.allocatorSettings->find("trace_alloc_overflowed") : nullptr;
+    if (overflowed && (overflowed->kind == model::Value::Kind::Bool ? overflowed->boolean : overflowed->integer != 0)) {
+        const model::Value* max = s.allocatorSettings->find("trace_alloc_max_entries");
+        why = max && max->kind == model::Value::Kind::Int
+            ? tr("PyTorch's history kept its last %1 events only").arg(max->integer)
+            : tr("PyTorch's history overwrote its older events");
+    }
+    return tr("%1 block(s) (%2) alive before the trace: %3").arg(blocks).arg(formatBytes(bytes)).arg(why);
+}
+
 QString Session::describeOomAtCursor(bool shortPaths) const
 {
     const int64_t entry = cursor() - 1 + replay().firstEntry();

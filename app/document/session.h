@@ -184,6 +184,10 @@ public:
     // size, stream, the device's free memory then and its stack. "" when the entry before the cursor is no OOM.
     QString describeOomAtCursor(bool shortPaths = false) const;
     QString stackText(model::StackId stack, bool shortPaths = false) const; // one frame per line, innermost first
+    // What the device shown held before its trace's first entry, said for people: "" when the trace starts with no
+    // memory in use (or there is no trace); else how many blocks and bytes, and why (PyTorch's history ring
+    // overwrote older events, allocator_settings.trace_alloc_overflowed, or recording began late).
+    QString aliveBeforeTheTrace() const;
     static QString formatBytes(int64_t bytes); // "1.5 MiB"
 
 Q_SIGNALS:

@@ -275,6 +275,8 @@ DocumentWindow::DocumentWindow(std::shared_ptr<const Document> document, QWidget
                 m_reason += tr(" on cuda:%1").arg(m_session->device());
             if (landing.index < m_session->entryCount())
                 m_reason += tr(" (Go ▸ Next OOM for the others; the Insights say why it failed)");
+            if (const QString before = m_session->aliveBeforeTheTrace(); !before.isEmpty())
+                m_reason += QStringLiteral("; ") + before;
         }
     }
     connect(m_session, &Session::deviceChanged, this, [this] {

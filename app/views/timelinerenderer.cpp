@@ -620,6 +620,15 @@ void TimelineRenderer::paintHeader(QPainter& p, const TimelineFrame& frame)
             + tr(", block bytes");
     if (!m_data->allocVisible.empty() || !m_data->pieceVisible.empty())
         detail += tr(" (filtered)");
+    if (!frame.segments && m_data->allocs->entryCount > 0) {
+        // The replay puts the allocations alive before the trace's first entry first (model::Replay::allocations).
+        const model::TimelineItems& items = *m_data->allocs;
+        size_t before = 0;
+        while (before < items.count() && items.begin[before] < 0)
+            ++before;
+        if (before > 0)
+            detail += tr(" · %1 alive before the trace began").arg(locale.toString(qulonglong(before)));
+    }
     if (hasPlot(frame))
         detail += tr(" · largest in view %1").arg(Session::formatBytes(m_shown.columns.maxTotal));
     p.setPen(pal.color(QPalette::PlaceholderText));

@@ -18,6 +18,7 @@
 #include <QAbstractItemModelTester>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QFile>
 #include <QMouseEvent>
 #include <QPlainTextEdit>
 #include <QScreen>
@@ -32,8 +33,9 @@ namespace {
 
 std::shared_ptr<const Document> document(const QString& name)
 {
-    const std::string path = name.startsWith(QLatin1String("corpus/")) ? test::dataPath(name.toStdString())
-                                                                       : test::snapshotPath(name.toStdString());
+    // tests/data's files first (corpus/..., the hand-made fixtures), then ../shared's snapshots.
+    const std::string data = test::dataPath(name.toStdString());
+    const std::string path = QFile::exists(QString::fromStdString(data)) ? data : test::snapshotPath(name.toStdString());
     io::LoadResult r = io::loadSnapshot(path);
     if (!r.ok())
         qFatal("%s", r.error.toString().c_str());
@@ -118,6 +120,8 @@ private Q_SLOTS:
     void oomOnAnotherDevice();
     void oomShowsTheFailedRequest_data();
     void oomShowsTheFailedRequest();
+    void aliveBeforeTheTraceIsExplained_data();
+    void aliveBeforeTheTraceIsExplained();
     void defaultLayout_data();
     void defaultLayout();
     void layoutSurvivesRelaunch_data();
@@ -348,6 +352,37 @@ void TestInsightsDock::oomShowsTheFailedRequest()
     QCOMPARE(s->cursor(), ooms[0]);
     QCOMPARE(s->selection(), model::NoAllocation);
     expectRequest(ooms[0]);
+}
+
+// A trace that does not start with the process (its ring overflowed, or recording began late): the window says so
+// at open, with why when PyTorch wrote it (allocator_settings.trace_alloc_overflowed); a complete trace says nothing.
+void TestInsightsDock::aliveBeforeTheTraceIsExplained_data()
+{
+    QTest::addColumn<QString>("file");
+    QTest::addColumn<QString>("expected"); // "" for nothing said
+    QTest::newRow("ring overflowed") << "ring-overflowed.pickle"
+                                     << "9 block(s) (105.3 MiB) alive before the trace: PyTorch's history kept its "
+                                        "last 150 events only";
+    QTest::newRow("complete") << "corpus/streams_record_stream.pickle" << "";
+}
+
+void TestInsightsDock::aliveBeforeTheTraceIsExplained()
+{
+    QFETCH(QString, file);
+    QFETCH(QString, expected);
+    auto w = window(file);
+    QCOMPARE(w->session()->aliveBeforeTheTrace(), expected);
+    if (expected.isEmpty()) {
+        QVERIFY(!w->statusText().contains(QLatin1String("alive before the trace")));
+        return;
+    }
+    QVERIFY2(w->statusText().contains(expected), qPrintable(w->statusText()));
+    // Independently: the blocks live in the replay's first state are those the trace never allocates.
+    const auto first = w->session()->replay().stateAt(0);
+    int blocks = 0;
+    for (const auto& b : first.blocks)
+        blocks += b.state != model::BlockState::Inactive;
+    QCOMPARE(blocks, 9);
 }
 
 // A two-device file whose OOM is on cuda:1 (tests/data/oom-on-cuda1.pickle): the window opens on cuda:1 at that

@@ -232,6 +232,12 @@ void TestCli::info()
                                   "(skip_actions): each free counts from its completion"),
              skipped.out.constData());
     QVERIFY2(skipped.err.isEmpty(), skipped.err.constData()); // no "does not replay" warning
+    // A ring that overflowed (tests/data/ring-overflowed.pickle): what was alive before it, and why, as PyTorch said.
+    const Run ring = runCli({ QStringLiteral("info"), QString::fromStdString(test::dataPath("ring-overflowed.pickle")) });
+    QCOMPARE(ring.status, 0);
+    QVERIFY2(ring.out.contains("truncated: 10 segments and 9 blocks were alive before the first entry (PyTorch's "
+                               "history overwrote its older events: max_entries 150)"),
+             ring.out.constData());
 
     // A memscope recording (the app's Save) says where it came from: a real snapshot with the key added.
     io::LoadResult loaded = io::loadSnapshot(snapshot("two_device.pickle").toStdString());

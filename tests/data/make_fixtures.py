@@ -63,3 +63,10 @@ dump(s, 'oom-on-cuda1.pickle')
 s = load()
 s['device_traces'] = [[]]
 dump(s, 'state-only.pickle')
+
+# A trace whose ring overflowed: PyTorch's history keeps the last max_entries events and says it dropped older ones
+# (allocator_settings.trace_alloc_overflowed, trace_alloc_max_entries); the record_stream job's last 150 entries.
+s = load()
+s['device_traces'] = [s['device_traces'][0][-150:]]
+s['allocator_settings'] = dict(s['allocator_settings'], trace_alloc_overflowed=True, trace_alloc_max_entries=150)
+dump(s, 'ring-overflowed.pickle')

@@ -395,8 +395,21 @@ std::string info(const std::string& path, const model::Snapshot& s, std::vector<
             const auto initial = replay.stateAt(0);
             const size_t liveBlocks = initial.allocations.size();
             if (!initial.segments.empty() || liveBlocks != 0)
+            {
                 v += "; truncated: " + std::to_string(initial.segments.size()) + " segments and "
                     + std::to_string(liveBlocks) + " blocks were alive before the first entry";
+                // PyTorch says when its history ring overwrote older events (allocator_settings).
+                const model::Value* overflowed
+                    = s.allocatorSettings ? s.allocatorSettings->find("trace_alloc_overflowed") : nullptr;
+                if (overflowed && (overflowed->kind == model::Value::Kind::Bool ? overflowed->boolean
+                                                                                : overflowed->integer != 0)) {
+                    const model::Value* max = s.allocatorSettings->find("trace_alloc_max_entries");
+                    v += " (PyTorch's history overwrote its older events";
+                    if (max && max->kind == model::Value::Kind::Int)
+                        v += ": max_entries " + std::to_string(max->integer);
+                    v += ")";
+                }
+            }
             else if (recording && !recording->complete())
                 v += "; starts with no memory in use, but with holes: " + std::to_string(recording->missing)
                     + " records not received, " + std::to_string(recording->lost)
