@@ -26,6 +26,8 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QDir>
+#include <QImage>
 #include <QPainter>
 #include <QPointer>
 #include <QProgressBar>
@@ -800,7 +802,7 @@ void MainWindow::chooseFiles()
     openFiles(files);
 }
 
-QString MainWindow::exportView(const QString& path, QWidget* view)
+QString MainWindow::exportView(const QString& path, QWidget* view, qreal scale)
 {
     auto* doc = currentDocument();
     if (!view)
@@ -822,7 +824,16 @@ QString MainWindow::exportView(const QString& path, QWidget* view)
         painter.end();
         return {};
     }
-    if (!view->grab().save(path))
+    // Rendered, not grabbed from the screen: the whole view at `scale` device pixels per logical one.
+    const qreal dpr = std::max<qreal>(1.0, scale);
+    QImage image((QSizeF(view->size()) * dpr).toSize(), QImage::Format_ARGB32_Premultiplied);
+    image.setDevicePixelRatio(dpr);
+    image.fill(view->palette().color(QPalette::Window));
+    {
+        QPainter painter(&image);
+        view->render(&painter);
+    }
+    if (!image.save(path))
         return path + tr(": cannot write the image (use a .png or .svg name in a writable folder)");
     return {};
 }
@@ -831,13 +842,23 @@ void MainWindow::chooseExport()
 {
     if (!currentDocument() && !currentDiff() && !currentRankGroup())
         return;
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export view"), QString(),
-                                                      tr("PNG image (*.png);;SVG drawing (*.svg)"));
+    const QString png2x = tr("PNG image, 2x: for hi-DPI screens and documents (*.png)");
+    const QString png1x = tr("PNG image, 1x (*.png)");
+    QString filter = png2x;
+    QString path = QFileDialog::getSaveFileName(this, tr("Export view"), QString(),
+                                                png2x + QLatin1String(";;") + png1x + tr(";;SVG drawing (*.svg)"),
+                                                &filter);
     if (path.isEmpty())
         return;
-    const QString error = exportView(path);
-    if (!error.isEmpty())
+    if (QFileInfo(path).suffix().isEmpty())
+        path += filter.contains(QLatin1String("*.svg")) ? QLatin1String(".svg") : QLatin1String(".png");
+    const qreal scale = filter == png1x ? 1.0 : 2.0;
+    const QString error = exportView(path, nullptr, scale);
+    if (!error.isEmpty()) {
         showError(error);
+        return;
+    }
+    statusBar()->showMessage(tr("Exported the view to %1").arg(QDir::toNativeSeparators(path)), 8000);
 }
 
 void MainWindow::addRecent(const QString& path)

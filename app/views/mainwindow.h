@@ -73,8 +73,9 @@ public:
     // The errors of failed loads, one line each (file and reason); empty when none failed.
     QString errorText() const { return m_errors.join(QLatin1Char('\n')); }
 
-    // Writes the current tab's current view (or `view`) as PNG or SVG (by suffix). Returns an error line or "".
-    QString exportView(const QString& path, QWidget* view = nullptr);
+    // Writes the current tab's current view (or `view`) as PNG or SVG (by suffix); a PNG has `scale` pixels per
+    // logical pixel (2: crisp on hi-DPI screens and in documents). Returns an error line or "".
+    QString exportView(const QString& path, QWidget* view = nullptr, qreal scale = 1.0);
 
 Q_SIGNALS:
     // A load started by openFile() ended: a new tab (ok) or an error in the banner.

@@ -522,6 +522,12 @@ private Q_SLOTS:
         const QImage image(png);
         QVERIFY(!image.isNull());
         QVERIFY(colourVariety(image) > 3);
+        // At 2x: the same view, twice the pixels each way, as detailed (not a blown-up copy).
+        const QString png2 = dir.filePath(QStringLiteral("view@2x.png"));
+        QCOMPARE(window.exportView(png2, nullptr, 2.0), QString());
+        const QImage image2(png2);
+        QCOMPARE(image2.size(), image.size() * 2);
+        QVERIFY(colourVariety(image2) >= colourVariety(image));
         QFile f(svg);
         QVERIFY(f.open(QIODevice::ReadOnly));
         const QByteArray xml = f.readAll();
