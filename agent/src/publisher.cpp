@@ -639,12 +639,15 @@ void Publisher::run()
     zmq_pollitem_t items[] = { { m_sockets.router, 0, ZMQ_POLLIN, 0 },
                                { m_sockets.pub, 0, ZMQ_POLLIN, 0 },
                                { m_sockets.subscriptions.monitor(), 0, ZMQ_POLLIN, 0 },
+                               { m_sockets.routerPeers.monitor(), 0, ZMQ_POLLIN, 0 },
                                { m_sockets.zap, 0, ZMQ_POLLIN, 0 } };
-    const int polled = m_sockets.zap ? 4 : 3;
+    const int polled = m_sockets.zap ? 5 : 4;
     while (!m_stopRequested.load(std::memory_order_acquire)) {
         if (zmq_poll(items, polled, long(m_options.drainIntervalMs)) > 0) {
-            if (polled > 3 && (items[3].revents & ZMQ_POLLIN))
+            if (polled > 4 && (items[4].revents & ZMQ_POLLIN))
                 m_zapHandler.answer(m_sockets.zap);
+            if (items[3].revents & ZMQ_POLLIN)
+                m_sockets.routerPeers.readMonitor(); // past PeerConnections::MaxPerPeer, a peer's oldest go
             if (items[2].revents & ZMQ_POLLIN)
                 m_sockets.subscriptions.readMonitor();
             if (items[1].revents & ZMQ_POLLIN)

@@ -152,6 +152,12 @@ public:
     uint64_t subscriptionsApplied() const { return m_sockets.subscriptions.applied(); }
     uint64_t subscriptionsRefused() const { return m_sockets.subscriptions.refused(); }
     uint64_t subscribersDisconnected() const { return m_sockets.subscriptions.disconnected(); }
+    // Connections closed because one peer held more than PeerConnections::MaxPerPeer on a socket (state requests
+    // and events together). Any thread.
+    uint64_t peerConnectionsClosed() const
+    {
+        return m_sockets.routerPeers.closedPastCap() + m_sockets.subscriptions.connections().closedPastCap();
+    }
     unsigned stackDepth() const { return m_stackDepth; }
     bool pythonStacks() const { return m_pythonStacks; }
     bool compressing() const { return m_compress; } // after start()

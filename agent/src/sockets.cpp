@@ -46,6 +46,10 @@ bool PublisherSockets::open(const BindPlan& plan, int pubHwm, std::string* error
     zmq_setsockopt(pub, ZMQ_RCVHWM, &pubRcvHwm, sizeof pubRcvHwm);
     if (!subscriptions.open(context, pub, error))
         return false;
+    // Each connection costs the job whether or not its peer reads: one peer keeps at most
+    // PeerConnections::MaxPerPeer on each socket (peerconnections.h).
+    if (!routerPeers.open(context, router, "state", error))
+        return false;
     if (plan.ipv6) {
         const int on = 1;
         zmq_setsockopt(pub, ZMQ_IPV6, &on, sizeof on);
@@ -97,6 +101,7 @@ std::vector<std::string> receiveMessage(void* socket, size_t keep)
 void PublisherSockets::closeSockets() noexcept
 {
     subscriptions.close(pub);
+    routerPeers.close(router);
     for (void** socket : { &pub, &router, &zap }) {
         if (*socket)
             zmq_close(*socket);

@@ -50,7 +50,8 @@ struct PublisherSockets {
     void* context = nullptr;
     void* pub = nullptr; // an XPUB, verbose: `subscriptions` sees every subscription
     void* router = nullptr;
-    SubscriptionGuard subscriptions;
+    SubscriptionGuard subscriptions; // the PUB's connections, capped per peer, and what they subscribe to
+    PeerConnections routerPeers; // the ROUTER's connections, capped per peer
     void* zap = nullptr; // REP on inproc://zeromq.zap.01 when CURVE is on
 
     // Makes the context (one I/O thread) and the sockets with their options: LingerMs, the send high-water marks

@@ -54,6 +54,13 @@ Error readFile(const std::string& path, std::vector<uint8_t>& bytes);
 // (docs/perfetto.md). The file is written beside the target and renamed into place, so a failure never leaves a
 // corrupt file. Format::Auto takes formatForPath(path).
 Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, Format format = Format::Auto);
+struct SaveOptions {
+    Format format = Format::Auto;
+    // SQLite only: false leaves the indexes out, for addSqliteIndexes() (io/sqlitewriter.h) to add later; the rows
+    // are the same. A recording's parts are written so while the recording reads on.
+    bool sqliteIndexes = true;
+};
+Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, const SaveOptions& options);
 
 // The format a file name asks for: Perfetto for `.trace.json` and `.perfetto.json`, JSON for other `.json`, SQLite
 // for `.sqlite`, `.sqlite3` and `.db`, pickle otherwise.

@@ -35,11 +35,18 @@ Format formatForPath(const std::string& path)
 
 Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, Format format)
 {
-    if (format == Format::Auto)
-        format = formatForPath(path);
+    SaveOptions options;
+    options.format = format;
+    return saveSnapshot(snapshot, path, options);
+}
+
+Error saveSnapshot(const model::Snapshot& snapshot, const std::string& path, const SaveOptions& options)
+{
+    const Format format = options.format == Format::Auto ? formatForPath(path) : options.format;
     if (format == Format::Sqlite) {
-        return replaceFileAtomically(
-            path, [&](int, const std::string& tempPath) { return writeSqliteDatabase(snapshot, tempPath); });
+        return replaceFileAtomically(path, [&](int, const std::string& tempPath) {
+            return writeSqliteDatabase(snapshot, tempPath, options.sqliteIndexes);
+        });
     }
     const std::string bytes = format == Format::Json ? encodeJson(snapshot)
         : format == Format::Perfetto                 ? encodePerfetto(snapshot)

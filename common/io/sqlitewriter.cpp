@@ -3,9 +3,10 @@
 // blocks.segment_id joins blocks to segments, an address joins device_traces to blocks) with the stacks normalised
 // (frames stored once, stacks as rows of a join table). docs/sqlite.md is the layout, column by column.
 //
-// One transaction and one prepared statement per table, the journal off (the file is a temporary one that is
-// discarded on failure, atomicfile.h), so a million trace entries take seconds. Reentrant: one connection per call,
-// opened without SQLite's mutexes (SQLITE_OPEN_NOMUTEX) because no other thread ever sees it.
+// One transaction and one prepared statement per table (the trace's rows inserted many per statement), the journal
+// off (the file is a temporary one that is discarded on failure, atomicfile.h). The indexes may be left out and
+// added later by addSqliteIndexes() (a part of a recording, written while the recording reads on). Reentrant: one
+// connection per call, opened without SQLite's mutexes (SQLITE_OPEN_NOMUTEX) because no other thread ever sees it.
 #include "io/sqlitewriter.h"
 
 #include <sqlite3.h>
@@ -89,14 +90,21 @@ CREATE TABLE annotations (
 );
 )sql";
 
-// Made after the rows are in: one sort per index instead of a B-tree update per row.
+// Made after the rows are in: one sort per index instead of a B-tree update per row. IF NOT EXISTS: adding them to
+// a file that has them already changes nothing (addSqliteIndexes).
 constexpr const char* Indexes = R"sql(
-CREATE INDEX device_traces_by_device_time ON device_traces (device, time_us);
-CREATE INDEX device_traces_by_addr ON device_traces (addr);
-CREATE INDEX blocks_by_segment ON blocks (segment_id);
-CREATE INDEX blocks_by_address ON blocks (address);
-CREATE INDEX stack_frames_by_frame ON stack_frames (frame_id);
+CREATE INDEX IF NOT EXISTS device_traces_by_device_time ON device_traces (device, time_us);
+CREATE INDEX IF NOT EXISTS device_traces_by_addr ON device_traces (addr);
+CREATE INDEX IF NOT EXISTS blocks_by_segment ON blocks (segment_id);
+CREATE INDEX IF NOT EXISTS blocks_by_address ON blocks (address);
+CREATE INDEX IF NOT EXISTS stack_frames_by_frame ON stack_frames (frame_id);
 )sql";
+
+// Trace rows per INSERT statement: one step (one run of SQLite's program) for many rows. Within SQLite's default
+// limit of 32,766 bound parameters (SQLITE_MAX_VARIABLE_NUMBER, sqlite.org/limits.html) at 12 columns a row.
+constexpr int TraceRowsPerInsert = 32;
+constexpr int TraceColumns = 12;
+static_assert(TraceRowsPerInsert * TraceColumns <= 32766);
 
 class Database {
 public:
@@ -148,9 +156,10 @@ private:
 
 class Writer {
 public:
-    Writer(const Snapshot& s, sqlite3* db)
+    Writer(const Snapshot& s, sqlite3* db, bool indexes)
         : m_s(s)
         , m_db(db)
+        , m_indexes(indexes)
     {
     }
 
@@ -170,7 +179,7 @@ public:
             return failure("cannot set the schema version");
         if (!metadata() || !frames() || !stacks() || !segmentsAndBlocks() || !traces() || !annotations())
             return failure("cannot insert the rows of " + m_table);
-        if (!exec(Indexes))
+        if (m_indexes && !exec(Indexes))
             return failure("cannot create the indexes");
         if (!exec("COMMIT"))
             return failure("cannot commit");
@@ -297,36 +306,55 @@ private:
     bool traces()
     {
         m_table = "device_traces";
-        Statement st(m_db,
-                     "INSERT INTO device_traces (id, device, trace_index, action, addr, device_free, size, stream, "
-                     "time_us, compile_context, user_metadata, stack_id) "
-                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
-        if (!st.ok())
+        auto sql = [](int rows) {
+            std::string q = "INSERT INTO device_traces (id, device, trace_index, action, addr, device_free, size, "
+                            "stream, time_us, compile_context, user_metadata, stack_id) VALUES ";
+            for (int r = 0; r < rows; ++r) {
+                q += r == 0 ? "(" : ",(";
+                for (int c = 1; c <= TraceColumns; ++c)
+                    q += "?" + std::to_string(r * TraceColumns + c) + (c < TraceColumns ? "," : ")");
+            }
+            return q;
+        };
+        Statement many(m_db, sql(TraceRowsPerInsert).c_str()), one(m_db, sql(1).c_str());
+        if (!many.ok() || !one.ok())
             return false;
+        size_t total = 0;
+        for (const Trace& trace : m_s.deviceTraces)
+            total += trace.size();
+        // Rows go TraceRowsPerInsert at a time through `many`, the last total % TraceRowsPerInsert one by one.
+        const size_t batched = total - total % TraceRowsPerInsert;
         int64_t id = 0;
+        int pending = 0;
         for (size_t d = 0; d < m_s.deviceTraces.size(); ++d) {
             const Trace& trace = m_s.deviceTraces[d];
             for (size_t i = 0; i < trace.size(); ++i) {
+                const bool batch = size_t(id) < batched;
+                Statement& st = batch ? many : one;
+                const int c = batch ? pending * TraceColumns : 0; // the row's first parameter, less one
                 const TraceEntry& e = trace[i];
                 const EntryForm& form = m_s.form(e);
-                st.integer(1, id++);
-                st.integer(2, int64_t(d));
-                st.integer(3, int64_t(i));
-                st.text(4, form.actionName != EmptyString ? m_s.str(form.actionName) : actionName(e.action));
+                st.integer(c + 1, id++);
+                st.integer(c + 2, int64_t(d));
+                st.integer(c + 3, int64_t(i));
+                st.text(c + 4, form.actionName != EmptyString ? m_s.str(form.actionName) : actionName(e.action));
                 // PyTorch's oom entries carry device_free where the others carry addr (torch/csrc/cuda/Module.cpp).
                 if (e.action == Action::Oom) {
-                    st.null(5);
-                    st.integer(6, e.addr);
+                    st.null(c + 5);
+                    st.integer(c + 6, e.addr);
                 } else {
-                    st.integer(5, e.addr);
-                    st.null(6);
+                    st.integer(c + 5, e.addr);
+                    st.null(c + 6);
                 }
-                st.integer(7, e.size);
-                st.integer(8, form.stream);
-                st.integer(9, e.timeUs);
-                st.text(10, m_s.str(form.compileContext));
-                st.text(11, m_s.str(form.userMetadata));
-                st.stack(12, e.hasFrames || e.stack != EmptyStack, e.stack);
+                st.integer(c + 7, e.size);
+                st.integer(c + 8, form.stream);
+                st.integer(c + 9, e.timeUs);
+                st.text(c + 10, m_s.str(form.compileContext));
+                st.text(c + 11, m_s.str(form.userMetadata));
+                st.stack(c + 12, e.hasFrames || e.stack != EmptyStack, e.stack);
+                if (batch && ++pending < TraceRowsPerInsert)
+                    continue;
+                pending = 0;
                 if (!st.step())
                     return false;
             }
@@ -359,12 +387,13 @@ private:
 
     const Snapshot& m_s;
     sqlite3* m_db;
+    bool m_indexes;
     std::string m_table;
 };
 
 } // namespace
 
-Error writeSqliteDatabase(const Snapshot& snapshot, const std::string& path)
+Error writeSqliteDatabase(const Snapshot& snapshot, const std::string& path, bool indexes)
 {
     auto error = [&](std::string message) {
         Error e;
@@ -376,9 +405,33 @@ Error writeSqliteDatabase(const Snapshot& snapshot, const std::string& path)
     Database db;
     if (sqlite3_open_v2(path.c_str(), &db.m_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
         return error(std::string("cannot open: ") + (db.m_db ? sqlite3_errmsg(db.m_db) : "out of memory"));
-    Writer writer(snapshot, db.m_db);
+    Writer writer(snapshot, db.m_db, indexes);
     if (std::string why = writer.write(); !why.empty())
         return error(why);
+    const int closed = sqlite3_close_v2(db.m_db);
+    db.m_db = nullptr;
+    if (closed != SQLITE_OK)
+        return error(std::string("cannot close: ") + sqlite3_errstr(closed));
+    return {};
+}
+
+Error addSqliteIndexes(const std::string& path)
+{
+    auto error = [&](std::string message) {
+        Error e;
+        e.code = ErrorCode::Io;
+        e.message = "cannot index the SQLite database: " + std::move(message);
+        e.path = path;
+        return e;
+    };
+    Database db;
+    if (sqlite3_open_v2(path.c_str(), &db.m_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+        return error(std::string("cannot open: ") + (db.m_db ? sqlite3_errmsg(db.m_db) : "out of memory"));
+    // SQLite's own rollback journal this time (the file is in place, readable): the indexes come whole or not at all.
+    const std::string sql
+        = std::string("PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY; BEGIN;") + Indexes + "COMMIT;";
+    if (sqlite3_exec(db.m_db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+        return error(sqlite3_errmsg(db.m_db));
     const int closed = sqlite3_close_v2(db.m_db);
     db.m_db = nullptr;
     if (closed != SQLITE_OK)

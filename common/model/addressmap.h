@@ -27,6 +27,8 @@ public:
 
     uint32_t find(DeviceAddr key) const
     {
+        if (key == Empty) [[unlikely]]
+            return m_emptyKeyValue;
         for (size_t i = home(key);; i = (i + 1) & m_mask) {
             if (m_keys[i] == key)
                 return m_values[i];
@@ -48,6 +50,10 @@ public:
     // The key must be absent.
     void insert(DeviceAddr key, uint32_t value)
     {
+        if (key == Empty) [[unlikely]] {
+            m_emptyKeyValue = value;
+            return;
+        }
         if ((m_size + 1) * 2 > m_keys.size())
             rehash(m_keys.size() * 2);
         size_t i = home(key);
@@ -61,6 +67,11 @@ public:
     // Replaces the value of a present key; does nothing when the key is absent.
     void assign(DeviceAddr key, uint32_t value)
     {
+        if (key == Empty) [[unlikely]] {
+            if (m_emptyKeyValue != None)
+                m_emptyKeyValue = value;
+            return;
+        }
         for (size_t i = home(key);; i = (i + 1) & m_mask) {
             if (m_keys[i] == key) {
                 m_values[i] = value;
@@ -73,6 +84,10 @@ public:
 
     void erase(DeviceAddr key)
     {
+        if (key == Empty) [[unlikely]] {
+            m_emptyKeyValue = None;
+            return;
+        }
         size_t i = home(key);
         while (m_keys[i] != key) {
             if (m_keys[i] == Empty)
@@ -93,12 +108,16 @@ public:
 
     template <typename F> void forEach(F&& f) const
     {
+        if (m_emptyKeyValue != None)
+            f(Empty, m_emptyKeyValue);
         for (size_t i = 0; i < m_keys.size(); ++i)
             if (m_keys[i] != Empty)
                 f(m_keys[i], m_values[i]);
     }
 
 private:
+    // Marks an empty slot. It is a DeviceAddr like any other (an address of 2^63 or more in a file reads as a
+    // negative one), so that key lives outside the table, in m_emptyKeyValue.
     static constexpr DeviceAddr Empty = INT64_MIN;
 
     size_t home(DeviceAddr key) const { return size_t((uint64_t(key) * 0x9E3779B97F4A7C15ull) >> m_shift); }
@@ -122,6 +141,7 @@ private:
     size_t m_mask = 0;
     int m_shift = 0;
     size_t m_size = 0;
+    uint32_t m_emptyKeyValue = None; // the value of the key Empty; None: absent
 };
 
 } // namespace memscope::model

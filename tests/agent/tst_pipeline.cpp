@@ -824,16 +824,15 @@ private Q_SLOTS:
         QVERIFY2(info.contains("but with holes") && !info.contains("complete"), info.constData());
     }
 
-    // A recording bounded by --max-memory writes its parts (here SQLite, slow to write: about as fast as the flood
-    // comes, slower on a loaded machine) while a flood goes on, with a share small enough (2 MiB, ~0.15 s of the
-    // flood) that a recorder that stops reading for a part loses records: 6 % of them, in 14 gaps, when it wrote
-    // them on the reading thread; up to 13 % beside two busy loops when it built the part's snapshot there and
-    // waited for the previous part's write. The part is built and written on a thread of its own from the history
-    // the Recorder hands over, and a part due while the previous one is being written grows on to twice its size
-    // before reading waits (record then warns how long): beside two busy loops, 0 missing in 6 runs of 6. On a
-    // machine loaded harder (the rest of the suite on 2 cores: 141,312 missing once) the reader and the writer
-    // still fall behind, so what is asserted is the accounting (every record to the job's last received or
-    // counted missing, and the goodbye); how many went missing and how long reading waited are printed.
+    // A recording bounded by --max-memory writes its parts (here SQLite) while a flood goes on, with a share small
+    // enough (2 MiB, ~0.15 s of the flood) that a recorder that stops reading for a part loses records. The part is
+    // built and written on a thread of its own from the history the Recorder hands over; a part due while the
+    // previous one is being written grows on to twice its size before reading waits (record then warns how long).
+    // An SQLite part is written without its indexes, which are added once reading is over: that writer keeps ahead
+    // of the flood with room to spare (bench_record), where the one that built the indexes with each part fell
+    // behind beside three busy loops (reading waited 2.8 s and 4.2 s, 52,600 records missing) and beside the rest of
+    // the suite on 2 cores (56 k to 141 k missing). Asserted: reading never waited for a part and no record is
+    // missing.
     void partsDoNotStallReading()
     {
         const QString e = endpoint(QStringLiteral("partsflood")), out = file(QStringLiteral("partsflood.sqlite"));
@@ -868,11 +867,12 @@ private Q_SLOTS:
 #endif
         QVERIFY2(r.last == d.events, qPrintable(recordOut + recordErr));
         QVERIFY2(recordErr.contains(QStringLiteral("part 3 of the recording written")), qPrintable(recordErr));
-        QVERIFY2(r.gaps > 0 || r.missing == 0, qPrintable(recordOut)); // what is missing is counted
         static const QRegularExpression waited(QStringLiteral("reading waited (\\d+) ms in all for (\\d+) parts"));
         const QRegularExpressionMatch w = waited.match(recordErr);
         qInfo("reading waited %s ms for %s parts still being written at twice their size",
               w.hasMatch() ? qPrintable(w.captured(1)) : "0", w.hasMatch() ? qPrintable(w.captured(2)) : "0");
+        QVERIFY2(!w.hasMatch(), qPrintable(recordErr));
+        QVERIFY2(r.missing == 0 && r.gaps == 0, qPrintable(recordOut + recordErr));
     }
 
     // Ctrl-C (the way to end --follow), a scheduler's SIGTERM and a closed terminal's SIGHUP end a recording the

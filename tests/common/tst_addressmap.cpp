@@ -38,6 +38,7 @@ private Q_SLOTS:
     void matchesAnOrderedMap_data();
     void matchesAnOrderedMap();
     void numberingCountsFreesPerAddress();
+    void everyKeyIsAKey();
 };
 
 void TestAddressMap::matchesAnOrderedMap_data()
@@ -125,5 +126,42 @@ void TestAddressMap::numberingCountsFreesPerAddress()
         QCOMPARE(key.first ? numbering.segmentVersion(key.second) : numbering.blockVersion(key.second), count);
 }
 
+// Every DeviceAddr is a key, the lowest included (an address of 2^63 or more in a file reads as a negative one, and
+// INT64_MIN was the map's mark of an empty slot: found where no key was, found with the value of a key erased from
+// that slot, and erased without being there, after which the map's count went wrong and it stopped growing).
+void TestAddressMap::everyKeyIsAKey()
+{
+    const DeviceAddr low = INT64_MIN;
+    AddressMap map(4);
+    QCOMPARE(map.find(low), AddressMap::None);
+    map.erase(low); // absent: nothing
+    QCOMPARE(map.find(low), AddressMap::None);
+    // A key erased from the slot `low` would probe first: its value stays behind in the slot's storage.
+    for (DeviceAddr k = 1; k < 64; ++k)
+        map.insert(k, uint32_t(k));
+    for (DeviceAddr k = 1; k < 64; ++k)
+        map.erase(k);
+    QCOMPARE(map.find(low), AddressMap::None);
+    map.insert(low, 7);
+    QCOMPARE(map.find(low), 7u);
+    map.assign(low, 8);
+    QCOMPARE(map.find(low), 8u);
+    QCOMPARE(contents(map), (std::map<DeviceAddr, uint32_t> { { low, 8 } }));
+    map.erase(low);
+    QCOMPARE(map.find(low), AddressMap::None);
+    map.erase(low);
+    QVERIFY(contents(map).empty());
+    // Grows as it should afterwards: a thousand keys, all found, the lowest among them.
+    std::map<DeviceAddr, uint32_t> oracle;
+    for (uint32_t k = 0; k < 1000; ++k) {
+        const DeviceAddr key = k == 500 ? low : DeviceAddr(k) * 512 - 4096;
+        map.insert(key, k);
+        oracle[key] = k;
+    }
+    QCOMPARE(contents(map), oracle);
+    for (const auto& [key, value] : oracle)
+        QCOMPARE(map.find(key), value);
+}
 QTEST_GUILESS_MAIN(TestAddressMap)
+
 #include "tst_addressmap.moc"

@@ -740,6 +740,7 @@ private Q_SLOTS:
     void deferredFreeStaysPending_data();
     void deferredFreeStaysPending();
     void expandableSegmentGrowsAndShrinks();
+    void addressesFromTheTopHalf();
     void devicesReplaySeparately();
     void oomChangesNothing();
     void legacyFreeIsNeverPending();
@@ -1677,6 +1678,53 @@ void TestReplay::arraysFilledAtOnceAskForHugePages()
     QVERIFY(grown.inactiveLabels().isMapped() && grown.allocations().isMapped());
     QVERIFY(!test::advisedHugePages(grown.allocations().data()));
     QVERIFY(!test::advisedHugePages(grown.inactiveLabels().data()));
+}
+
+// Addresses of 2^63 and above (a file's: a model::DeviceAddr is signed, so they read as negative ones) are addresses
+// like any other. The lowest, INT64_MIN, was the backward pass's map's mark of an empty slot (model::AddressMap): a
+// block freed there twice was taken for one still live, its earlier alloc matched the later allocation's record (one
+// record listed twice among the allocations in order), and the map's count went wrong.
+void TestReplay::addressesFromTheTopHalf()
+{
+    model::Snapshot s;
+    s.deviceTraces.resize(1);
+    auto& t = s.deviceTraces[0];
+    const DeviceAddr base = INT64_MIN; // 0x8000000000000000
+    t.push_back(entry(Action::SegmentAlloc, base, 2 << 20));
+    for (int life = 0; life < 2; ++life) {
+        t.push_back(entry(Action::Alloc, base, 512));
+        t.push_back(entry(Action::Alloc, base + 512, 1024));
+        t.push_back(entry(Action::FreeRequested, base, 512));
+        t.push_back(entry(Action::FreeCompleted, base, 512));
+        t.push_back(entry(Action::FreeRequested, base + 512, 1024));
+        t.push_back(entry(Action::FreeCompleted, base + 512, 1024));
+    }
+    model::Segment seg;
+    seg.address = base;
+    seg.totalSize = 2 << 20;
+    model::Block free;
+    free.address = base;
+    free.size = 2 << 20;
+    s.blocks = { free };
+    seg.blockCount = 1;
+    s.segments.push_back(seg);
+
+    const auto replay = model::Replay::build(s, 0);
+    QCOMPARE(replay.warnings(), uint64_t(0));
+    QCOMPARE(replay.allocations().size(), size_t(4));
+    for (int life = 0; life < 2; ++life) {
+        const int64_t alloc = 1 + 6 * life;
+        const auto id = replay.allocationOfEntry(alloc);
+        QVERIFY(id != model::NoAllocation);
+        QCOMPARE(replay.allocation(id).allocIndex, int32_t(alloc));
+        QCOMPARE(replay.allocation(id).freeCompletedIndex, int32_t(alloc + 3));
+        const auto st = replay.stateAt(alloc + 1);
+        QVERIFY(!st.blocks.empty());
+        QCOMPARE(st.blocks[0].address, base);
+        QCOMPARE(st.blocks[0].state, BlockState::ActiveAllocated);
+    }
+    QCOMPARE(replay.series().allocated[2], ByteCount(512));
+    QCOMPARE(replay.series().allocated[13], ByteCount(0));
 }
 
 QTEST_GUILESS_MAIN(TestReplay)

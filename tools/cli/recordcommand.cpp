@@ -6,6 +6,7 @@
 
 #include "client/agentclient.h"
 #include "io/snapshotio.h"
+#include "io/sqlitewriter.h"
 #include "viewer/recorder.h"
 #include "wire/endpoint.h"
 
@@ -19,6 +20,7 @@
 #include <memory>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -281,12 +283,15 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     // Writes `snapshot` to `path`, else (the disk filled up, the folder went away) to the temporary folder: the
     // path written, or empty when neither took it (the reasons are on `err`). Any thread: it sets `status` only
     // through the flag it is given.
-    auto writeTo = [err](model::Snapshot& snapshot, const std::string& path, bool& failedOver) -> std::string {
-        if (io::Error e = io::saveSnapshot(snapshot, path)) {
+    // `format`: a part of an SQLite output is written without its indexes (io::SaveOptions::sqliteIndexes), which
+    // are added once reading is over.
+    auto writeTo = [err](model::Snapshot& snapshot, const std::string& path, bool& failedOver,
+                         const io::SaveOptions& format = {}) -> std::string {
+        if (io::Error e = io::saveSnapshot(snapshot, path, format)) {
             // Never lose the recording: the temporary folder may still take it (saveSnapshot writes beside the
             // target and renames, so the target itself is never left half written).
             const std::string fallback = fallbackPath(path);
-            if (io::Error again = io::saveSnapshot(snapshot, fallback)) {
+            if (io::Error again = io::saveSnapshot(snapshot, fallback, format)) {
                 std::fprintf(err, "memscope-cli: %s\nmemscope-cli: %s\n", e.toString().c_str(),
                              again.toString().c_str());
                 return {};
@@ -308,7 +313,9 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     // A part is built and written on a thread of its own while this one goes on reading: a job that ends meanwhile
     // (or floods) is not kept waiting on the snapshot or the disk; this thread only hands the Recorder's history
     // over (Recorder::takeHistory: a copy of the allocator state, the entries moved). One part at a time: the next
-    // one waits for it.
+    // one waits for it. An SQLite part is written without its indexes, which cost the writer about as much as the
+    // trace's rows: they are added to every part once reading is over (partsToIndex), when time no longer costs
+    // records.
     struct PartWrite {
         std::thread thread;
         std::atomic<bool> done { false };
@@ -317,6 +324,7 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
         bool failedOver = false;
         uint64_t stalls = 0; // parts the reading waited for (a write slower than the job: the disk, the machine)
         Clock::duration stalled {};
+        std::vector<std::string> partsToIndex; // SQLite parts written without their indexes
         ~PartWrite()
         {
             if (thread.joinable())
@@ -339,6 +347,8 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
             status = 1;
         if (partWrite.written.empty())
             return false;
+        if (io::formatForPath(partWrite.written) == io::Format::Sqlite)
+            partWrite.partsToIndex.push_back(partWrite.written);
         std::fprintf(err, "memscope-cli: %s: part %llu of the recording written to %s (--max-memory %g MiB)\n",
                      o.endpoint.c_str(), static_cast<unsigned long long>(partWrite.number), partWrite.written.c_str(),
                      o.maxMemoryMiB);
@@ -418,7 +428,9 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
                       model::Snapshot snapshot = history.snapshot();
                       history = {}; // its entries go back before the write
                       snapshot.topLevelExtras = std::move(extras);
-                      partWrite.written = writeTo(snapshot, path, partWrite.failedOver);
+                      io::SaveOptions unindexed;
+                      unindexed.sqliteIndexes = false;
+                      partWrite.written = writeTo(snapshot, path, partWrite.failedOver, unindexed);
                       partWrite.done.store(true, std::memory_order_release);
                   });
         }
@@ -489,6 +501,11 @@ int runRecord(const std::vector<std::string>& args, std::FILE* out, std::FILE* e
     model::Snapshot snapshot = recorder.snapshot();
     snapshot.topLevelExtras = recordingInfo(parts > 0 ? int64_t(parts + 1) : 0, stopReason);
     const std::string written = writeOut(snapshot, o.output);
+    // Reading is over: the SQLite parts get the indexes they were written without. One that cannot be indexed keeps
+    // every row (a query scans instead of seeking); the recording is whole, so this is a warning only.
+    for (const std::string& part : partWrite.partsToIndex)
+        if (io::Error e = io::addSqliteIndexes(part))
+            std::fprintf(err, "memscope-cli: warning: %s; its rows are all there\n", e.toString().c_str());
     if (written.empty())
         return 1;
     const wire::Hello& hello = recorder.hello();
