@@ -460,6 +460,28 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
     return text + QLatin1Char('\n') + stackText(a.stack, shortPaths);
 }
 
+model::StringId Session::userMetadata(AllocationId id) const
+{
+    if (id == NoAllocation || raw(id) >= replay().allocations().size())
+        return EmptyString;
+    const Allocation& a = replay().allocation(id);
+    const int64_t entry = replay().firstEntry() + a.allocIndex;
+    const auto& e = entries();
+    if (a.allocIndex < 0 || entry < 0 || size_t(entry) >= e.size())
+        return EmptyString;
+    return snapshot().form(e[size_t(entry)]).userMetadata;
+}
+
+bool Session::hasUserMetadata() const
+{
+    const Snapshot& s = snapshot();
+    // Entries share their forms (stream, compile context, metadata): a few of them to look at, not every entry.
+    for (size_t f = 0; f < s.entryForms.size(); ++f)
+        if (s.entryForms.get(model::FormId { uint32_t(f) }).userMetadata != EmptyString)
+            return true;
+    return false;
+}
+
 QString Session::aliveBeforeTheTrace() const
 {
     if (entryCount() == 0)

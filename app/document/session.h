@@ -90,7 +90,7 @@ enum class TimeAxis : uint8_t { Index, Time };
 
 // How the views colour allocations (style/colors.h): one colour per allocation (by address, as MemoryViz.js), per
 // call stack, or per stream. The timeline and the segment map follow the Session's, so both say the same.
-enum class ColorMode : uint8_t { Allocation, Stack, Stream };
+enum class ColorMode : uint8_t { Allocation, Stack, Stream, Metadata };
 
 class Session : public QObject {
     Q_OBJECT
@@ -184,6 +184,10 @@ public:
     // size, stream, the device's free memory then and its stack. "" when the entry before the cursor is no OOM.
     QString describeOomAtCursor(bool shortPaths = false) const;
     QString stackText(model::StackId stack, bool shortPaths = false) const; // one frame per line, innermost first
+    // The user metadata of an allocation's alloc entry (EmptyString: none, or made before the trace), and whether
+    // any entry of the device shown has some (torch.cuda.memory._set_memory_metadata).
+    model::StringId userMetadata(model::AllocationId id) const;
+    bool hasUserMetadata() const;
     // What the device shown held before its trace's first entry, said for people: "" when the trace starts with no
     // memory in use (or there is no trace); else how many blocks and bytes, and why (PyTorch's history ring
     // overwrote older events, allocator_settings.trace_alloc_overflowed, or recording began late).

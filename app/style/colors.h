@@ -34,6 +34,11 @@ inline QColor categorical(uint64_t key)
 inline QColor allocation(model::DeviceAddr address) { return categorical(uint64_t(address)); }
 inline QColor stack(model::StackId stack) { return categorical(uint64_t(model::raw(stack)) + 0x51ED27ull); }
 inline QColor stream(int streamNumber) { return categorical(uint64_t(streamNumber) * 7 + 3); }
+// An allocation by the user metadata of its alloc entry (torch.cuda.memory._set_memory_metadata); none: grey.
+inline QColor metadata(model::StringId text)
+{
+    return text == model::EmptyString ? QColor(0xb0, 0xb0, 0xb0) : categorical(uint64_t(model::raw(text)) * 31 + 11);
+}
 
 // Blocks freed by the user but still in use on another stream (record_stream): drawn red, as MemoryViz.js does.
 inline QColor pendingFree() { return QColor(0xd6, 0x27, 0x28); }

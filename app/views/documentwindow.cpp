@@ -391,6 +391,8 @@ void DocumentWindow::buildControls()
     colourBox->addItem(tr("Colour by allocation"), int(ColorMode::Allocation));
     colourBox->addItem(tr("Colour by stack"), int(ColorMode::Stack));
     colourBox->addItem(tr("Colour by stream"), int(ColorMode::Stream));
+    if (m_session->hasUserMetadata()) // torch.cuda.memory._set_memory_metadata was used
+        colourBox->addItem(tr("Colour by user metadata"), int(ColorMode::Metadata));
     connect(colourBox, &QComboBox::currentIndexChanged, this,
             [this, colourBox](int i) { m_session->setColorMode(ColorMode(colourBox->itemData(i).toInt())); });
     bar->addWidget(colourBox);

@@ -480,6 +480,8 @@ QRgb SegmentMapView::blockColor(const ReplayBlock& block, QRgb streamColor) cons
         return colors::stack(block.stack).rgb();
     case ColorMode::Stream:
         return streamColor;
+    case ColorMode::Metadata:
+        return colors::metadata(m_session ? m_session->userMetadata(block.allocation) : model::EmptyString).rgb();
     case ColorMode::Allocation:
         break;
     }

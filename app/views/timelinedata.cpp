@@ -36,11 +36,21 @@ namespace {
         const std::vector<TimelineItem>* holder = nullptr;
         if (data.colorMode == ColorMode::Stream && allocFrom < allocs.count())
             holder = &allocationPieces(data, replay);
+        static const Trace none;
+        const auto& traces = snapshot.deviceTraces;
+        const Trace& entries = size_t(data.device) < traces.size() ? traces[size_t(data.device)] : none;
         for (size_t k = allocFrom; k < allocs.count(); ++k) {
             switch (data.colorMode) {
             case ColorMode::Allocation:
                 data.allocColors[k] = colors::allocation(allocations[k].address).rgb();
                 break;
+            case ColorMode::Metadata: {
+                const int64_t entry = replay.firstEntry() + allocations[k].allocIndex;
+                const bool known = allocations[k].allocIndex >= 0 && entry < int64_t(entries.size());
+                data.allocColors[k]
+                    = colors::metadata(known ? snapshot.form(entries[size_t(entry)]).userMetadata : EmptyString).rgb();
+                break;
+            }
             case ColorMode::Stack:
                 data.allocColors[k] = colors::stack(allocations[k].stack).rgb();
                 break;
@@ -63,6 +73,9 @@ namespace {
                 break;
             case ColorMode::Stream:
                 data.pieceColors[k] = streamRgb(pieces[k].stream);
+                break;
+            case ColorMode::Metadata: // segments carry none a user set for a tensor
+                data.pieceColors[k] = colors::metadata(EmptyString).rgb();
                 break;
             }
         }

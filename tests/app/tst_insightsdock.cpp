@@ -8,6 +8,7 @@
 #include "model/framefilter.h"
 #include "model/landmarks.h"
 #include "report/memoryviz.h"
+#include "style/colors.h"
 #include "views/calltreeview.h"
 #include "views/diffwindow.h"
 #include "views/documentwindow.h"
@@ -25,6 +26,9 @@
 #include <QSignalSpy>
 #include <QTreeView>
 #include <QtTest>
+
+#include <map>
+#include <set>
 
 using namespace memscope;
 using namespace memscope::app;
@@ -128,6 +132,7 @@ private Q_SLOTS:
     void layoutSurvivesRelaunch();
     void firstWindowFitsTheScreen();
     void colourByRecoloursTheTimeline();
+    void colourByUserMetadata();
     void compilerAnnotationsHidden();
     void diffInsightsSelectTheStack();
 };
@@ -554,6 +559,55 @@ void TestInsightsDock::colourByRecoloursTheTimeline()
     w->session()->setColorMode(ColorMode::Allocation);
     app::finishTimelineBuilds(timeline);
     QCOMPARE(timeline->grab().toImage(), byAllocation);
+}
+
+// A real trace whose job set user metadata around two phases (corpus/compile_fx_metadata.pickle: torch.compile on an
+// H200, torch.cuda.memory._set_memory_metadata('{"phase": ...}')): "Colour by user metadata" is offered, and the
+// timeline's colours follow each allocation's metadata: one colour per distinct text, grey where there is none.
+void TestInsightsDock::colourByUserMetadata()
+{
+    auto w = window(QStringLiteral("corpus/compile_fx_metadata.pickle"));
+    Session* s = w->session();
+    QVERIFY(s->hasUserMetadata());
+    auto* box = w->findChild<QComboBox*>(QStringLiteral("colourBox"));
+    QVERIFY(box);
+    const int index = box->findData(int(ColorMode::Metadata));
+    QVERIFY(index >= 0);
+    box->setCurrentIndex(index);
+    QCOMPARE(s->colorMode(), ColorMode::Metadata);
+    QWidget* timeline = w->view(DocumentWindow::View::Timeline);
+    app::finishTimelineBuilds(timeline);
+    // Independently of the colouring: the texts the trace's alloc entries carry, read from the file's entries.
+    std::set<std::string> texts;
+    for (const auto& e : s->entries())
+        if (e.action == model::Action::Alloc)
+            texts.insert(std::string(s->snapshot().str(s->snapshot().form(e).userMetadata)));
+    QVERIFY(texts.count("{\"phase\": \"warmup\"}") && texts.count("{\"phase\": \"train\"}"));
+    // Each allocation's colour is its metadata's; two allocations of the two phases differ.
+    std::map<std::string, QRgb> seen;
+    const auto& allocations = s->replay().allocations();
+    for (uint32_t k = 0; k < allocations.size(); ++k) {
+        const model::StringId text = s->userMetadata(model::AllocationId { k });
+        const QRgb rgb = colors::metadata(text).rgb();
+        auto [it, fresh] = seen.emplace(std::string(s->snapshot().str(text)), rgb);
+        QCOMPARE(it->second, rgb);
+    }
+    QVERIFY(seen.size() >= 2);
+    QVERIFY(seen.at("{\"phase\": \"warmup\"}") != seen.at("{\"phase\": \"train\"}"));
+    // The picture changes with the mode, and the details name the metadata.
+    const QImage byMetadata = timeline->grab().toImage();
+    s->setColorMode(ColorMode::Allocation);
+    app::finishTimelineBuilds(timeline);
+    QVERIFY(timeline->grab().toImage() != byMetadata);
+    for (uint32_t k = 0; k < allocations.size(); ++k) {
+        if (s->userMetadata(model::AllocationId { k }) != model::EmptyString) {
+            QVERIFY(s->describeAllocation(model::AllocationId { k }).contains(QLatin1String("user metadata: {\"phase\"")));
+            break;
+        }
+    }
+    // A trace without any offers no such mode.
+    auto plain = window(QStringLiteral("transformer_train.pickle"));
+    QCOMPARE(plain->findChild<QComboBox*>(QStringLiteral("colourBox"))->findData(int(ColorMode::Metadata)), -1);
 }
 
 void TestInsightsDock::compilerAnnotationsHidden()

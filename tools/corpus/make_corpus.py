@@ -494,6 +494,49 @@ def anomaly_forward_frames(torch):
     dump(torch, 'anomaly_forward_frames')
 
 
+@workload()
+def compile_fx_metadata(torch):
+    # torch.compile's generated code with the FX node each line runs (_snapshot(augment_with_fx_traces=True) adds
+    # fx_node_op / fx_node_name / fx_node_target / fx_original_trace to those frames), and user metadata set around
+    # two phases (torch.cuda.memory._set_memory_metadata, where PyTorch has it): the keys PyTorch writes since 2025.
+    import pickle
+    record(torch)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net1 = torch.nn.Linear(512, 2048)
+            self.relu = torch.nn.ReLU()
+            self.net2 = torch.nn.Linear(2048, 512)
+
+        def forward(self, x):
+            a = self.net1(x)
+            b = self.relu(a)
+            c = self.net2(b)
+            return c
+
+    net = Net().cuda()
+    compiled = torch.compile(net)
+    set_metadata = getattr(torch.cuda.memory, '_set_memory_metadata', None)
+    for phase in ('warmup', 'train'):
+        if set_metadata:
+            set_metadata(json.dumps({'phase': phase}))
+        for _ in range(3):
+            out = compiled(torch.randn(256, 512, device='cuda'))
+            out.sum().item()
+    if set_metadata:
+        set_metadata('')
+    keep = compiled(torch.randn(256, 512, device='cuda'))  # alive in the final state with its FX frames
+    torch.cuda.synchronize()
+    try:
+        snapshot = torch.cuda.memory._snapshot(augment_with_fx_traces=True)
+    except TypeError:  # a PyTorch without the augmentation
+        snapshot = torch.cuda.memory._snapshot()
+    with open(f'{OUT}/compile_fx_metadata.pickle', 'wb') as f:
+        pickle.dump(snapshot, f)
+    del keep
+
+
 # --- skip_actions: the same job with and without free_requested entries -------------------------------------------
 
 def skip_job(torch, name, skip):
