@@ -596,6 +596,7 @@ void TestInsightsDock::colourByUserMetadata()
     QVERIFY(seen.at("{\"phase\": \"warmup\"}") != seen.at("{\"phase\": \"train\"}"));
     // The picture changes with the mode, and the details name the metadata.
     const QImage byMetadata = timeline->grab().toImage();
+    QVERIFY(test::saveScreenshot(*w, QStringLiteral("colour-by-metadata-1280x720"), QSize(1280, 720)));
     s->setColorMode(ColorMode::Allocation);
     app::finishTimelineBuilds(timeline);
     QVERIFY(timeline->grab().toImage() != byMetadata);
