@@ -47,8 +47,12 @@ namespace {
             case ColorMode::Metadata: {
                 const int64_t entry = replay.firstEntry() + allocations[k].allocIndex;
                 const bool known = allocations[k].allocIndex >= 0 && entry < int64_t(entries.size());
-                data.allocColors[k]
-                    = colors::metadata(known ? snapshot.form(entries[size_t(entry)]).userMetadata : EmptyString).rgb();
+                const StringId text = known ? snapshot.form(entries[size_t(entry)]).userMetadata : EmptyString;
+                data.allocColors[k] = colors::metadata(text).rgb();
+                const std::string_view shown = snapshot.str(text);
+                if (std::none_of(data.metadataLegend.begin(), data.metadataLegend.end(),
+                                 [&](const auto& l) { return l.first == shown; }))
+                    data.metadataLegend.emplace_back(std::string(shown), data.allocColors[k]);
                 break;
             }
             case ColorMode::Stack:
@@ -256,6 +260,7 @@ std::shared_ptr<const TimelineData> buildTimelineData(TimelineDataRequest reques
     } else {
         data->allocColors = base->allocColors;
         data->pieceColors = base->pieceColors;
+        data->metadataLegend = base->metadataLegend;
     }
     if (changes & TimelineDataRequest::Visibility) {
         fillVisibility(*data, request, replay);
@@ -300,6 +305,7 @@ void growTimelineData(TimelineData& data, TimelineDataRequest request)
         data.colorMode = request.colorMode;
         data.allocColors.clear();
         data.pieceColors.clear();
+        data.metadataLegend.clear();
     }
     const bool refilter = data.hiddenStreams != request.hiddenStreams || data.hiddenPools != request.hiddenPools;
     fillColors(data, replay, snapshot);

@@ -631,6 +631,30 @@ void TimelineRenderer::paintHeader(QPainter& p, const TimelineFrame& frame)
     }
     if (hasPlot(frame))
         detail += tr(" · largest in view %1").arg(Session::formatBytes(m_shown.columns.maxTotal));
+    if (!frame.segments && m_data->colorMode == ColorMode::Metadata && !m_data->metadataLegend.empty()) {
+        // The legend instead: a swatch and the text of each metadata value, as many as fit.
+        const QFontMetrics fm(frame.font);
+        int x = r.left() + titleWidth + 12;
+        const int box = fm.height() * 2 / 3;
+        const size_t count = m_data->metadataLegend.size();
+        for (size_t i = 0; i < count; ++i) {
+            const auto& [text, rgb] = m_data->metadataLegend[i];
+            const QString label = text.empty() ? tr("no metadata") : QString::fromStdString(text);
+            const int w = box + 4 + fm.horizontalAdvance(label) + 12;
+            const QString more = tr("+%1 more").arg(count - i);
+            if (x + w + (i + 1 < count ? fm.horizontalAdvance(more) : 0) > r.right()) {
+                p.setPen(pal.color(QPalette::PlaceholderText));
+                p.drawText(QRect(x, r.top(), r.right() - x, r.height()), Qt::AlignVCenter | Qt::AlignLeft,
+                           fm.elidedText(more, Qt::ElideRight, std::max(0, r.right() - x)));
+                break;
+            }
+            p.fillRect(QRect(x, r.center().y() - box / 2, box, box), QColor::fromRgb(rgb));
+            p.setPen(pal.color(QPalette::WindowText));
+            p.drawText(QRect(x + box + 4, r.top(), w, r.height()), Qt::AlignVCenter | Qt::AlignLeft, label);
+            x += w;
+        }
+        return;
+    }
     p.setPen(pal.color(QPalette::PlaceholderText));
     p.drawText(r.adjusted(titleWidth + 12, 0, 0, 0), Qt::AlignVCenter | Qt::AlignLeft,
                QFontMetrics(frame.font).elidedText(detail, Qt::ElideRight, std::max(0, r.width() - titleWidth - 12)));

@@ -597,6 +597,12 @@ void TestInsightsDock::colourByUserMetadata()
     // The picture changes with the mode, and the details name the metadata.
     const QImage byMetadata = timeline->grab().toImage();
     QVERIFY(test::saveScreenshot(*w, QStringLiteral("colour-by-metadata-1280x720"), QSize(1280, 720)));
+    // The timeline's header is the legend: every text met, with the colour its allocations have.
+    auto data = static_cast<app::TimelineView*>(timeline)->data();
+    QVERIFY(data);
+    QCOMPARE(data->metadataLegend.size(), seen.size());
+    for (const auto& [text, rgb] : data->metadataLegend)
+        QCOMPARE(QRgb(rgb), seen.at(text));
     s->setColorMode(ColorMode::Allocation);
     app::finishTimelineBuilds(timeline);
     QVERIFY(timeline->grab().toImage() != byMetadata);
