@@ -70,7 +70,7 @@ int countSteps(const DiffInput& input)
 // ---- DiffTree ----
 
 DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::CallTreeDirection direction,
-                       DiffWeight weight, double divA, double divB)
+                       DiffWeight weight, double divA, double divB, bool hideInternal)
 {
     divA = divA > 0 ? divA : 1;
     divB = divB > 0 ? divB : 1;
@@ -86,8 +86,10 @@ DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::C
     out.result = result;
     model::CallTreeOptions options;
     options.direction = direction;
-    // DiffResult::frames already holds filtered stacks (and whole stacks whose every frame is hidden).
-    options.frameFilter = false;
+    // DiffResult::frames already holds filtered stacks (and whole stacks whose every frame is hidden); filtering
+    // them again changes nothing but lets hideInternal apply.
+    options.frameFilter = hideInternal;
+    options.hideInternal = hideInternal;
     if (!result || !result->frames) {
         out.tree = std::make_shared<model::CallTree>();
     } else {
@@ -178,6 +180,14 @@ void DiffSession::setPerStep(bool on)
         return;
     m_perStep = on;
     Q_EMIT normalisationChanged();
+}
+
+void DiffSession::setHideInternal(bool on)
+{
+    if (on == m_hideInternal)
+        return;
+    m_hideInternal = on;
+    Q_EMIT hideInternalChanged();
 }
 
 void DiffSession::setFilter(DiffFilter filter)

@@ -54,8 +54,11 @@ struct DiffTree {
 };
 
 // divA/divB: per-step normalisation (each side's values divided by its step count); 1 leaves them as they are.
+// hideInternal: the stacks' internal frames dropped but their site (model::CallTreeOptions::hideInternal), as the
+// call stacks' "Hide internal frames" does.
 DiffTree buildDiffTree(std::shared_ptr<const model::DiffResult> result, model::CallTreeDirection direction,
-                       DiffWeight weight = DiffWeight::Net, double divA = 1, double divB = 1);
+                       DiffWeight weight = DiffWeight::Net, double divA = 1, double divB = 1,
+                       bool hideInternal = false);
 
 enum class DiffFilter : uint8_t { All, Growth, Shrink };
 
@@ -93,10 +96,16 @@ public:
     DiffFilter filter() const { return m_filter; }
     void setFilter(DiffFilter filter);
 
+    // The trees and flame graph without internal frames (the allocator's, PyTorch's, the interpreter's) but each
+    // stack's site: on by default, as in a snapshot's call stacks.
+    bool hideInternal() const { return m_hideInternal; }
+    void setHideInternal(bool on);
+
 Q_SIGNALS:
     void diffChanged(); // new result (sides swapped)
     void normalisationChanged();
     void filterChanged();
+    void hideInternalChanged();
 
 private:
     void recompute();
@@ -107,6 +116,7 @@ private:
     bool m_perStep = false;
     int m_stepsA = 0, m_stepsB = 0;
     DiffFilter m_filter = DiffFilter::All;
+    bool m_hideInternal = true;
 };
 
 class DiffModel : public CallTreeItemModel {

@@ -27,6 +27,7 @@ DiffFlameGraphView::DiffFlameGraphView(DiffSession* session, QWidget* parent)
     m_layout.setRowHeight(RowHeight);
     connect(session, &DiffSession::diffChanged, this, &DiffFlameGraphView::rebuild);
     connect(session, &DiffSession::normalisationChanged, this, &DiffFlameGraphView::rebuild);
+    connect(session, &DiffSession::hideInternalChanged, this, &DiffFlameGraphView::rebuild);
     rebuild();
 }
 
@@ -36,7 +37,7 @@ void DiffFlameGraphView::rebuild()
         return;
     m_tree = std::make_shared<DiffTree>(
         buildDiffTree(m_session->resultPtr(), model::CallTreeDirection::TopDown, DiffWeight::Gross,
-                      m_session->divisorA(), m_session->divisorB()));
+                      m_session->divisorA(), m_session->divisorB(), m_session->hideInternal()));
     m_layout.setTree(m_tree->tree);
     m_layout.setWidth(width());
     setHovered(model::NoCallNode);

@@ -126,6 +126,13 @@ DiffWindow::DiffWindow(DiffInput a, DiffInput b, QWidget* parent)
         rebuild();
     });
     bar->addWidget(directionBox);
+    QAction* hideInternal = bar->addAction(tr("Hide internal frames"));
+    hideInternal->setObjectName(QStringLiteral("diffHideInternalAction"));
+    hideInternal->setCheckable(true);
+    hideInternal->setChecked(m_session->hideInternal());
+    hideInternal->setToolTip(tr("Hide the allocator's, PyTorch's, the dispatcher's and the interpreter's frames: "
+                                "keep the user's code and model libraries"));
+    connect(hideInternal, &QAction::toggled, m_session, &DiffSession::setHideInternal);
     auto* search = new QLineEdit(bar);
     search->setObjectName(QStringLiteral("diffSearch"));
     search->setPlaceholderText(tr("Search frames…"));
@@ -247,6 +254,7 @@ DiffWindow::DiffWindow(DiffInput a, DiffInput b, QWidget* parent)
     }
 
     connect(m_session, &DiffSession::diffChanged, this, &DiffWindow::rebuild);
+    connect(m_session, &DiffSession::hideInternalChanged, this, &DiffWindow::rebuild);
     connect(m_session, &DiffSession::normalisationChanged, this, &DiffWindow::applyNormalisation);
     rebuild();
 }
@@ -301,7 +309,8 @@ void DiffWindow::rebuild()
         sides += QStringLiteral(" &nbsp; <span style=\"color:#b01010\">") + QString::fromStdString(r.error).toHtmlEscaped()
             + QStringLiteral("</span>");
     m_sides->setText(sides);
-    m_model->setTree(std::make_shared<DiffTree>(buildDiffTree(m_session->resultPtr(), m_direction)));
+    m_model->setTree(std::make_shared<DiffTree>(buildDiffTree(m_session->resultPtr(), m_direction, DiffWeight::Net, 1,
+                                                              1, m_session->hideInternal())));
     m_model->setDivisors(m_session->divisorA(), m_session->divisorB());
     expandLargest();
     fillSummary();

@@ -3,6 +3,7 @@
 // sign; a file against itself is all zeros; two moments of one trace agree with the replay's series; per-step
 // normalisation divides by the step annotations; every diff view renders (screenshots saved for people to look at).
 #include "apptestutil.h"
+#include "model/framefilter.h"
 #include "itemmodels/diffmodel.h"
 #include "views/diffflamegraphview.h"
 #include "views/diffwindow.h"
@@ -344,6 +345,48 @@ private Q_SLOTS:
         const auto plain = app::buildDiffTree(session->resultPtr(), model::CallTreeDirection::TopDown,
                                               app::DiffWeight::Gross);
         QVERIFY(plain.tree->root().bytes != expected);
+    }
+
+    // A diff of a file with C++ frames (PyTorch's default): with "Hide internal frames" (on by default) the Δ tree's
+    // bottom-up roots are the stacks' sites, not the allocator's frames, and the same bytes are shown in fewer levels.
+    void hideInternalFramesInTheDiffTree()
+    {
+        DiffWindow w(side("mlp_train.pickle", 100, 0), side("mlp_train.pickle", model::EndOfTrace, 0));
+        app::DiffSession* session = w.session();
+        QVERIFY(session->hideInternal());
+        const auto& r = *session->resultPtr();
+        const model::Snapshot& frames = *r.frames;
+        const auto hidden = app::buildDiffTree(session->resultPtr(), model::CallTreeDirection::BottomUp,
+                                               app::DiffWeight::Gross, 1, 1, true);
+        const auto whole = app::buildDiffTree(session->resultPtr(), model::CallTreeDirection::BottomUp,
+                                              app::DiffWeight::Gross, 1, 1, false);
+        QCOMPARE(hidden.tree->root().bytes, whole.tree->root().bytes);
+        QVERIFY(hidden.tree->root().bytes > 0);
+        // Independently of the tree: each changed stack's site (model/framefilter.h) is a root of the hidden tree.
+        std::set<model::FrameId> sites;
+        for (const model::DiffStackRow& row : r.byStack) {
+            if (row.deltaBytes == 0 && row.deltaCount == 0)
+                continue;
+            const int site = model::siteIndex(frames, row.stack);
+            if (site >= 0)
+                sites.insert(frames.stackBegin(row.stack)[site]);
+        }
+        QVERIFY(!sites.empty());
+        std::set<model::FrameId> roots, wholeRoots;
+        for (const model::CallNode& c : hidden.tree->children(model::CallTreeRoot))
+            roots.insert(c.frame);
+        for (const model::CallNode& c : whole.tree->children(model::CallTreeRoot))
+            wholeRoots.insert(c.frame);
+        QCOMPARE(roots, sites);
+        QVERIFY(roots != wholeRoots); // without it the roots are the allocator's frames
+        QVERIFY(hidden.tree->size() < whole.tree->size());
+        // The toolbar's toggle rebuilds the window's tree.
+        auto* action = w.findChild<QAction*>(QStringLiteral("diffHideInternalAction"));
+        QVERIFY(action && action->isChecked());
+        const int rowsHidden = w.model()->rowCount();
+        action->setChecked(false);
+        QVERIFY(!session->hideInternal());
+        QVERIFY(w.model()->rowCount() != rowsHidden || w.model()->index(0, 0).data() != QVariant());
     }
 
     void screenshots_data()
