@@ -457,7 +457,15 @@ QString Session::describeAllocation(AllocationId id, bool shortPaths) const
             break;
         }
     }
-    return text + QLatin1Char('\n') + stackText(a.stack, shortPaths);
+    text += QLatin1Char('\n') + stackText(a.stack, shortPaths);
+    // Made in backward for an autograd node whose forward traceback PyTorch kept (anomaly mode, forward_frames):
+    // where that node came from, as MemoryViz.js lists it after the stack.
+    if (a.allocIndex >= 0 && size_t(a.allocIndex) < e.size()) {
+        const StackId forward = s.forwardStack(e[size_t(a.allocIndex)]);
+        if (forward != EmptyStack && s.stackSize(forward) > 0)
+            text += tr("\nthe backward of (its forward pass):\n") + stackText(forward, shortPaths);
+    }
+    return text;
 }
 
 model::StringId Session::userMetadata(AllocationId id) const
@@ -470,6 +478,21 @@ model::StringId Session::userMetadata(AllocationId id) const
     if (a.allocIndex < 0 || entry < 0 || size_t(entry) >= e.size())
         return EmptyString;
     return snapshot().form(e[size_t(entry)]).userMetadata;
+}
+
+model::StackId Session::treeStack(AllocationId id) const
+{
+    if (id == NoAllocation || raw(id) >= replay().allocations().size())
+        return EmptyStack;
+    const Allocation& a = replay().allocation(id);
+    const Snapshot& s = snapshot();
+    if (s.stackSize(a.stack) > 0 || s.forwardStacks.empty())
+        return a.stack;
+    const auto& e = entries();
+    if (a.allocIndex < 0 || size_t(a.allocIndex) >= e.size())
+        return a.stack;
+    const StackId forward = s.forwardStack(e[size_t(a.allocIndex)]);
+    return forward != EmptyStack && s.stackSize(forward) > 0 ? forward : a.stack;
 }
 
 bool Session::hasUserMetadata() const

@@ -187,6 +187,9 @@ public:
     // The user metadata of an allocation's alloc entry (EmptyString: none, or made before the trace), and whether
     // any entry of the device shown has some (torch.cuda.memory._set_memory_metadata).
     model::StringId userMetadata(model::AllocationId id) const;
+    // The stack the call stacks file an allocation under: its own, or, for one made in backward without a stack of
+    // its own, the forward pass its alloc entry names (forward_frames, anomaly mode).
+    model::StackId treeStack(model::AllocationId id) const;
     bool hasUserMetadata() const;
     // What the device shown held before its trace's first entry, said for people: "" when the trace starts with no
     // memory in use (or there is no trace); else how many blocks and bytes, and why (PyTorch's history ring

@@ -257,6 +257,11 @@ void CallTreeView::startRebuild(Run run)
     CallTree::appendActiveBlocks(s->state(), samples, [s](const model::ReplaySegment& seg) {
         return s->isStreamVisible(seg.stream) && s->isPoolVisible(seg.poolId);
     });
+    // A backward allocation recorded without a stack is filed under the forward pass its autograd node came from,
+    // where the trace kept it (forward_frames), instead of "<no stack recorded>".
+    for (model::CallSample& sample : samples)
+        if (sample.key != model::NoSampleKey)
+            sample.stack = s->treeStack(model::AllocationId { sample.key });
     // "Hide internal frames": PyTorch's filter and every frame that is not the user's code or a library's, but the
     // site (model/framefilter.h): a C++ stack's tree is as shallow as a Python one's, and bottom-up roots are sites.
     const model::CallTreeOptions options { m_direction, m_session->frameFilter(), m_session->frameFilter() };
@@ -452,8 +457,7 @@ void CallTreeView::syncToSelection()
     if (m_pending || m_shownJob != m_job || m_builtCursor != m_session->cursor()
         || m_builtDevice != m_session->device())
         return;
-    const model::Allocation& a = m_session->replay().allocation(id);
-    const CallNodeId node = m_model->tree().find(m_session->snapshot(), a.stack);
+    const CallNodeId node = m_model->tree().find(m_session->snapshot(), m_session->treeStack(id));
     const QModelIndex i = proxyIndex(node);
     if (!i.isValid())
         return; // not live here: shown by the first tree that has it, unless the user picks a row first

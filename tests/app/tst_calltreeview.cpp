@@ -264,6 +264,45 @@ private Q_SLOTS:
         QCOMPARE(app::frameDisplayLabel(*snap, user), QStringLiteral("models.py:174:update_nodes"));
     }
 
+    // A trace recorded in anomaly mode (corpus/anomaly_forward_frames.pickle, real): backward allocations without a
+    // stack of their own are filed under the forward pass their autograd node came from, not "<no stack recorded>",
+    // and selecting one selects that path.
+    void backwardAllocationsUnderTheirForwardPass()
+    {
+        auto s = test::loadSession(test::dataPath("corpus/anomaly_forward_frames.pickle"));
+        QVERIFY(s);
+        s->setCursor(s->replay().peakActive().index);
+        CallTreeView view(s.get());
+        view.rebuildNow();
+        const model::Snapshot& snap = s->snapshot();
+        int64_t forwardBytes = 0, stacklessBytes = 0;
+        model::AllocationId backward = model::NoAllocation;
+        for (const model::ReplayBlock& b : s->state().blocks) {
+            if (b.state == model::BlockState::Inactive)
+                continue;
+            const model::StackId tree = s->treeStack(b.allocation);
+            if (snap.stackSize(b.stack) == 0 && tree != b.stack) {
+                forwardBytes += b.size;
+                backward = b.allocation;
+            } else if (snap.stackSize(b.stack) == 0) {
+                stacklessBytes += b.size;
+            }
+        }
+        QVERIFY(forwardBytes > 0); // the peak holds backward allocations with a forward pass
+        // "<no stack recorded>" holds only what has neither.
+        int64_t noStackRow = 0;
+        for (int r = 0; r < view.proxy()->rowCount(); ++r) {
+            const QModelIndex i = view.proxy()->index(r, 0);
+            if (i.data().toString().contains(QLatin1String("no stack recorded")))
+                noStackRow = i.data(CallTreeModel::BytesRole).toLongLong();
+        }
+        QCOMPARE(noStackRow, stacklessBytes);
+        s->setSelection(backward);
+        const CallNodeId expected = view.tree().find(snap, s->treeStack(backward));
+        QVERIFY(expected != model::NoCallNode);
+        QCOMPARE(view.model()->nodeOf(view.proxy()->mapToSource(view.treeView()->currentIndex())), expected);
+    }
+
     void followsCursor_data()
     {
         QTest::addColumn<QString>("file");

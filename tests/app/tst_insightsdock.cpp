@@ -133,6 +133,7 @@ private Q_SLOTS:
     void firstWindowFitsTheScreen();
     void colourByRecoloursTheTimeline();
     void colourByUserMetadata();
+    void detailsShowTheForwardPass();
     void compilerAnnotationsHidden();
     void diffInsightsSelectTheStack();
 };
@@ -615,6 +616,34 @@ void TestInsightsDock::colourByUserMetadata()
     // A trace without any offers no such mode.
     auto plain = window(QStringLiteral("transformer_train.pickle"));
     QCOMPARE(plain->findChild<QComboBox*>(QStringLiteral("colourBox"))->findData(int(ColorMode::Metadata)), -1);
+}
+
+// A backward allocation of a trace recorded in anomaly mode (corpus/anomaly_forward_frames.pickle, real): its details
+// list the forward pass its autograd node came from (the entry's forward_frames) after its own stack.
+void TestInsightsDock::detailsShowTheForwardPass()
+{
+    auto w = window(QStringLiteral("corpus/anomaly_forward_frames.pickle"));
+    Session* s = w->session();
+    const model::Snapshot& snap = s->snapshot();
+    int shown = 0;
+    const auto& allocations = s->replay().allocations();
+    for (uint32_t k = 0; k < allocations.size() && shown < 3; ++k) {
+        const model::Allocation& a = allocations[k];
+        if (a.allocIndex < 0)
+            continue;
+        const model::StackId forward = snap.forwardStack(s->entries()[size_t(a.allocIndex)]);
+        const QString text = s->describeAllocation(model::AllocationId { k });
+        if (forward == model::EmptyStack) {
+            QVERIFY(!text.contains(QLatin1String("the backward of")));
+            continue;
+        }
+        QVERIFY2(text.contains(QLatin1String("the backward of (its forward pass):")), qPrintable(text));
+        // The forward stack's frames appear after that line, as the stack text gives them.
+        const QString after = text.mid(text.indexOf(QLatin1String("the backward of")));
+        QVERIFY(after.contains(s->stackText(forward)));
+        ++shown;
+    }
+    QCOMPARE(shown, 3);
 }
 
 void TestInsightsDock::compilerAnnotationsHidden()
