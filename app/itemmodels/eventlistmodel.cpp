@@ -431,6 +431,8 @@ QVariant EventListModel::data(const QModelIndex& index, int role) const
             return Session::formatBytes(e.size);
         case StreamColumn:
             return QString::number(s.streamNumber(s.stream(e)));
+        case MetadataColumn:
+            return fromUtf8(s.str(s.form(e).userMetadata));
         case FrameColumn:
             return topFrame(e.stack);
         default:
@@ -442,7 +444,10 @@ QVariant EventListModel::data(const QModelIndex& index, int role) const
         if (e.action == Action::Oom) // snapshot-format.md: oom entries carry device_free in place of addr
             head += tr(", CUDA had %1 free").arg(Session::formatBytes(e.addr));
         const int64_t stream = s.stream(e);
-        head += tr("\nstream %1 (0x%2)\n\n").arg(s.streamNumber(stream)).arg(QString::number(quint64(stream), 16));
+        head += tr("\nstream %1 (0x%2)\n").arg(s.streamNumber(stream)).arg(QString::number(quint64(stream), 16));
+        if (const StringId metadata = s.form(e).userMetadata; metadata != EmptyString)
+            head += tr("user metadata: %1\n").arg(fromUtf8(s.str(metadata)));
+        head += QLatin1Char('\n');
         return QString(head + m_session->stackText(e.stack));
     }
     case Qt::TextAlignmentRole:
@@ -501,6 +506,8 @@ QVariant EventListModel::headerData(int section, Qt::Orientation orientation, in
             return tr("Size");
         case StreamColumn:
             return tr("Stream");
+        case MetadataColumn:
+            return tr("User metadata");
         case FrameColumn:
             return tr("Top frame");
         default:
@@ -519,6 +526,8 @@ QVariant EventListModel::headerData(int section, Qt::Orientation orientation, in
             return tr("Requested bytes (segment bytes for segment actions)");
         case StreamColumn:
             return tr("Stream number, in order of first appearance");
+        case MetadataColumn:
+            return tr("What the job set with torch.cuda.memory._set_memory_metadata when the entry was made");
         case FrameColumn:
             return tr("Innermost frame kept by the frame filter (file:line:function)");
         default:

@@ -69,6 +69,7 @@ public:
         AddressColumn,
         SizeColumn,
         StreamColumn,
+        MetadataColumn, // the entry's user_metadata (hidden by the view when the file has none)
         FrameColumn,
         ColumnCount
     };

@@ -155,6 +155,8 @@ EventListView::EventListView(Session* session, QWidget* parent)
     m_table->setColumnWidth(EventListModel::AddressColumn, widthOf("b000000000000_0000"));
     m_table->setColumnWidth(EventListModel::SizeColumn, widthOf("1000.0 MiB0"));
     m_table->setColumnWidth(EventListModel::StreamColumn, widthOf("Stream0"));
+    m_table->setColumnWidth(EventListModel::MetadataColumn, widthOf("{\"phase\": \"warmup\"}0"));
+    m_table->setColumnHidden(EventListModel::MetadataColumn, !m_session->hasUserMetadata());
     m_scroll = new QScrollBar(Qt::Vertical, this);
     m_scroll->setObjectName(QStringLiteral("eventScrollBar"));
     connect(m_scroll, &QScrollBar::valueChanged, this, [this] { updateWindow(); });

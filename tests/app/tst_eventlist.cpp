@@ -396,6 +396,33 @@ private Q_SLOTS:
             cell(EventListModel::FrameColumn, Qt::ToolTipRole).toString().contains(frame.section(QLatin1Char(':'), 2)));
     }
 
+    // The user metadata column: each entry's user_metadata (a real H200 trace with two phases), shown only where
+    // the file has some.
+    void userMetadataColumn()
+    {
+        auto s = session(test::dataPath("corpus/compile_fx_metadata.pickle"));
+        QVERIFY(s);
+        EventListModel model(s.get());
+        QVERIFY(waitReady(model));
+        const auto& entries = s->entries();
+        int withText = 0;
+        for (size_t i = 0; i < entries.size(); ++i) {
+            const std::string_view text = s->snapshot().str(s->snapshot().form(entries[i]).userMetadata);
+            const QModelIndex cell = model.index(int(i), EventListModel::MetadataColumn);
+            QCOMPARE(cell.data().toString(), QString::fromUtf8(text.data(), qsizetype(text.size())));
+            if (!text.empty()) {
+                ++withText;
+                QVERIFY(cell.data(Qt::ToolTipRole).toString().contains(QLatin1String("user metadata: ")));
+            }
+        }
+        QCOMPARE(withText, 899); // as the corpus README counts them
+        EventListView view(s.get());
+        QVERIFY(!view.table()->isColumnHidden(EventListModel::MetadataColumn));
+        auto plain = session("transformer_train.pickle");
+        EventListView plainView(plain.get());
+        QVERIFY(plainView.table()->isColumnHidden(EventListModel::MetadataColumn));
+    }
+
     void filters_data()
     {
         QTest::addColumn<QString>("file");
