@@ -14,9 +14,7 @@
 #include "observer.h"
 #include "publisher.h"
 #include "pythonstacks.h"
-#if MEMSCOPE_AGENT_HAVE_CUDA
 #include "cudabackend.h"
-#endif
 
 #include <atomic>
 #include <cstdio>
@@ -122,11 +120,9 @@ namespace {
         }
         const char* wanted = std::getenv("MEMSCOPE_AGENT_BACKEND");
         const std::string choice = wanted ? wanted : "";
-        std::string cudaError = "memscope was built without CUDA";
+        std::string cudaError;
         if (choice.empty() || choice == "cuda") {
-#if MEMSCOPE_AGENT_HAVE_CUDA
             agent->backend = createCudaBackend(&cudaError);
-#endif
             if (agent->backend) {
                 agent->backendName = "cuda";
             } else if (choice == "cuda") {

@@ -1,7 +1,7 @@
 // The CUDA driver backend. See cudabackend.h.
 #include "cudabackend.h"
 
-#include <cuda.h>
+#include "cudadriver.h"
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -16,31 +16,31 @@ namespace {
 
     // The driver entry points, resolved by their versioned names (the ones the headers map the plain names to).
     struct Driver {
-        CUresult (*init)(unsigned) = nullptr;
-        CUresult (*deviceGetCount)(int*) = nullptr;
-        CUresult (*deviceGet)(CUdevice*, int) = nullptr;
-        CUresult (*deviceTotalMem)(size_t*, CUdevice) = nullptr;
-        CUresult (*primaryCtxRetain)(CUcontext*, CUdevice) = nullptr;
-        CUresult (*ctxPushCurrent)(CUcontext) = nullptr;
-        CUresult (*ctxPopCurrent)(CUcontext*) = nullptr;
-        CUresult (*ctxSynchronize)() = nullptr;
-        CUresult (*memAlloc)(CUdeviceptr*, size_t) = nullptr;
-        CUresult (*memFree)(CUdeviceptr) = nullptr;
-        CUresult (*memGetInfo)(size_t*, size_t*) = nullptr;
-        CUresult (*eventCreate)(CUevent*, unsigned) = nullptr;
-        CUresult (*eventDestroy)(CUevent) = nullptr;
-        CUresult (*eventRecord)(CUevent, CUstream) = nullptr;
-        CUresult (*eventQuery)(CUevent) = nullptr;
-        CUresult (*eventSynchronize)(CUevent) = nullptr;
-        CUresult (*streamSynchronize)(CUstream) = nullptr;
-        CUresult (*memAddressReserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
-        CUresult (*memAddressFree)(CUdeviceptr, size_t) = nullptr;
-        CUresult (*memCreate)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long)
+        cu::Result (*init)(unsigned) = nullptr;
+        cu::Result (*deviceGetCount)(int*) = nullptr;
+        cu::Result (*deviceGet)(cu::Device*, int) = nullptr;
+        cu::Result (*deviceTotalMem)(size_t*, cu::Device) = nullptr;
+        cu::Result (*primaryCtxRetain)(cu::Context*, cu::Device) = nullptr;
+        cu::Result (*ctxPushCurrent)(cu::Context) = nullptr;
+        cu::Result (*ctxPopCurrent)(cu::Context*) = nullptr;
+        cu::Result (*ctxSynchronize)() = nullptr;
+        cu::Result (*memAlloc)(cu::DeviceAddress*, size_t) = nullptr;
+        cu::Result (*memFree)(cu::DeviceAddress) = nullptr;
+        cu::Result (*memGetInfo)(size_t*, size_t*) = nullptr;
+        cu::Result (*eventCreate)(cu::Event*, unsigned) = nullptr;
+        cu::Result (*eventDestroy)(cu::Event) = nullptr;
+        cu::Result (*eventRecord)(cu::Event, cu::Stream) = nullptr;
+        cu::Result (*eventQuery)(cu::Event) = nullptr;
+        cu::Result (*eventSynchronize)(cu::Event) = nullptr;
+        cu::Result (*streamSynchronize)(cu::Stream) = nullptr;
+        cu::Result (*memAddressReserve)(cu::DeviceAddress*, size_t, size_t, cu::DeviceAddress, unsigned long long) = nullptr;
+        cu::Result (*memAddressFree)(cu::DeviceAddress, size_t) = nullptr;
+        cu::Result (*memCreate)(cu::MemHandle*, size_t, const cu::MemAllocationProp*, unsigned long long)
             = nullptr;
-        CUresult (*memRelease)(CUmemGenericAllocationHandle) = nullptr;
-        CUresult (*memMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
-        CUresult (*memUnmap)(CUdeviceptr, size_t) = nullptr;
-        CUresult (*memSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+        cu::Result (*memRelease)(cu::MemHandle) = nullptr;
+        cu::Result (*memMap)(cu::DeviceAddress, size_t, size_t, cu::MemHandle, unsigned long long) = nullptr;
+        cu::Result (*memUnmap)(cu::DeviceAddress, size_t) = nullptr;
+        cu::Result (*memSetAccess)(cu::DeviceAddress, size_t, const cu::MemAccessDesc*, size_t) = nullptr;
     };
 
     template <class F> bool resolve(void* lib, const char* name, F& out)
@@ -51,9 +51,9 @@ namespace {
 
     // A failing driver call other than out-of-memory is reported on stderr, once per call site (STYLE.md: the
     // allocator keeps going, warns once).
-    CUresult warnIfFailed(CUresult r, const char* what)
+    cu::Result warnIfFailed(cu::Result r, const char* what)
     {
-        if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY && r != CUDA_ERROR_NOT_READY) {
+        if (r != cu::Success && r != cu::ErrorOutOfMemory && r != cu::ErrorNotReady) {
             static std::mutex warnedMutex;
             static std::vector<const char*> warned;
             std::lock_guard lock(warnedMutex);
@@ -66,16 +66,16 @@ namespace {
     }
 #define MEMSCOPE_CU(call) warnIfFailed((call), #call)
 
-    BackendStatus statusOf(CUresult r)
+    BackendStatus statusOf(cu::Result r)
     {
-        if (r == CUDA_SUCCESS)
+        if (r == cu::Success)
             return BackendStatus::Ok;
-        return r == CUDA_ERROR_OUT_OF_MEMORY ? BackendStatus::OutOfMemory : BackendStatus::Error;
+        return r == cu::ErrorOutOfMemory ? BackendStatus::OutOfMemory : BackendStatus::Error;
     }
 
     class CudaBackend final : public Backend {
     public:
-        CudaBackend(const Driver& driver, std::vector<CUcontext> contexts, std::vector<CUdevice> devices)
+        CudaBackend(const Driver& driver, std::vector<cu::Context> contexts, std::vector<cu::Device> devices)
             : m_cu(driver)
             , m_contexts(std::move(contexts))
             , m_devices(std::move(devices))
@@ -100,9 +100,9 @@ namespace {
             Scope s(*this, device);
             if (!s.ok)
                 return BackendStatus::Error;
-            CUdeviceptr p = 0;
-            const CUresult r = MEMSCOPE_CU(m_cu.memAlloc(&p, size));
-            if (r == CUDA_SUCCESS)
+            cu::DeviceAddress p = 0;
+            const cu::Result r = MEMSCOPE_CU(m_cu.memAlloc(&p, size));
+            if (r == cu::Success)
                 *out = DevicePtr { static_cast<uintptr_t>(p) };
             return statusOf(r);
         }
@@ -111,7 +111,7 @@ namespace {
         {
             Scope s(*this, device);
             if (s.ok)
-                MEMSCOPE_CU(m_cu.memFree(static_cast<CUdeviceptr>(raw(ptr))));
+                MEMSCOPE_CU(m_cu.memFree(static_cast<cu::DeviceAddress>(raw(ptr))));
         }
 
         BackendStatus createEvent(int device, EventId* out) override
@@ -119,9 +119,9 @@ namespace {
             Scope s(*this, device);
             if (!s.ok)
                 return BackendStatus::Error;
-            CUevent e = nullptr;
-            const CUresult r = MEMSCOPE_CU(m_cu.eventCreate(&e, CU_EVENT_DISABLE_TIMING));
-            if (r == CUDA_SUCCESS)
+            cu::Event e = nullptr;
+            const cu::Result r = MEMSCOPE_CU(m_cu.eventCreate(&e, cu::EventDisableTiming));
+            if (r == cu::Success)
                 *out = EventId { reinterpret_cast<uintptr_t>(e) };
             return statusOf(r);
         }
@@ -130,7 +130,7 @@ namespace {
         {
             Scope s(*this, device);
             if (s.ok)
-                MEMSCOPE_CU(m_cu.eventDestroy(reinterpret_cast<CUevent>(raw(event))));
+                MEMSCOPE_CU(m_cu.eventDestroy(reinterpret_cast<cu::Event>(raw(event))));
         }
 
         BackendStatus recordEvent(int device, EventId event, StreamId stream) override
@@ -138,21 +138,21 @@ namespace {
             Scope s(*this, device);
             if (!s.ok)
                 return BackendStatus::Error;
-            return statusOf(MEMSCOPE_CU(m_cu.eventRecord(reinterpret_cast<CUevent>(raw(event)), stream_(stream))));
+            return statusOf(MEMSCOPE_CU(m_cu.eventRecord(reinterpret_cast<cu::Event>(raw(event)), stream_(stream))));
         }
 
         bool queryEvent(int device, EventId event) override
         {
             Scope s(*this, device);
             // Anything but "not ready" counts as done, so that a broken event cannot pin a block forever.
-            return !s.ok || MEMSCOPE_CU(m_cu.eventQuery(reinterpret_cast<CUevent>(raw(event)))) != CUDA_ERROR_NOT_READY;
+            return !s.ok || MEMSCOPE_CU(m_cu.eventQuery(reinterpret_cast<cu::Event>(raw(event)))) != cu::ErrorNotReady;
         }
 
         void synchronizeEvent(int device, EventId event) override
         {
             Scope s(*this, device);
             if (s.ok)
-                MEMSCOPE_CU(m_cu.eventSynchronize(reinterpret_cast<CUevent>(raw(event))));
+                MEMSCOPE_CU(m_cu.eventSynchronize(reinterpret_cast<cu::Event>(raw(event))));
         }
 
         void synchronizeStream(int device, StreamId stream) override
@@ -177,9 +177,9 @@ namespace {
             // ExpandableSegment asks for no particular alignment (0): the driver aligns to its granularity, and it
             // refuses alignments that are not powers of two, such as the 20 MiB pages of the large pool.
             (void)alignment;
-            CUdeviceptr p = 0;
-            const CUresult r = MEMSCOPE_CU(m_cu.memAddressReserve(&p, size, 0, 0, 0));
-            if (r == CUDA_SUCCESS)
+            cu::DeviceAddress p = 0;
+            const cu::Result r = MEMSCOPE_CU(m_cu.memAddressReserve(&p, size, 0, 0, 0));
+            if (r == cu::Success)
                 *out = DevicePtr { static_cast<uintptr_t>(p) };
             return statusOf(r);
         }
@@ -188,7 +188,7 @@ namespace {
         {
             Scope s(*this, device);
             if (s.ok)
-                MEMSCOPE_CU(m_cu.memAddressFree(static_cast<CUdeviceptr>(raw(base)), size));
+                MEMSCOPE_CU(m_cu.memAddressFree(static_cast<cu::DeviceAddress>(raw(base)), size));
         }
 
         BackendStatus mapPages(int device, DevicePtr addr, size_t pageSize, size_t count) override
@@ -198,36 +198,36 @@ namespace {
             Scope s(*this, device);
             if (!s.ok)
                 return BackendStatus::Error;
-            CUmemAllocationProp prop = {};
-            prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-            prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            cu::MemAllocationProp prop = {};
+            prop.type = cu::MemAllocationTypePinned;
+            prop.location.type = cu::MemLocationTypeDevice;
             prop.location.id = m_devices[size_t(device)];
-            std::vector<CUmemGenericAllocationHandle> created;
+            std::vector<cu::MemHandle> created;
             created.reserve(count);
             for (size_t i = 0; i < count; ++i) {
-                CUmemGenericAllocationHandle h = 0;
-                const CUresult r = MEMSCOPE_CU(m_cu.memCreate(&h, pageSize, &prop, 0));
-                if (r != CUDA_SUCCESS) {
-                    for (CUmemGenericAllocationHandle c : created)
+                cu::MemHandle h = 0;
+                const cu::Result r = MEMSCOPE_CU(m_cu.memCreate(&h, pageSize, &prop, 0));
+                if (r != cu::Success) {
+                    for (cu::MemHandle c : created)
                         MEMSCOPE_CU(m_cu.memRelease(c));
                     return statusOf(r);
                 }
                 created.push_back(h);
             }
-            const CUdeviceptr base = static_cast<CUdeviceptr>(raw(addr));
+            const cu::DeviceAddress base = static_cast<cu::DeviceAddress>(raw(addr));
             for (size_t i = 0; i < count; ++i) {
-                if (MEMSCOPE_CU(m_cu.memMap(base + i * pageSize, pageSize, 0, created[i], 0)) != CUDA_SUCCESS) {
+                if (MEMSCOPE_CU(m_cu.memMap(base + i * pageSize, pageSize, 0, created[i], 0)) != cu::Success) {
                     for (size_t j = 0; j < i; ++j)
                         MEMSCOPE_CU(m_cu.memUnmap(base + j * pageSize, pageSize));
-                    for (CUmemGenericAllocationHandle c : created)
+                    for (cu::MemHandle c : created)
                         MEMSCOPE_CU(m_cu.memRelease(c));
                     return BackendStatus::Error;
                 }
             }
-            CUmemAccessDesc desc = {};
-            desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+            cu::MemAccessDesc desc = {};
+            desc.location.type = cu::MemLocationTypeDevice;
             desc.location.id = m_devices[size_t(device)];
-            desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            desc.flags = cu::MemAccessFlagsProtReadWrite;
             MEMSCOPE_CU(m_cu.memSetAccess(base, pageSize * count, &desc, 1));
             std::lock_guard lock(m_mutex);
             for (size_t i = 0; i < count; ++i)
@@ -241,9 +241,9 @@ namespace {
             Scope s(*this, device);
             if (!s.ok)
                 return;
-            const CUdeviceptr base = static_cast<CUdeviceptr>(raw(addr));
+            const cu::DeviceAddress base = static_cast<cu::DeviceAddress>(raw(addr));
             for (size_t i = 0; i < count; ++i) {
-                const CUdeviceptr page = base + i * pageSize;
+                const cu::DeviceAddress page = base + i * pageSize;
                 MEMSCOPE_CU(m_cu.memUnmap(page, pageSize));
                 std::lock_guard lock(m_mutex);
                 auto& handles = m_handles[size_t(device)];
@@ -256,7 +256,7 @@ namespace {
         }
 
     private:
-        static CUstream stream_(StreamId s) { return reinterpret_cast<CUstream>(raw(s)); }
+        static cu::Stream stream_(StreamId s) { return reinterpret_cast<cu::Stream>(raw(s)); }
 
         // Makes the device's primary context current for the scope of one call (what the runtime API does).
         struct Scope {
@@ -265,12 +265,12 @@ namespace {
             {
                 if (device < 0 || device >= b.deviceCount())
                     return;
-                ok = MEMSCOPE_CU(b.m_cu.ctxPushCurrent(b.m_contexts[size_t(device)])) == CUDA_SUCCESS;
+                ok = MEMSCOPE_CU(b.m_cu.ctxPushCurrent(b.m_contexts[size_t(device)])) == cu::Success;
             }
             ~Scope()
             {
                 if (ok) {
-                    CUcontext popped = nullptr;
+                    cu::Context popped = nullptr;
                     MEMSCOPE_CU(backend.m_cu.ctxPopCurrent(&popped));
                 }
             }
@@ -281,10 +281,10 @@ namespace {
         };
 
         Driver m_cu;
-        std::vector<CUcontext> m_contexts;
-        std::vector<CUdevice> m_devices;
+        std::vector<cu::Context> m_contexts;
+        std::vector<cu::Device> m_devices;
         std::mutex m_mutex;
-        std::vector<std::map<CUdeviceptr, CUmemGenericAllocationHandle>> m_handles;
+        std::vector<std::map<cu::DeviceAddress, cu::MemHandle>> m_handles;
     };
 
 } // namespace
@@ -318,17 +318,17 @@ std::unique_ptr<Backend> createCudaBackend(std::string* error)
         && resolve(lib, "cuMemUnmap", d.memUnmap) && resolve(lib, "cuMemSetAccess", d.memSetAccess);
     if (!resolved)
         return fail("the CUDA driver in libcuda.so.1 lacks an entry point memscope needs (driver too old?)");
-    if (d.init(0) != CUDA_SUCCESS)
+    if (d.init(0) != cu::Success)
         return fail("cuInit failed: no usable CUDA driver or device");
     int count = 0;
-    if (d.deviceGetCount(&count) != CUDA_SUCCESS || count <= 0)
+    if (d.deviceGetCount(&count) != cu::Success || count <= 0)
         return fail("no CUDA device");
-    std::vector<CUcontext> contexts;
-    std::vector<CUdevice> devices;
+    std::vector<cu::Context> contexts;
+    std::vector<cu::Device> devices;
     for (int i = 0; i < count; ++i) {
-        CUdevice dev = 0;
-        CUcontext ctx = nullptr;
-        if (d.deviceGet(&dev, i) != CUDA_SUCCESS || d.primaryCtxRetain(&ctx, dev) != CUDA_SUCCESS)
+        cu::Device dev = 0;
+        cu::Context ctx = nullptr;
+        if (d.deviceGet(&dev, i) != cu::Success || d.primaryCtxRetain(&ctx, dev) != cu::Success)
             return fail("cannot retain the primary context of CUDA device " + std::to_string(i));
         devices.push_back(dev);
         contexts.push_back(ctx);

@@ -4,7 +4,7 @@
 // CU_EVENT_DISABLE_TIMING events, and expandable segments use cuMemAddressReserve + cuMemCreate + cuMemMap +
 // cuMemSetAccess exactly as PyTorch's ExpandableSegment does. Stream handles are cudaStream_t values (CUstream).
 //
-// Thread-safe; compiled only when the CUDA toolkit headers were found (MEMSCOPE_AGENT_HAVE_CUDA).
+// Thread-safe; always built (the driver ABI it uses is declared in cudadriver.h, no toolkit needed).
 #pragma once
 
 #include "backend.h"
