@@ -49,7 +49,7 @@ QString InsightsModel::sectionTitle(report::InsightKind kind)
     case K::PendingFree:
         return tr("Waiting for other streams (record_stream)");
     case K::Growth:
-        return tr("What grew");
+        return tr("What changed");
     case K::WhatIf:
         return tr("What would help");
     case K::Count:

@@ -845,7 +845,7 @@ Insights computeDiffInsights(const DiffResult& result, const InsightOptions& opt
     head.count = d.allocations;
     head.title = "Active memory " + std::string(d.active >= 0 ? "grew" : "shrank") + " by " + size(std::abs(d.active))
         + " (" + size(a.active) + " -> " + size(b.active) + "), reserved " + signedSize(d.reserved) + ", "
-        + plural(d.allocations, "allocation", "allocations") + " more";
+        + plural(std::abs(d.allocations), "allocation", "allocations") + (d.allocations >= 0 ? " more" : " fewer");
     head.detail = "fragmentation (reserved - active) " + signedSize(d.fragmentation) + ", largest free block "
         + signedSize(d.largestFree) + "; segments only in B: " + std::to_string(result.segments.onlyB.count) + " ("
         + size(result.segments.onlyB.bytes) + "), only in A: " + std::to_string(result.segments.onlyA.count) + " ("

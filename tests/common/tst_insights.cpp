@@ -330,6 +330,15 @@ void TestInsights::leakInTheDiff()
     QCOMPARE(top.count, int64_t(3));
     QVERIFY(QString::fromStdString(top.title).contains(QLatin1String("gen_snapshots.py:126:step")));
     QCOMPARE(in.items[0].bytes, r.totals.front().delta.active);
+    // The first item's words follow the signs: the same files swapped shrink, with fewer allocations.
+    const QString forward = QString::fromStdString(in.items[0].title);
+    QVERIFY2(forward.startsWith(QLatin1String("Active memory grew by ")) && forward.endsWith(QLatin1String(" more")),
+             qPrintable(forward));
+    const DiffResult back = computeDiff(b, a);
+    const QString backward = QString::fromStdString(report::computeDiffInsights(back).items[0].title);
+    QVERIFY2(backward.startsWith(QLatin1String("Active memory shrank by ")) && backward.endsWith(QLatin1String(" fewer"))
+                 && !backward.contains(QLatin1String(", -")),
+             qPrintable(backward));
 }
 
 void TestInsights::oomsUnderACap_data()
