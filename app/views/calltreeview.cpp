@@ -259,9 +259,11 @@ void CallTreeView::startRebuild(Run run)
     });
     // A backward allocation recorded without a stack is filed under the forward pass its autograd node came from,
     // where the trace kept it (forward_frames), instead of "<no stack recorded>".
-    for (model::CallSample& sample : samples)
-        if (sample.key != model::NoSampleKey)
-            sample.stack = s->treeStack(model::AllocationId { sample.key });
+    if (!s->snapshot().forwardStacks.empty()) {
+        for (model::CallSample& sample : samples)
+            if (sample.key != model::NoSampleKey)
+                sample.stack = s->treeStack(model::AllocationId { sample.key });
+    }
     // "Hide internal frames": PyTorch's filter and every frame that is not the user's code or a library's, but the
     // site (model/framefilter.h): a C++ stack's tree is as shallow as a Python one's, and bottom-up roots are sites.
     const model::CallTreeOptions options { m_direction, m_session->frameFilter(), m_session->frameFilter() };
