@@ -39,6 +39,7 @@ namespace {
         static const Trace none;
         const auto& traces = snapshot.deviceTraces;
         const Trace& entries = size_t(data.device) < traces.size() ? traces[size_t(data.device)] : none;
+        StringId lastText = EmptyString;
         for (size_t k = allocFrom; k < allocs.count(); ++k) {
             switch (data.colorMode) {
             case ColorMode::Allocation:
@@ -49,10 +50,16 @@ namespace {
                 const bool known = allocations[k].allocIndex >= 0 && entry < int64_t(entries.size());
                 const StringId text = known ? snapshot.form(entries[size_t(entry)]).userMetadata : EmptyString;
                 data.allocColors[k] = colors::metadata(text).rgb();
-                const std::string_view shown = snapshot.str(text);
-                if (std::none_of(data.metadataLegend.begin(), data.metadataLegend.end(),
-                                 [&](const auto& l) { return l.first == shown; }))
-                    data.metadataLegend.emplace_back(std::string(shown), data.allocColors[k]);
+                // Neighbouring allocations mostly share their text: the legend is searched only when it changes,
+                // and holds the first MaxMetadataLegend texts met.
+                if (k == allocFrom || text != lastText) {
+                    lastText = text;
+                    const std::string_view shown = snapshot.str(text);
+                    if (data.metadataLegend.size() < TimelineData::MaxMetadataLegend
+                        && std::none_of(data.metadataLegend.begin(), data.metadataLegend.end(),
+                                        [&](const auto& l) { return l.first == shown; }))
+                        data.metadataLegend.emplace_back(std::string(shown), data.allocColors[k]);
+                }
                 break;
             }
             case ColorMode::Stack:

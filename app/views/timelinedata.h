@@ -45,7 +45,8 @@ struct TimelineData {
     std::shared_ptr<const std::vector<AnnotationSpan>> annotations; // the Session's (never null)
     std::vector<int64_t> ooms; // state indices
     // Colour by user metadata: each distinct text of the allocations and its colour, in the order first met ("" for
-    // none), for the header's legend.
+    // none), the first MaxMetadataLegend of them, for the header's legend.
+    static constexpr size_t MaxMetadataLegend = 64;
     std::vector<std::pair<std::string, uint32_t>> metadataLegend;
     // The x axis in time (each state's time_us) when the Session asks for it; null otherwise (the index axis costs
     // nothing to make: TimelineView makes it).
