@@ -7,7 +7,9 @@
 #include "testutil.h"
 #include "views/timelineview.h"
 
+#include <QApplication>
 #include <QDir>
+#include <QFont>
 #include <QSemaphore>
 #include <QThreadPool>
 #include <QWidget>
@@ -38,6 +40,25 @@ inline QString screenshotDir()
     QDir().mkpath(dir);
     return dir;
 }
+
+// The application font at `percent` of its size while it lives (200 stands for a 2x-scaled desktop), restored when
+// it goes, also when a check failed in between.
+class ScopedFontScale {
+public:
+    explicit ScopedFontScale(int percent)
+        : m_old(QApplication::font())
+    {
+        QFont scaled = m_old;
+        scaled.setPointSizeF(m_old.pointSizeF() * percent / 100.0);
+        QApplication::setFont(scaled);
+    }
+    ~ScopedFontScale() { QApplication::setFont(m_old); }
+    ScopedFontScale(const ScopedFontScale&) = delete;
+    ScopedFontScale& operator=(const ScopedFontScale&) = delete;
+
+private:
+    QFont m_old;
+};
 
 // Renders `widget` (shown offscreen at `size`) to <screenshotDir>/<name>.png, with the data its timelines build in
 // the background finished (as --screenshot does); returns false if it could not.

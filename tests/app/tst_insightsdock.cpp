@@ -441,10 +441,7 @@ void TestInsightsDock::defaultLayout()
 {
     QFETCH(QSize, size);
     QFETCH(int, fontScale);
-    const QFont old = QApplication::font();
-    QFont big = old;
-    big.setPointSizeF(old.pointSizeF() * fontScale / 100.0);
-    QApplication::setFont(big);
+    const test::ScopedFontScale font(fontScale);
     auto w = window(QStringLiteral("transformer_train.pickle"), size);
     w->goTo(*model::parseMoment("peak"));
     QCoreApplication::processEvents();
@@ -473,7 +470,6 @@ void TestInsightsDock::defaultLayout()
     w->showView(DocumentWindow::View::Insights);
     QVERIFY(test::saveScreenshot(
         *w, QStringLiteral("layout-%1x%2-%3pct").arg(size.width()).arg(size.height()).arg(fontScale), size));
-    QApplication::setFont(old);
 }
 
 void TestInsightsDock::layoutSurvivesRelaunch_data()

@@ -159,10 +159,7 @@ private Q_SLOTS:
     {
         QFETCH(QSize, size);
         QFETCH(int, fontScale);
-        const QFont old = QApplication::font();
-        QFont big = old;
-        big.setPointSizeF(old.pointSizeF() * fontScale / 100.0);
-        QApplication::setFont(big);
+        const memscope::test::ScopedFontScale font(fontScale);
         {
             MainWindow window;
             window.resize(size);
@@ -197,7 +194,6 @@ private Q_SLOTS:
             QTRY_VERIFY(search->hasFocus());
             QVERIFY(search->isVisible());
         }
-        QApplication::setFont(old);
     }
 
     // Errors do not pile up: the banner shows the newest, counts the earlier ones (all in its tooltip) and does not
